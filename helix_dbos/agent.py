@@ -1,0 +1,190 @@
+"""Agent definitions: ``define_agent``, ``AgentConfig``, ``LLMConfig`` and lifecycle hooks.
+
+An agent is data: a name, a prompt, schemas, tools and model settings. The durable runtime looks
+agents up by name when a workflow runs, so a new agent or an edited prompt never changes DBOS
+workflow source and never strands a run in flight.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, field_validator
+
+from helix_dbos.errors import DefinitionError
+from helix_dbos.step_result import StepResult
+from helix_dbos.tool import Tool
+
+HookFn = Callable[..., None | Awaitable[None]]
+
+_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: `$` would accept "x\n"
+
+
+class LLMConfig(BaseModel):
+    """Model settings for an agent.
+
+    ``model`` is a LiteLLM model string (``"openai/gpt-4o-mini"``, ``"anthropic/claude-sonnet-4-5"``).
+    Credentials come from the provider's usual environment variable unless ``api_key`` is given.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    model: str
+    """LiteLLM model string, ``provider/model``."""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-provider request options, e.g. ``{"openai": {"reasoning_effort": "low"}}``; merged into
+    the request for the matching provider."""
+    strict_output: bool = False
+    """Ask the provider to constrain ``__finish__`` arguments to the output schema (capability-gated)."""
+    cache: Sequence[Callable[..., Any]] | Callable[..., Any] | None = None
+    """Prompt-cache strategies (``anthropic_cache()``, ``openai_cache()``), applied inside the LLM step."""
+    api_base: str | None = None
+    """Base URL of an OpenAI-compatible (or other) endpoint."""
+    api_key: SecretStr | None = None
+    """Explicit API key; otherwise the provider's environment variable is used."""
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    """Per-request timeout; always passed to the provider (LiteLLM's default is 6000 s)."""
+    max_retries: int = Field(default=3, ge=0, le=20)
+    """Retries of retryable provider errors (rate limits, overload, timeouts), with backoff."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("model must be a non-empty LiteLLM model string such as 'openai/gpt-4o-mini'")
+        return value
+
+
+class AgentHooks(BaseModel):
+    """Lifecycle hooks; each may be sync or async. Tool hooks fire in the seeds' order:
+
+    ``before_tool -> execute -> on_state_change -> on_message -> after_tool``, in the input order
+    of the tool calls even when the tools themselves ran in parallel.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    on_agent_start: HookFn | None = None
+    before_llm_call: HookFn | None = None
+    after_llm_call: HookFn | None = None
+    before_tool: HookFn | None = None
+    after_tool: HookFn | None = None
+    on_state_change: HookFn | None = None
+    on_message: HookFn | None = None
+    on_agent_complete: HookFn | None = None
+    on_agent_fail: HookFn | None = None
+    on_agent_suspended: HookFn | None = None
+    on_agent_resumed: HookFn | None = None
+
+
+class AgentConfig(BaseModel):
+    """A complete agent definition. Build it with :func:`define_agent`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    """Unique agent name; the runtime resolves agents by it."""
+    description: str = ""
+    system_prompt: str | Callable[[Any], str]
+    """A string, or a function of the custom state returning one (re-evaluated every step)."""
+    state_schema: type[BaseModel] | None = None
+    """Custom state model; every field needs a default so a new session can start from it."""
+    output_schema: Any = None
+    """A pydantic model, or any type pydantic can validate; enables the ``__finish__`` tool."""
+    tools: tuple[Tool, ...] = ()
+    llm_config: LLMConfig
+    max_steps: int = Field(default=20, gt=0)
+    """Safety limit on LLM steps per run."""
+    stop_when: Callable[[StepResult], bool] | None = None
+    """Application-specific stop condition, checked after every step."""
+    hooks: AgentHooks = Field(default_factory=AgentHooks)
+
+    def get_tool(self, name: str) -> Tool | None:
+        """The tool with this name, if the agent has it."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def finish_with_tools(self) -> tuple[Tool, ...]:
+        """The tools whose call completes the agent."""
+        return tuple(t for t in self.tools if t.finish_with)
+
+    def output_adapter(self) -> TypeAdapter[Any] | None:
+        """A validator for the output schema, or ``None`` when the agent has none."""
+        return None if self.output_schema is None else TypeAdapter(self.output_schema)
+
+
+def define_agent(
+    name: str,
+    *,
+    system_prompt: str | Callable[[Any], str],
+    llm_config: LLMConfig | dict[str, Any] | str,
+    description: str = "",
+    state_schema: type[BaseModel] | None = None,
+    output_schema: Any = None,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 20,
+    stop_when: Callable[[StepResult], bool] | None = None,
+    hooks: AgentHooks | dict[str, HookFn] | None = None,
+) -> AgentConfig:
+    """Define an agent, validating it now so mistakes fail at import time, not mid-run.
+
+    ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
+    """
+    if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
+        raise DefinitionError(
+            f"invalid agent name {name!r}: start with a letter or digit; use letters, digits, '_', '.', '-'"
+        )
+    if not (isinstance(system_prompt, str) or callable(system_prompt)):
+        raise DefinitionError(f"agent {name!r}: system_prompt must be a string or a function of the state")
+    if isinstance(llm_config, str):
+        llm_config = {"model": llm_config}
+    try:
+        config = llm_config if isinstance(llm_config, LLMConfig) else LLMConfig.model_validate(llm_config)
+    except ValueError as exc:
+        raise DefinitionError(f"agent {name!r}: invalid llm_config: {exc}") from exc
+    tool_list = tuple(tools)
+    seen: set[str] = set()
+    for tool in tool_list:
+        if not isinstance(tool, Tool):
+            raise DefinitionError(f"agent {name!r}: tools must be created with define_tool, got {tool!r}")
+        if tool.name in seen:
+            raise DefinitionError(f"agent {name!r}: duplicate tool name {tool.name!r}")
+        seen.add(tool.name)
+    if state_schema is not None:
+        if not (isinstance(state_schema, type) and issubclass(state_schema, BaseModel)):
+            raise DefinitionError(f"agent {name!r}: state_schema must be a pydantic model class")
+        try:
+            state_schema()
+        except ValueError as exc:
+            raise DefinitionError(
+                f"agent {name!r}: every state_schema field needs a default so a new session can start: {exc}"
+            ) from exc
+    if output_schema is not None:
+        try:
+            TypeAdapter(output_schema).json_schema()
+        except Exception as exc:
+            raise DefinitionError(f"agent {name!r}: output_schema is not a type pydantic can validate: {exc}") from exc
+    if not isinstance(max_steps, int) or max_steps <= 0:
+        raise DefinitionError(f"agent {name!r}: max_steps must be a positive integer")
+    if stop_when is not None and not callable(stop_when):
+        raise DefinitionError(f"agent {name!r}: stop_when must be callable")
+    try:
+        hook_set = hooks if isinstance(hooks, AgentHooks) else AgentHooks(**(hooks or {}))
+    except ValueError as exc:
+        raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
+    return AgentConfig(
+        name=name,
+        description=description,
+        system_prompt=system_prompt,
+        state_schema=state_schema,
+        output_schema=output_schema,
+        tools=tool_list,
+        llm_config=config,
+        max_steps=max_steps,
+        stop_when=stop_when,
+        hooks=hook_set,
+    )

@@ -1,0 +1,81 @@
+"""Checkpoint ids and records (seed 002 "Checkpoints").
+
+A checkpoint is the state of a session after a step. Its id is readable and sortable by step:
+``cpv1-{session_id}-s{step_count}-t{timestamp_ms}-{random}``. Session ids may contain dashes; the
+parser anchors on the fixed suffix, so they round-trip.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from helix_dbos.session import AgentState, AgentStatus
+
+CHECKPOINT_ID_VERSION = 1
+CHECKPOINT_ID_PREFIX = f"cpv{CHECKPOINT_ID_VERSION}"
+
+_CHECKPOINT_ID = re.compile(r"^cpv(?P<version>\d+)-(?P<session>.+)-s(?P<step>\d+)-t(?P<ts>\d+)-(?P<random>[a-z0-9]+)$")
+
+
+class ParsedCheckpointId(BaseModel):
+    """The parts of a checkpoint id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: int
+    session_id: str
+    step_count: int
+    timestamp: int
+    random: str
+
+
+def generate_checkpoint_id(
+    session_id: str, step_count: int, *, timestamp_ms: int, random: str | None = None
+) -> str:
+    """A new checkpoint id. ``timestamp_ms`` is explicit so callers in workflow code stay deterministic."""
+    suffix = random if random is not None else secrets.token_hex(3)
+    return f"{CHECKPOINT_ID_PREFIX}-{session_id}-s{step_count}-t{timestamp_ms}-{suffix}"
+
+
+def parse_checkpoint_id(checkpoint_id: str) -> ParsedCheckpointId | None:
+    """Split a checkpoint id into its parts, or ``None`` when it is not one."""
+    match = _CHECKPOINT_ID.match(checkpoint_id)
+    if match is None:
+        return None
+    return ParsedCheckpointId(
+        version=int(match["version"]),
+        session_id=match["session"],
+        step_count=int(match["step"]),
+        timestamp=int(match["ts"]),
+        random=match["random"],
+    )
+
+
+class CheckpointMeta(BaseModel):
+    """Listing view of a checkpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    session_id: str
+    step_count: int
+    timestamp: int
+    status: AgentStatus
+
+
+class Checkpoint(BaseModel):
+    """A complete snapshot of a session after a step."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    session_id: str
+    step_count: int
+    timestamp: int
+    state: AgentState
+    message_count: int
+    """How many messages the transcript had at this checkpoint (recovery truncates back to it)."""
+    stream_sequence: int
+    """The stream's sequence at this checkpoint (readers resume after it)."""
+    metadata: dict[str, Any] | None = None

@@ -1,0 +1,152 @@
+"""The demo agent, and a scripted offline model that drives it like a real one.
+
+``helix-dbos demo`` runs this agent end to end on the embedded default (SQLite files, no server)
+with :class:`DemoModel`, which reads the conversation and answers as a tool-using model would:
+parallel tool calls first, then a state-updating tool, then ``__finish__`` with a summary built
+from the tool results it actually received. Give ``--model openai/gpt-4o-mini`` (or any LiteLLM
+model string) and the same agent runs on a real model instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from helix_dbos.agent import AgentConfig, define_agent
+from helix_dbos.llm.adapter import LLMGenerateInput
+from helix_dbos.messages import ToolResultMessage, UserMessage
+from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, TokenUsage, ToolCallsStepResult
+from helix_dbos.tool import ToolContext, define_tool
+
+DEMO_MODEL = "helix/demo-scripted"
+"""The model string that selects :class:`DemoModel`."""
+
+_WEATHER = {"paris": (18.0, "light rain"), "tokyo": (24.0, "sunny"), "lima": (16.0, "overcast")}
+
+
+class TripNotes(BaseModel):
+    """The demo agent's custom state: notes it saved while working."""
+
+    notes: list[str] = Field(default_factory=list)
+
+
+class CityIn(BaseModel):
+    """Input of ``get_weather``."""
+
+    city: str = Field(description="City name, e.g. 'Paris'")
+
+
+class NoteIn(BaseModel):
+    """Input of ``save_note``."""
+
+    text: str
+
+
+class TripReport(BaseModel):
+    """The demo agent's structured output."""
+
+    summary: str
+    warmest_city: str
+    notes: list[str]
+
+
+def get_weather(inp: CityIn, ctx: ToolContext) -> dict[str, Any]:
+    """Deterministic 'weather service' so the demo needs no network."""
+    celsius, sky = _WEATHER.get(inp.city.strip().lower(), (20.0, "unknown"))
+    return {"city": inp.city, "celsius": celsius, "fahrenheit": round(celsius * 9 / 5 + 32, 1), "sky": sky}
+
+
+def save_note(inp: NoteIn, ctx: ToolContext) -> dict[str, Any]:
+    """Append to the agent's notes (a state change the runtime records as an ``append`` write)."""
+    ctx.update_state(lambda draft: draft.notes.append(inp.text))
+    ctx.emit("note_saved", {"text": inp.text})
+    return {"saved": True, "total_notes": len(ctx.get_state().notes)}
+
+
+def build_demo_agent(model: str = DEMO_MODEL) -> AgentConfig:
+    """The demo agent; ``model`` is a LiteLLM model string or :data:`DEMO_MODEL`."""
+    return define_agent(
+        "trip-planner",
+        description="Compares the weather in a few cities and writes a short report.",
+        system_prompt=lambda state: (
+            "You are a travel assistant. Use get_weather for every city the user names (in parallel), "
+            "save one note per city with save_note, then finish with a short report. "
+            f"Notes saved so far: {len(state.notes)}."
+        ),
+        state_schema=TripNotes,
+        output_schema=TripReport,
+        tools=[
+            define_tool("get_weather", description="Current weather for a city", input_schema=CityIn, execute=get_weather),
+            define_tool("save_note", description="Save a note for the report", input_schema=NoteIn, execute=save_note),
+        ],
+        llm_config={"model": model, "temperature": 0.0},
+        max_steps=8,
+    )
+
+
+class DemoModel:
+    """A scripted model for the demo agent: decides from the transcript, streams its text."""
+
+    async def generate_step(self, input: LLMGenerateInput) -> StepResult:  # noqa: A002 - protocol name
+        """Answer the next step of the demo conversation."""
+        results = [m for m in input.messages if isinstance(m, ToolResultMessage)]
+        weather = [json.loads(m.content) for m in results if m.tool_name == "get_weather"]
+        notes = [m for m in results if m.tool_name == "save_note"]
+        usage = TokenUsage(input_tokens=40 * len(input.messages), output_tokens=25)
+        if not weather:
+            cities = _cities(input)
+            await _say(input, f"Checking the weather in {', '.join(cities)}.")
+            calls = [ParsedToolCall(id=f"w{i}", name="get_weather", arguments={"city": c}) for i, c in enumerate(cities)]
+            return ToolCallsStepResult(content=None, tool_calls=calls, stop_reason="tool_use", usage=usage)
+        if not notes:
+            calls = [
+                ParsedToolCall(
+                    id=f"n{i}",
+                    name="save_note",
+                    arguments={"text": f"{w['city']}: {w['celsius']}°C / {w['fahrenheit']}°F, {w['sky']}"},
+                )
+                for i, w in enumerate(weather)
+            ]
+            return ToolCallsStepResult(tool_calls=calls, stop_reason="tool_use", usage=usage)
+        warmest = max(weather, key=lambda w: w["celsius"])
+        summary = f"Of {len(weather)} cities, {warmest['city']} is warmest at {warmest['celsius']}°C ({warmest['sky']})."
+        await _say(input, summary)
+        if not any(t.name == "__finish__" for t in input.tools):
+            return TextStepResult(content=summary, should_stop=True, stop_reason="end_turn", usage=usage)
+        arguments = {
+            "summary": summary,
+            "warmest_city": warmest["city"],
+            "notes": _note_texts(input),
+        }
+        return ToolCallsStepResult(
+            tool_calls=[ParsedToolCall(id="finish", name="__finish__", arguments=arguments)],
+            stop_reason="tool_use",
+            usage=usage,
+        )
+
+
+def _note_texts(input: LLMGenerateInput) -> list[str]:  # noqa: A002
+    from helix_dbos.messages import AssistantMessage
+
+    return [
+        str(call.arguments.get("text", ""))
+        for m in input.messages
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls or []
+        if call.name == "save_note"
+    ]
+
+
+def _cities(input: LLMGenerateInput) -> list[str]:  # noqa: A002
+    text = " ".join(m.content for m in input.messages if isinstance(m, UserMessage)).lower()
+    found = [name.title() for name in _WEATHER if name in text]
+    return found or ["Paris", "Tokyo"]
+
+
+async def _say(input: LLMGenerateInput, text: str) -> None:  # noqa: A002
+    if input.callbacks is None:
+        return
+    for word in text.split(" "):
+        await input.callbacks.text_delta(word + " ")

@@ -1,0 +1,334 @@
+"""Errors: one root, typed codes, and the helpers that turn any exception into one.
+
+Every error helix-dbos raises is a :class:`HelixError`, so one ``except HelixError`` catches them
+all and ``error.code`` tells what went wrong without string matching. The category is derived
+from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``)::
+
+    HelixError (code, category, retryable, status_code)
+    ├── DefinitionError                 validation_error      bad define_agent / define_tool call
+    ├── AgentAlreadyRunningError        state_already_running a run is in flight for the session
+    ├── AgentNotResumableError          state_not_resumable
+    ├── SessionNotFoundError            state_session_not_found
+    ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
+    ├── DatabaseNotMigratedError        framework_internal_error    run `helix-dbos db upgrade`
+    ├── StaleStateError                 state_concurrency_conflict  lost a compare-and-set race
+    ├── ExecutorSupersededError         state_concurrency_conflict  graceful hand-over, not a failure
+    ├── FencingTokenMismatchError       state_concurrency_conflict
+    ├── LockNotAcquiredError            state_concurrency_conflict
+    ├── LockLostError                   state_concurrency_conflict
+    └── StreamTruncatedError            transport_error
+
+Provider failures surface as plain ``HelixError`` with a ``provider_*`` code (see
+``helix_dbos.llm.litellm_adapter`` for the mapping from LiteLLM exceptions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal, get_args
+
+ErrorCategory = Literal["provider", "tool", "state", "transport", "validation", "framework"]
+
+ErrorCode = Literal[
+    "provider_overloaded",
+    "provider_rate_limited",
+    "provider_auth_error",
+    "provider_content_filtered",
+    "provider_refused",
+    "provider_timeout",
+    "provider_invalid_request",
+    "provider_error",
+    "tool_input_invalid",
+    "tool_execution_failed",
+    "tool_not_found",
+    "tool_timeout",
+    "state_concurrency_conflict",
+    "state_session_not_found",
+    "state_already_running",
+    "state_not_resumable",
+    "transport_error",
+    "validation_error",
+    "framework_internal_error",
+    "framework_not_supported",
+    "framework_cancelled",
+]
+
+ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
+
+_DEFAULT_RETRYABLE: frozenset[str] = frozenset(
+    {"provider_overloaded", "provider_rate_limited", "provider_timeout", "provider_error", "transport_error"}
+)
+
+
+def category_of(code: ErrorCode) -> ErrorCategory:
+    """Derive the category from the code prefix (``tool_not_found`` -> ``tool``)."""
+    prefix = code.split("_", 1)[0]
+    if prefix in ("provider", "tool", "state", "transport", "validation", "framework"):
+        return prefix  # type: ignore[return-value]
+    return "framework"
+
+
+class HelixError(Exception):
+    """The root of every helix-dbos error: a message plus a typed, serialisable code.
+
+    ``retryable`` says whether trying the same operation again may succeed (a rate limit may; an
+    authentication failure will not); the LLM adapter's retry loop reads it.
+    """
+
+    code: ErrorCode
+    category: ErrorCategory
+    retryable: bool
+    status_code: int | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode = "framework_internal_error",
+        retryable: bool | None = None,
+        status_code: int | None = None,
+        cause: BaseException | None = None,
+        retry_after_seconds: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.category = category_of(code)
+        self.retryable = code in _DEFAULT_RETRYABLE if retryable is None else retryable
+        self.status_code = status_code
+        self.retry_after_seconds = retry_after_seconds
+        if cause is not None:
+            self.__cause__ = cause
+
+    @staticmethod
+    def is_instance(value: object) -> bool:
+        """Duck-typed check, for errors that crossed a process boundary as plain data."""
+        return isinstance(value, HelixError)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form, used where an error is persisted (step outputs, stream chunks)."""
+        return {
+            "message": self.message,
+            "code": self.code,
+            "category": self.category,
+            "retryable": self.retryable,
+            "status_code": self.status_code,
+            "error_type": type(self).__name__,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HelixError:
+        """Rebuild a :class:`HelixError` from :meth:`to_dict` output (the subclass is not restored)."""
+        code = data.get("code", "framework_internal_error")
+        if code not in ERROR_CODES:
+            code = "framework_internal_error"
+        return HelixError(
+            str(data.get("message", "")),
+            code=code,
+            retryable=bool(data.get("retryable", False)),
+            status_code=data.get("status_code"),
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # DBOS pickles exceptions raised by steps and workflows and unpickles them on recovery.
+        # The default reduction calls ``type(self)(*self.args)``, which fails for subclasses whose
+        # constructors take other arguments (``StaleStateError(session_id, expected, actual)``);
+        # rebuild without calling ``__init__`` and restore the attributes from ``__dict__``.
+        return (_rebuild_error, (type(self), self.args), self.__dict__)
+
+
+def _rebuild_error(cls: type[HelixError], args: tuple[Any, ...]) -> HelixError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
+
+class DefinitionError(HelixError, ValueError):
+    """An agent or tool definition is invalid; raised by ``define_agent`` / ``define_tool``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="validation_error", retryable=False)
+
+
+class AgentAlreadyRunningError(HelixError):
+    """A run is already in flight for this session: sessions are single-writer."""
+
+    def __init__(self, session_id: str, current_status: str) -> None:
+        super().__init__(
+            f"Session {session_id!r} already has a run in flight (status {current_status!r}); "
+            "wait for it to finish, or interrupt it first",
+            code="state_already_running",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.current_status = current_status
+
+
+class AgentNotResumableError(HelixError):
+    """The session is in a state that cannot be resumed (for example ``failed`` after an abort)."""
+
+    def __init__(self, session_id: str, current_status: str, reason: str | None = None) -> None:
+        detail = f": {reason}" if reason else ""
+        super().__init__(
+            f"Session {session_id!r} cannot be resumed from status {current_status!r}{detail}",
+            code="state_not_resumable",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.current_status = current_status
+
+
+class SessionNotFoundError(HelixError):
+    """No session with this id exists in the store."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session {session_id!r} does not exist", code="state_session_not_found")
+        self.session_id = session_id
+
+
+class SessionAlreadyExistsError(HelixError):
+    """``create_session`` lost the race: exactly one concurrent creator wins."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session {session_id!r} already exists", code="state_concurrency_conflict")
+        self.session_id = session_id
+
+
+class DatabaseNotMigratedError(HelixError):
+    """The store's tables are missing or older than this version of helix-dbos expects."""
+
+    def __init__(self, url: str, detail: str) -> None:
+        super().__init__(
+            f"The helix-dbos tables in {url} are not up to date ({detail}). "
+            f"Run: helix-dbos db upgrade --database-url '{url}'",
+            code="framework_internal_error",
+            retryable=False,
+        )
+        self.url = url
+
+
+class StaleStateError(HelixError):
+    """A compare-and-set lost the race: the stored version moved on since it was read."""
+
+    def __init__(self, session_id: str, expected_version: int, actual_version: int) -> None:
+        super().__init__(
+            f"Session {session_id!r} changed concurrently (expected version {expected_version}, "
+            f"found {actual_version})",
+            code="state_concurrency_conflict",
+            retryable=True,
+        )
+        self.session_id = session_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+
+
+class ExecutorSupersededError(HelixError):
+    """Another executor took over the session; a graceful shutdown signal, not a failure."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"Executor for session {session_id!r} was superseded", code="state_concurrency_conflict"
+        )
+        self.session_id = session_id
+
+
+class FencingTokenMismatchError(HelixError):
+    """A write carried a fencing token older than the lock's current one (split brain)."""
+
+    def __init__(self, session_id: str, expected_token: int) -> None:
+        super().__init__(
+            f"Fencing token mismatch for session {session_id!r} (expected {expected_token})",
+            code="state_concurrency_conflict",
+        )
+        self.session_id = session_id
+        self.expected_token = expected_token
+
+
+class LockNotAcquiredError(HelixError):
+    """A lock is held by someone else."""
+
+    def __init__(self, resource: str, held_by: str) -> None:
+        super().__init__(f"Lock {resource!r} is held by {held_by!r}", code="state_concurrency_conflict")
+        self.resource = resource
+        self.held_by = held_by
+
+
+class LockLostError(HelixError):
+    """A held lock expired or was taken over."""
+
+    def __init__(self, resource: str, fencing_token: int) -> None:
+        super().__init__(f"Lock {resource!r} was lost", code="state_concurrency_conflict")
+        self.resource = resource
+        self.fencing_token = fencing_token
+
+
+class StreamTruncatedError(HelixError):
+    """A reader's cursor is past a truncation point: chunks it had not read were removed.
+
+    Re-attach with a resumable reader from ``last_valid_sequence`` to continue.
+    """
+
+    def __init__(self, stream_id: str, last_valid_sequence: int, truncated_at_step: int) -> None:
+        super().__init__(
+            f"Stream {stream_id!r} was truncated at step {truncated_at_step} after sequence "
+            f"{last_valid_sequence}",
+            code="transport_error",
+            retryable=False,
+        )
+        self.stream_id = stream_id
+        self.last_valid_sequence = last_valid_sequence
+        self.truncated_at_step = truncated_at_step
+
+
+def extract_error_message(value: object) -> str:
+    """Best-effort human message from anything that was raised or returned as an error."""
+    if isinstance(value, HelixError):
+        return value.message
+    if isinstance(value, BaseException):
+        text = str(value)
+        return text if text else type(value).__name__
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        message = value.get("message")
+        if isinstance(message, str):
+            return message
+    message_attr = getattr(value, "message", None)
+    if isinstance(message_attr, str):
+        return message_attr
+    return str(value) if value is not None else "null"
+
+
+def ensure_error(value: object) -> BaseException:
+    """Return ``value`` if it is an exception, else wrap it, keeping the original as ``__cause__``-like data."""
+    if isinstance(value, BaseException):
+        return value
+    error = HelixError(extract_error_message(value))
+    error.original = value  # type: ignore[attr-defined]
+    return error
+
+
+def classify_error(value: object) -> HelixError:
+    """Turn any error into a :class:`HelixError` with the most specific code we can tell.
+
+    HelixErrors pass through; cancellation maps to ``framework_cancelled``; pydantic validation
+    failures to ``validation_error``; timeouts to ``provider_timeout``; anything else to
+    ``framework_internal_error``. Provider exceptions are classified by the LLM adapter, which
+    knows the provider's exception types.
+    """
+    if isinstance(value, HelixError):
+        return value
+    error = ensure_error(value)
+    message = extract_error_message(error)
+    if isinstance(error, asyncio.CancelledError | KeyboardInterrupt):
+        return HelixError(message or "cancelled", code="framework_cancelled", retryable=False, cause=error)
+    if type(error).__name__ == "ValidationError":
+        return HelixError(message, code="validation_error", retryable=False, cause=error)
+    if isinstance(error, TimeoutError):
+        return HelixError(message or "timed out", code="provider_timeout", retryable=True, cause=error)
+    if isinstance(error, NotImplementedError):
+        return HelixError(message, code="framework_not_supported", retryable=False, cause=error)
+    return HelixError(message, code="framework_internal_error", retryable=False, cause=error)

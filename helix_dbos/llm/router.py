@@ -1,0 +1,28 @@
+"""Route LLM steps to different adapters by model-string prefix.
+
+One executor can host agents on different back ends: real providers through LiteLLM, and a
+scripted model (the demo's, or a test's) under a prefix of its own such as ``helix/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput
+from helix_dbos.step_result import StepResult
+
+
+class ModelRouter:
+    """An :class:`LLMAdapter` that delegates by the longest matching model prefix."""
+
+    def __init__(self, routes: Mapping[str, LLMAdapter], default: LLMAdapter) -> None:
+        self._routes = sorted(routes.items(), key=lambda item: len(item[0]), reverse=True)
+        self._default = default
+
+    def adapter_for(self, model: str) -> LLMAdapter:
+        """The adapter that serves ``model``."""
+        return next((adapter for prefix, adapter in self._routes if model.startswith(prefix)), self._default)
+
+    async def generate_step(self, input: LLMGenerateInput) -> StepResult:  # noqa: A002 - protocol name
+        """Delegate to the adapter for ``input.config.model``."""
+        return await self.adapter_for(input.config.model).generate_step(input)

@@ -1,0 +1,116 @@
+"""Run setup: ``initialize_agent_state``, ``build_effective_tools`` and prompt resolution (seed 004 step 1-2).
+
+Pure functions over an :class:`AgentConfig`; the durable runtime calls them from workflow code,
+so they must be deterministic (no clock, no ids minted here: callers pass them in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from helix_dbos.agent import AgentConfig
+from helix_dbos.errors import DefinitionError
+from helix_dbos.messages import Message, UserInputMessage, UserMessage
+from helix_dbos.orchestration.message_builder import build_messages_for_llm
+from helix_dbos.session import AgentInput, AgentState, SendInput
+from helix_dbos.state.tracker import to_json_state
+from helix_dbos.tool import FINISH_TOOL_NAME, Tool, create_finish_tool
+
+
+def build_effective_tools(agent: AgentConfig) -> list[Tool]:
+    """The tools the model sees: the agent's, plus ``__finish__`` unless a finish_with tool exists."""
+    tools = list(agent.tools)
+    if agent.output_schema is not None and not agent.finish_with_tools:
+        tools.append(create_finish_tool(agent.output_schema, strict=agent.llm_config.strict_output))
+    return tools
+
+
+def completion_tool_name(agent: AgentConfig) -> str | None:
+    """The tool that completes the agent: the first finish_with tool, ``__finish__``, or none."""
+    finish_with = agent.finish_with_tools
+    if finish_with:
+        return finish_with[0].name
+    return FINISH_TOOL_NAME if agent.output_schema is not None else None
+
+
+def default_custom_state(agent: AgentConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A new session's custom state: the schema's defaults with ``overrides`` applied and validated."""
+    if agent.state_schema is None:
+        return dict(overrides or {})
+    try:
+        return to_json_state(agent.state_schema.model_validate(overrides or {}))
+    except ValueError as exc:
+        raise DefinitionError(f"agent {agent.name!r}: initial state does not match state_schema: {exc}") from exc
+
+
+def typed_custom_state(agent: AgentConfig, custom_state: dict[str, Any]) -> Any:
+    """The custom state as the agent's schema instance (what prompts, tools and hooks receive)."""
+    return custom_state if agent.state_schema is None else agent.state_schema.model_validate(custom_state)
+
+
+def input_messages(message: SendInput) -> list[Message]:
+    """User messages for a string or a list of :class:`UserInputMessage`."""
+    if isinstance(message, str):
+        return [UserMessage(content=message)]
+    return [
+        UserMessage(content=m.content, metadata=_with_files(m))
+        for m in message
+    ]
+
+
+def _with_files(message: UserInputMessage) -> dict[str, Any] | None:
+    if not message.files:
+        return message.metadata
+    metadata = dict(message.metadata or {})
+    metadata["files"] = [f.model_dump(mode="json", exclude_none=True) for f in message.files]
+    return metadata
+
+
+def normalize_agent_input(value: str | AgentInput | dict[str, Any]) -> AgentInput:
+    """Accept the seeds' input shapes: a string, or ``{message, state?, messages?}``."""
+    if isinstance(value, AgentInput):
+        return value
+    if isinstance(value, str):
+        return AgentInput(message=value)
+    return AgentInput.model_validate(value)
+
+
+def initialize_agent_state(
+    *,
+    agent: AgentConfig,
+    input: str | AgentInput | dict[str, Any],  # noqa: A002 - the seeds' parameter name
+    run_id: str,
+    stream_id: str,
+    session_id: str | None = None,
+    parent_session_id: str | None = None,
+) -> AgentState:
+    """The state of a brand-new session: schema defaults, optional history, then the user message(s)."""
+    parsed = normalize_agent_input(input)
+    history: list[Message] = list(parsed.messages or [])
+    return AgentState(
+        session_id=session_id or run_id,
+        run_id=run_id,
+        agent_type=agent.name,
+        stream_id=stream_id,
+        custom_state=default_custom_state(agent, parsed.state),
+        messages=[*history, *input_messages(parsed.message)],
+        parent_session_id=parent_session_id,
+    )
+
+
+def build_agent_messages_for_llm(
+    agent: AgentConfig,
+    messages: Sequence[Message],
+    custom_state: dict[str, Any],
+    *,
+    extra_system_sections: Sequence[str] = (),
+) -> list[Message]:
+    """:func:`build_messages_for_llm` with the agent's prompt, typed state and completion tool."""
+    return build_messages_for_llm(
+        messages,
+        agent.system_prompt,
+        typed_custom_state(agent, custom_state),
+        completion_tool_name=completion_tool_name(agent),
+        extra_system_sections=extra_system_sections,
+    )

@@ -1,0 +1,236 @@
+"""``plan_step_processing``: what to do with one LLM step's result (seed 000).
+
+Pure: it reads a :data:`StepResult` and returns a :class:`StepProcessingPlan` - the assistant
+message to append, the tools to run, the status change, whether the run is over. Every runtime
+decision that depends on the model's answer starts here, so it is where the seeds' contracts live:
+
+- ``__finish__`` is never executed; its arguments become the output and the run ends. Tool calls
+  made alongside it are not executed either; the plan lists them so the runtime can record a
+  "not executed" result for each and keep the history invariant.
+- Tool arguments are always objects (:func:`coerce_tool_call_arguments`); structured output is
+  repaired from a JSON string when that string matches the schema (:func:`repair_structured_output`).
+
+One deliberate strengthening of the seeds: ``__finish__`` arguments that do not validate against the
+output schema do not end the run with an invalid output. The plan carries the validation error
+instead; the runtime answers the ``__finish__`` call with it as a tool error, and the model tries again
+(bounded by ``max_steps``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from helix_dbos.errors import extract_error_message
+from helix_dbos.logger import Logger, noop_logger
+from helix_dbos.orchestration.message_builder import AssistantMessagePlan
+from helix_dbos.step_result import (
+    ErrorStepResult,
+    ParsedSubAgentCall,
+    ParsedToolCall,
+    StepResult,
+    StopReason,
+    StructuredOutputStepResult,
+    TextStepResult,
+    ToolCallsStepResult,
+)
+from helix_dbos.tool import FINISH_TOOL_NAME, FINISH_VALUE_KEY, output_json_schema
+
+
+class StatusUpdatePlan(BaseModel):
+    """A status change the step causes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["completed", "failed"]
+    output: Any = None
+    error: str | None = None
+
+
+class StepProcessingPlan(BaseModel):
+    """Everything the runtime needs to carry out one step's result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assistant_message_plan: AssistantMessagePlan | None
+    """Data for the assistant message; ``None`` for structured output and errors."""
+    pending_tool_calls: list[ParsedToolCall] = Field(default_factory=list)
+    """Tools to execute (never ``__finish__``)."""
+    pending_sub_agent_calls: list[ParsedSubAgentCall] = Field(default_factory=list)
+    status_update: StatusUpdatePlan | None = None
+    is_terminal: bool = False
+    output: Any = None
+    """The output, when ``__finish__`` (or structured output) completed the run; JSON-able."""
+    stop_reason: StopReason | None = None
+    finish_tool_call_id: str | None = None
+    """Id of the ``__finish__`` call, which the runtime pairs with a synthetic result."""
+    skipped_tool_calls: list[ParsedToolCall] = Field(default_factory=list)
+    """Calls made alongside ``__finish__``; they are not executed but need a result in history."""
+    output_validation_error: str | None = None
+    """Set when ``__finish__`` arguments failed the output schema; the run continues."""
+
+
+def coerce_tool_call_arguments(raw: Any, logger: Logger | None = None) -> dict[str, Any]:
+    """Always return an object: objects pass, JSON-object strings are parsed, anything else is ``{}``."""
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    (logger or noop_logger).warn(
+        "[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__}
+    )
+    return {}
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(output_schema: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(output_schema)
+
+
+def _cached_adapter(output_schema: Any) -> TypeAdapter[Any]:
+    try:
+        return _adapter(output_schema)
+    except TypeError:  # unhashable schema object
+        return TypeAdapter(output_schema)
+
+
+@functools.lru_cache(maxsize=256)
+def _wrapped(output_schema: Any) -> bool:
+    return output_json_schema(output_schema)[1]
+
+
+def _is_wrapped(output_schema: Any) -> bool:
+    try:
+        return _wrapped(output_schema)
+    except TypeError:
+        return output_json_schema(output_schema)[1]
+
+
+def repair_structured_output(raw: Any, output_schema: Any, logger: Logger | None = None) -> Any:
+    """Parse a JSON string into structured output when, and only when, the parse matches the schema.
+
+    Never object-coerces and never raises: a legitimate string output stays a string.
+    """
+    if output_schema is None or not isinstance(raw, str):
+        return raw
+    adapter = _cached_adapter(output_schema)
+    try:
+        adapter.validate_python(raw)
+        return raw  # the string itself is a valid output
+    except ValidationError:
+        pass
+    try:
+        parsed = json.loads(raw)
+        adapter.validate_python(parsed)
+    except (ValueError, ValidationError):
+        return raw
+    (logger or noop_logger).warn("[helix-dbos] structured output repaired from JSON string")
+    return parsed
+
+
+def validate_output(value: Any, output_schema: Any) -> Any:
+    """Validate ``value`` against the schema and return its JSON-able form; raises ``ValidationError``."""
+    adapter = _cached_adapter(output_schema)
+    return adapter.dump_python(adapter.validate_python(value), mode="json")
+
+
+def _unwrap_finish_arguments(arguments: dict[str, Any], output_schema: Any) -> Any:
+    if output_schema is not None and _is_wrapped(output_schema) and FINISH_VALUE_KEY in arguments:
+        return arguments[FINISH_VALUE_KEY]
+    return arguments
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()
+    )
+    return f"The output does not match the required schema: {problems}. Call {FINISH_TOOL_NAME} again with corrected arguments."
+
+
+def plan_step_processing(
+    step_result: StepResult,
+    *,
+    output_schema: Any = None,
+    logger: Logger | None = None,
+) -> StepProcessingPlan:
+    """Plan the handling of one step result. Pure; never raises for model misbehaviour."""
+    log = logger or noop_logger
+    if isinstance(step_result, TextStepResult):
+        return StepProcessingPlan(
+            assistant_message_plan=AssistantMessagePlan(content=step_result.content, thinking=step_result.thinking),
+            stop_reason=step_result.stop_reason,
+        )
+    if isinstance(step_result, StructuredOutputStepResult):
+        output = repair_structured_output(step_result.output, output_schema, log)
+        if output_schema is not None:
+            try:
+                output = validate_output(output, output_schema)
+            except ValidationError as exc:
+                log.warn("[helix-dbos] structured output does not match the output schema", {"error": str(exc)})
+        return StepProcessingPlan(
+            assistant_message_plan=None,
+            status_update=StatusUpdatePlan(status="completed", output=output),
+            is_terminal=True,
+            output=output,
+            stop_reason=step_result.stop_reason,
+        )
+    if isinstance(step_result, ErrorStepResult):
+        message = extract_error_message(step_result.error)
+        return StepProcessingPlan(
+            assistant_message_plan=None,
+            status_update=StatusUpdatePlan(status="failed", error=message) if step_result.should_stop else None,
+            is_terminal=step_result.should_stop,
+            stop_reason=step_result.stop_reason,
+        )
+    return _plan_tool_calls(step_result, output_schema, log)
+
+
+def _plan_tool_calls(step_result: ToolCallsStepResult, output_schema: Any, log: Logger) -> StepProcessingPlan:
+    calls = [c.model_copy(update={"arguments": coerce_tool_call_arguments(c.arguments, log)}) for c in step_result.tool_calls]
+    sub_calls = [
+        c.model_copy(update={"input": coerce_tool_call_arguments(c.input, log)}) for c in step_result.sub_agent_calls
+    ]
+    message_plan = AssistantMessagePlan(
+        content=step_result.content, tool_calls=calls, sub_agent_calls=sub_calls, thinking=step_result.thinking
+    )
+    finish = next((c for c in calls if c.name == FINISH_TOOL_NAME), None)
+    if finish is None:
+        return StepProcessingPlan(
+            assistant_message_plan=message_plan,
+            pending_tool_calls=calls,
+            pending_sub_agent_calls=sub_calls,
+            stop_reason=step_result.stop_reason,
+        )
+    siblings = [c for c in calls if c.id != finish.id]
+    skipped = siblings + [ParsedToolCall(id=s.id, name=f"subagent__{s.agent_type}", arguments=s.input) for s in sub_calls]
+    raw_output = _unwrap_finish_arguments(finish.arguments, output_schema)
+    output = repair_structured_output(raw_output, output_schema, log)
+    if output_schema is not None:
+        try:
+            output = validate_output(output, output_schema)
+        except ValidationError as exc:
+            log.warn("[helix-dbos] __finish__ arguments do not match the output schema", {"error": str(exc)})
+            return StepProcessingPlan(
+                assistant_message_plan=message_plan,
+                stop_reason=step_result.stop_reason,
+                finish_tool_call_id=finish.id,
+                skipped_tool_calls=skipped,
+                output_validation_error=_format_validation_error(exc),
+            )
+    return StepProcessingPlan(
+        assistant_message_plan=message_plan,
+        status_update=StatusUpdatePlan(status="completed", output=output),
+        is_terminal=True,
+        output=output,
+        stop_reason=step_result.stop_reason,
+        finish_tool_call_id=finish.id,
+        skipped_tool_calls=skipped,
+    )

@@ -1,0 +1,62 @@
+"""A process-wide background event loop for async work called from sync DBOS steps.
+
+The agent workflow is a *sync* DBOS workflow (measured: about half the per-step cost of an async
+one here), but the LLM client and many tools are async. Async work from steps runs on this one
+long-lived loop, so client connection pools (litellm's httpx/aiohttp sessions) live on a single
+loop instead of one ``asyncio.run`` per call, and sync steps in worker threads can wait on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class BackgroundLoop:
+    """An event loop running forever in a daemon thread; :meth:`run` blocks until a coroutine ends."""
+
+    def __init__(self, name: str = "helix-dbos-loop") -> None:
+        self._name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def _serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                threading.Thread(target=_serve, name=self._name, daemon=True).start()
+                ready.wait()
+                self._loop = loop
+            return self._loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop (started on first use)."""
+        return self._ensure()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the background loop and wait for its result from this (non-loop) thread."""
+        loop = self._ensure()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError("BackgroundLoop.run() called from its own loop; await the coroutine instead")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+background_loop = BackgroundLoop()
+"""The shared instance used by the runtime."""

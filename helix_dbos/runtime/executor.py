@@ -1,0 +1,326 @@
+"""``DBOSAgentExecutor``: start, continue and inspect durable agent runs.
+
+``execute`` is one store transaction (create or reopen the session, append the input, record the
+run) followed by ``DBOS.start_workflow`` under a workflow id derived from the session and turn
+(``{session_id}-turn-{turn}``). Two calls with the same request therefore meet at the same turn:
+the store lets exactly one of them open it, and DBOS deduplicates the workflow id. A crash between
+the transaction and the workflow start leaves an *orphaned* run, which the next ``execute`` on the
+session and :meth:`DBOSAgentExecutor.recover_orphaned_runs` (run by workers at start-up) start.
+
+Every blocking method has an ``*_async`` twin, DBOS-style.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+from pydantic import TypeAdapter
+from pydantic_core import to_jsonable_python
+
+from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.errors import AgentAlreadyRunningError, HelixError, SessionNotFoundError
+from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.logger import Logger, noop_logger
+from helix_dbos.messages import Message
+from helix_dbos.orchestration.message_builder import heal_unpaired_finish
+from helix_dbos.orchestration.state_operations import (
+    default_custom_state,
+    input_messages,
+    normalize_agent_input,
+)
+from helix_dbos.runtime import services
+from helix_dbos.runtime.registry import AgentRegistry
+from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.steps import now_ms
+from helix_dbos.runtime.streaming import RunStreams
+from helix_dbos.runtime.workflow import agent_run_workflow
+from helix_dbos.runtime.loop import RunRequest
+from helix_dbos.session import AgentInput, AgentResult, AgentState
+from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
+from helix_dbos.stream.chunks import StreamChunk
+from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
+
+
+def workflow_id_for(session_id: str, turn: int) -> str:
+    """The deterministic workflow (and run) id of a session's turn."""
+    return f"{session_id}-turn-{turn}"
+
+
+def _request_key(agent_name: str, parsed: AgentInput) -> str:
+    payload = json.dumps([agent_name, parsed.model_dump(mode="json")], sort_keys=True)
+    return "auto:" + hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+class AgentExecutionHandle:
+    """A run in flight (or finished): wait for its result, read its state, stream its chunks."""
+
+    def __init__(self, executor: DBOSAgentExecutor, run: RunRecord, agent_name: str) -> None:
+        self._executor = executor
+        self._run = run
+        self.agent_name = agent_name
+
+    @property
+    def session_id(self) -> str:
+        """The session this run belongs to."""
+        return self._run.session_id
+
+    @property
+    def run_id(self) -> str:
+        """This run's id (equal to its DBOS workflow id)."""
+        return self._run.run_id
+
+    @property
+    def workflow_id(self) -> str:
+        """The DBOS workflow id."""
+        return self._run.workflow_id
+
+    def result(self) -> AgentResult:
+        """Block until the run ends and return its result (output typed by the agent's schema)."""
+        try:
+            outcome = DBOS.retrieve_workflow(self.workflow_id).get_result()
+        except HelixError as exc:
+            return AgentResult(status="failed", error=exc.message)
+        return self._executor._to_result(self.agent_name, outcome)
+
+    async def result_async(self) -> AgentResult:
+        """Async twin of :meth:`result`."""
+        return await asyncio.to_thread(self.result)
+
+    def get_state(self) -> AgentState:
+        """The session's current state (transcript, custom state, status)."""
+        state = self._executor.get_state(self.session_id)
+        if state is None:
+            raise SessionNotFoundError(self.session_id)
+        return state
+
+    async def get_state_async(self) -> AgentState:
+        """Async twin of :meth:`get_state`."""
+        return await asyncio.to_thread(self.get_state)
+
+    async def stream(self) -> AsyncIterator[StreamChunk] | None:
+        """Chunks of the session's stream from the start of this run (live until the run ends)."""
+        return await self._executor.streams.read(self._run.session_id, from_sequence=self._run.stream_start_sequence)
+
+
+class DBOSAgentExecutor:
+    """Runs agents as DBOS workflows over a :class:`SessionStore`.
+
+    Create it, register agents, then ``DBOS.launch()`` (or use :func:`helix_dbos.launch`, which does
+    all three from one database URL). Creating an executor installs it as this process's runtime.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        llm_adapter: LLMAdapter | None = None,
+        stream_manager: StreamManager | None = None,
+        agents: Sequence[AgentConfig] = (),
+        logger: Logger | None = None,
+        max_tool_concurrency: int = 16,
+    ) -> None:
+        if llm_adapter is None:
+            from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+
+            llm_adapter = LiteLLMAdapter()
+        self.store = store
+        self.logger = logger or noop_logger
+        self.registry = AgentRegistry()
+        self.streams = RunStreams(stream_manager or InMemoryStreamManager(), self.logger)
+        self._services = RuntimeServices(
+            store=store,
+            llm=llm_adapter,
+            registry=self.registry,
+            streams=self.streams,
+            logger=self.logger,
+            tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
+        )
+        for agent in agents:
+            self.register(agent)
+        services.install(self._services)
+
+    # -- agents ----------------------------------------------------------------------------------------
+    def register(self, agent: AgentConfig) -> AgentConfig:
+        """Make ``agent`` resolvable by name by this process's workflows (including recovered ones)."""
+        return self.registry.register(agent)
+
+    # -- execute ---------------------------------------------------------------------------------------
+    def execute(
+        self,
+        agent: AgentConfig | str,
+        input: str | AgentInput | dict[str, Any],  # noqa: A002 - the seeds' name
+        *,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        hooks: AgentHooks | None = None,
+    ) -> AgentExecutionHandle:
+        """Start a run: a new session, or the next turn of a ``completed`` one.
+
+        A second identical request while the first is running returns the same run; a different
+        request while a run is in flight raises :class:`AgentAlreadyRunningError`. With an
+        ``idempotency_key``, a repeat of the request returns its run even after it finished.
+        """
+        config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
+        parsed = normalize_agent_input(input)
+        session_id = session_id or f"session-{uuid.uuid4().hex}"
+        request_key = f"key:{idempotency_key}" if idempotency_key else _request_key(config.name, parsed)
+        if idempotency_key:
+            for run in self.store.list_runs(session_id):
+                if run.request_key == request_key:
+                    return AgentExecutionHandle(self, run, config.name)
+        existing = self.store.load_session(session_id)
+        if existing is None:
+            start = StartRun(
+                session_id=session_id,
+                run_id=workflow_id_for(session_id, 1),
+                workflow_id=workflow_id_for(session_id, 1),
+                agent_type=config.name,
+                new_session_state=default_custom_state(config, parsed.state),
+                stream_start_sequence=self.streams.latest_sequence(session_id),
+                input_messages=[*(parsed.messages or []), *input_messages(parsed.message)],
+                request_key=request_key,
+                agent_fingerprint=self.registry.fingerprint(config.name),
+                now_ms=now_ms(),
+            )
+        else:
+            turn = existing.turn + 1
+            history = self.store.get_message_prefix(session_id, existing.message_count)
+            heal: list[Message] = list(heal_unpaired_finish(history))
+            start = StartRun(
+                session_id=session_id,
+                run_id=workflow_id_for(session_id, turn),
+                workflow_id=workflow_id_for(session_id, turn),
+                agent_type=config.name,
+                allowed_statuses=["completed"],
+                expected_version=existing.version,
+                input_messages=[*heal, *input_messages(parsed.message)],
+                previous_run_id=existing.run_id,
+                stream_start_sequence=self.streams.latest_sequence(existing.stream_id),
+                request_key=request_key,
+                agent_fingerprint=self.registry.fingerprint(config.name),
+                now_ms=now_ms(),
+            )
+        try:
+            started = self.store.start_run(start)
+        except AgentAlreadyRunningError:
+            self._start_if_orphaned(session_id)
+            raise
+        if started.existing:
+            self._start_if_orphaned(session_id)
+            return AgentExecutionHandle(self, started.run, config.name)
+        self._start_workflow(config, started.run, started.session, hooks)
+        return AgentExecutionHandle(self, started.run, config.name)
+
+    async def execute_async(
+        self,
+        agent: AgentConfig | str,
+        input: str | AgentInput | dict[str, Any],  # noqa: A002
+        *,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        hooks: AgentHooks | None = None,
+    ) -> AgentExecutionHandle:
+        """Async twin of :meth:`execute`."""
+        return await asyncio.to_thread(
+            self.execute, agent, input, session_id=session_id, idempotency_key=idempotency_key, hooks=hooks
+        )
+
+    def _start_workflow(
+        self, agent: AgentConfig, run: RunRecord, session: SessionRecord, hooks: AgentHooks | None
+    ) -> None:
+        request = RunRequest(
+            session_id=run.session_id,
+            run_id=run.run_id,
+            workflow_id=run.workflow_id,
+            agent_name=agent.name,
+            turn=run.turn,
+            mode=run.mode,
+            stream_id=session.stream_id,
+            start_message_count=session.message_count,
+            start_custom_state=session.custom_state,
+            previous_run_id=run.previous_run_id,
+            fingerprint=run.agent_fingerprint,
+        )
+        if hooks is not None:
+            self._services.call_hooks[run.workflow_id] = hooks
+        self.streams.open(session.stream_id, run.run_id, agent.name)
+        with SetWorkflowID(run.workflow_id):
+            DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
+
+    def _start_if_orphaned(self, session_id: str) -> bool:
+        """Start the workflow of an active run whose workflow never started (crash after the store write)."""
+        session = self.store.load_session(session_id)
+        run = self.store.get_current_run(session_id)
+        if session is None or run is None or session.status != "active" or run.status != "running":
+            return False
+        if DBOS.get_workflow_status(run.workflow_id) is not None:
+            return False
+        agent = self.registry.get(session.agent_type)
+        if agent is None:
+            self.logger.warn("[helix-dbos] orphaned run of an unregistered agent", {"run_id": run.run_id})
+            return False
+        if session.step_count != 0 or session.message_count < run.start_sequence:
+            self.logger.warn("[helix-dbos] orphaned run has progress but no workflow", {"run_id": run.run_id})
+            return False
+        self.logger.info("[helix-dbos] starting orphaned run", {"run_id": run.run_id})
+        self._start_workflow(agent, run, session, None)
+        return True
+
+    def recover_orphaned_runs(self, *, limit: int = 1000) -> list[str]:
+        """Start every orphaned run (see the module docstring); returns their run ids."""
+        started: list[str] = []
+        for session in self.store.list_sessions(status="active", limit=limit):
+            if self._start_if_orphaned(session.session_id):
+                run = self.store.get_current_run(session.session_id)
+                if run is not None:
+                    started.append(run.run_id)
+        return started
+
+    # -- inspection ------------------------------------------------------------------------------------
+    def get_handle(self, session_id: str) -> AgentExecutionHandle | None:
+        """A handle on the session's current (latest) run."""
+        run = self.store.get_current_run(session_id)
+        session = self.store.load_session(session_id)
+        if run is None or session is None:
+            return None
+        return AgentExecutionHandle(self, run, session.agent_type)
+
+    def get_state(self, session_id: str) -> AgentState | None:
+        """The session's state with its full transcript."""
+        return self.store.load_state(session_id)
+
+    async def get_state_async(self, session_id: str) -> AgentState | None:
+        """Async twin of :meth:`get_state`."""
+        return await asyncio.to_thread(self.get_state, session_id)
+
+    def get_current_run(self, session_id: str) -> RunRecord | None:
+        """The session's most recent run record."""
+        return self.store.get_current_run(session_id)
+
+    def list_runs(self, session_id: str) -> list[RunRecord]:
+        """Every run of the session, by turn."""
+        return self.store.list_runs(session_id)
+
+    def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
+        output = outcome.get("output")
+        agent = self.registry.get(agent_name)
+        if output is not None and agent is not None and agent.output_schema is not None:
+            output = TypeAdapter(agent.output_schema).validate_python(output)
+        return AgentResult(status=outcome["status"], output=output, error=outcome.get("error"))
+
+    def close(self) -> None:
+        """Stop the tool pool and uninstall this executor (DBOS itself is the caller's to destroy)."""
+        self._services.tool_pool.shutdown(wait=False, cancel_futures=True)
+        services.uninstall(self._services)
+
+
+def jsonable(value: Any) -> Any:
+    """JSON-able form of outputs (used by the CLI and the service)."""
+    return to_jsonable_python(value)

@@ -1,0 +1,96 @@
+"""Lifecycle hook payloads and the code that fires hooks (sync or async, never fatal).
+
+Hooks observe; they do not steer. A hook that raises is logged and ignored, because one broken
+tracing integration must not fail a user's run. Where a hook fires inside a DBOS step it fires
+once per step execution (at-least-once across crashes, exactly once when nothing crashes); the
+runtime puts every hook it can inside a step so recovery does not fire it again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from helix_dbos.agent import AgentHooks, HookFn
+from helix_dbos.logger import Logger
+from helix_dbos.runtime.aio import background_loop
+
+
+@dataclass(frozen=True)
+class ToolHookPayload:
+    """``before_tool`` / ``after_tool``: one tool call (``result``/``error`` set after it ran)."""
+
+    session_id: str
+    run_id: str
+    agent_type: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    success: bool | None = None
+    result: Any = None
+    error: str | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class StateChangePayload:
+    """``on_state_change``: the custom state a tool produced, and the RFC 6902 patches."""
+
+    session_id: str
+    run_id: str
+    agent_type: str
+    tool_call_id: str
+    patches: list[dict[str, Any]]
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MessagePayload:
+    """``on_message``: a message appended to the transcript."""
+
+    session_id: str
+    run_id: str
+    agent_type: str
+    message: Any
+
+
+@dataclass(frozen=True)
+class RunPayload:
+    """``on_agent_start`` / ``on_agent_complete`` / ``on_agent_fail`` / ``on_agent_suspended`` / ``on_agent_resumed``."""
+
+    session_id: str
+    run_id: str
+    agent_type: str
+    status: str
+    output: Any = None
+    error: str | None = None
+    previous_run_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _call(fn: HookFn, payload: object) -> None:
+    result = fn(payload)
+    if inspect.isawaitable(result):
+
+        async def _await() -> None:
+            await result
+
+        background_loop.run(_await())
+
+
+def fire(hook_sets: list[AgentHooks], name: str, payload: object, logger: Logger) -> None:
+    """Fire hook ``name`` of every hook set in order (agent hooks, then per-call hooks)."""
+    for hooks in hook_sets:
+        fn = getattr(hooks, name, None)
+        if fn is None:
+            continue
+        try:
+            _call(fn, payload)
+        except Exception as exc:  # a hook must never fail the run
+            logger.warn(f"[helix-dbos] hook {name} raised; ignored", {"error": repr(exc)})
+
+
+def has_hook(hook_sets: list[AgentHooks], *names: str) -> bool:
+    """True when any hook set defines any of ``names``."""
+    return any(getattr(h, n, None) is not None for h in hook_sets for n in names)

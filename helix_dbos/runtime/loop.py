@@ -1,0 +1,503 @@
+"""The agent loop as DBOS workflow code: build messages -> LLM step -> plan -> tools -> stop check.
+
+Everything here runs inside the ``helix_dbos.agent_run`` workflow and must be deterministic on
+replay: decisions come from the pure orchestration functions and from checkpointed step outputs,
+never from a clock or a fresh read of mutable data. (The transcript prefix read at the start is
+immutable while the run is active, so reading it again on replay returns the same messages.)
+
+Tool order follows the seeds: regular tools run in parallel, each as its own step, all seeded from
+the same state and merged by the seeds' contract (appends compose, replaces are last-write-wins);
+then finish_with tools run one after another, each seeing the merged state. The first successful
+finish_with tool completes the agent; later finish_with calls in the same batch are not executed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any, Literal
+
+from dbos import DBOS
+from pydantic import BaseModel, ConfigDict, Field
+
+from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.errors import extract_error_message
+from helix_dbos.messages import Message
+from helix_dbos.orchestration.message_builder import (
+    SKIPPED_BY_FINISH_MESSAGE,
+    create_assistant_message,
+    create_finish_reminder_message,
+    create_max_tokens_correction_message,
+    create_tool_result_message,
+    synthesize_finish_tool_result,
+)
+from helix_dbos.orchestration.state_operations import (
+    build_agent_messages_for_llm,
+    build_effective_tools,
+    completion_tool_name,
+)
+from helix_dbos.orchestration.step_processor import StepProcessingPlan, plan_step_processing
+from helix_dbos.orchestration.stop_checker import (
+    StopConfig,
+    determine_final_status,
+    needs_finish_reminder,
+    needs_max_tokens_recovery,
+    should_stop_execution,
+)
+from helix_dbos.runtime import services
+from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, has_hook
+from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.steps import (
+    RunIdentity,
+    ToolStepRequest,
+    fail_run_step,
+    finalize_step,
+    hooks_step,
+    llm_step,
+    tool_step,
+)
+from helix_dbos.session import RunStatus, SessionStatus
+from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
+from helix_dbos.step_result import (
+    ErrorStepResult,
+    ParsedToolCall,
+    StepResult,
+    StepResultAdapter,
+    TextStepResult,
+    TokenUsage,
+)
+from helix_dbos.store.base import StepCommit, UsageRecord
+from helix_dbos.stream.chunks import (
+    CheckpointCreatedChunk,
+    CustomEventChunk,
+    ErrorChunk,
+    OutputChunk,
+    RunInterruptedChunk,
+    StatePatchChunk,
+    StreamChunk,
+    ToolEndChunk,
+    ToolStartChunk,
+)
+from helix_dbos.tool import Tool
+
+SUB_AGENTS_UNSUPPORTED = "Sub-agent calls are not supported by helix-dbos yet; continue without delegating."
+
+
+class RunRequest(BaseModel):
+    """The workflow's input: ids plus what the run starts from (decided by ``start_run``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    run_id: str
+    workflow_id: str
+    agent_name: str
+    turn: int
+    mode: Literal["execute", "resume", "retry"] = "execute"
+    stream_id: str
+    start_message_count: int
+    start_custom_state: dict[str, Any] = Field(default_factory=dict)
+    previous_run_id: str | None = None
+    fingerprint: str | None = None
+
+
+class RunOutcome(BaseModel):
+    """What the workflow returns (JSON): the seeds' ``AgentResult`` plus ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    run_id: str
+    status: Literal["completed", "failed", "interrupted"]
+    output: Any = None
+    error: str | None = None
+    step_count: int = 0
+
+
+class _Run:
+    """Mutable in-memory state of one run; rebuilt identically when DBOS replays the workflow."""
+
+    def __init__(self, rt: RuntimeServices, agent: AgentConfig, request: RunRequest, messages: list[Message]) -> None:
+        self.rt = rt
+        self.agent = agent
+        self.request = request
+        self.who = RunIdentity(
+            session_id=request.session_id,
+            run_id=request.run_id,
+            workflow_id=request.workflow_id,
+            stream_id=request.stream_id,
+            agent=agent,
+        )
+        self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
+        self.messages = messages
+        self.custom_state = dict(request.start_custom_state)
+        self.committed_count = request.start_message_count
+        self.pending_messages: list[Message] = []
+        self.pending_usage: list[UsageRecord] = []
+        self.step = 0
+        self.last_text: str | None = None
+        self.deferred_hooks: list[tuple[str, object]] = []
+
+    # -- transcript --------------------------------------------------------------------------------
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.pending_messages.append(message)
+        if has_hook(self.hooks, "on_message"):
+            payload = MessagePayload(self.who.session_id, self.who.run_id, self.agent.name, message)
+            self.deferred_hooks.append(("on_message", payload))
+
+    def emit(self, chunk: StreamChunk) -> None:
+        self.rt.streams.write(self.who.stream_id, chunk)
+
+    def chunk_base(self) -> dict[str, Any]:
+        return {"agent_id": self.who.run_id, "agent_type": self.agent.name, "step": self.step}
+
+    def pending_commit(
+        self,
+        *,
+        session_status: SessionStatus | None = None,
+        run_status: RunStatus | None = None,
+        output: Any = None,
+        error: str | None = None,
+        checkpoint_status: str = "running",
+    ) -> StepCommit:
+        """Everything not yet committed; ``now_ms`` is filled in by the step that commits it."""
+        commit = StepCommit(
+            session_id=self.who.session_id,
+            run_id=self.who.run_id,
+            step_count=self.step,
+            first_sequence=self.committed_count,
+            messages=list(self.pending_messages),
+            custom_state=dict(self.custom_state),
+            usage=list(self.pending_usage),
+            session_status=session_status,
+            run_status=run_status,
+            output=output,
+            error=error,
+            checkpoint_status=checkpoint_status,
+            now_ms=0,
+        )
+        self.committed_count += len(self.pending_messages)
+        self.pending_messages = []
+        self.pending_usage = []
+        return commit
+
+    def flush_hooks(self) -> None:
+        if not self.deferred_hooks:
+            return
+        events, self.deferred_hooks = self.deferred_hooks, []
+        DBOS.run_step({"name": f"{self.agent.name}.hooks"}, hooks_step, self.who, self.hooks, events)
+
+
+def run_agent_loop(request: RunRequest) -> RunOutcome:
+    """Run (or, under replay, re-run deterministically) one agent run to its end.
+
+    An unexpected exception (a bug, an unregistered agent) must not leave the session ``active``
+    forever: it is recorded as a failed run, in a step, and reported as the run's error.
+    """
+    try:
+        return _run_loop(request)
+    except Exception as exc:
+        if type(exc).__module__.startswith("dbos"):
+            raise  # cancellation, lost ownership and the like belong to DBOS
+        error = f"{type(exc).__name__}: {extract_error_message(exc)}"
+        DBOS.run_step({"name": "helix.fail_run"}, fail_run_step, request.session_id, request.run_id, error)
+        rt = services.current()
+        rt.streams.fail(request.stream_id, error)
+        return RunOutcome(session_id=request.session_id, run_id=request.run_id, status="failed", error=error)
+
+
+def _run_loop(request: RunRequest) -> RunOutcome:
+    rt = services.current()
+    agent = rt.registry.require(request.agent_name)
+    fingerprint = rt.registry.fingerprint(agent.name)
+    if request.fingerprint and fingerprint != request.fingerprint:
+        rt.logger.warn(
+            "[helix-dbos] agent definition changed since this run started; continuing with the current one",
+            {"agent": agent.name, "run_id": request.run_id, "recorded": request.fingerprint, "current": fingerprint},
+        )
+    messages = rt.store.get_message_prefix(request.session_id, request.start_message_count)
+    run = _Run(rt, agent, request, messages)
+    tools = build_effective_tools(agent)
+    tools_by_name = {t.name: t for t in tools}
+    finish_name = completion_tool_name(agent)
+    stop_config = StopConfig(max_steps=agent.max_steps, stop_when=agent.stop_when)
+    pending: StepCommit | None = None
+
+    while True:
+        run.step += 1
+        llm_messages = build_agent_messages_for_llm(agent, run.messages, run.custom_state)
+        out = DBOS.run_step({"name": f"{agent.name}.llm"}, llm_step, run.who, run.step, llm_messages, tools, pending)
+        pending = None
+        _emit_checkpoint(run, out.get("commit"), run.step - 1)
+        if out.get("interrupted"):
+            run.step -= 1
+            return _finish(run, "interrupted", error=None, reason=out.get("interrupt_reason"))
+        step_result = StepResultAdapter.validate_python(out["step_result"])
+        _record_llm_usage(run, step_result)
+        plan = plan_step_processing(step_result, output_schema=agent.output_schema, logger=rt.logger)
+        if plan.assistant_message_plan is not None:
+            assistant = create_assistant_message(plan.assistant_message_plan)
+            run.append(assistant)
+            if isinstance(step_result, TextStepResult):
+                run.last_text = step_result.content
+        _answer_finish_call(run, plan)
+        if plan.is_terminal:
+            status = plan.status_update.status if plan.status_update else "completed"
+            if status == "failed":
+                error = plan.status_update.error if plan.status_update else "failed"
+                run.emit(ErrorChunk(**run.chunk_base(), error=error or "failed", recoverable=False))
+                return _finish(run, "failed", error=error)
+            return _finish(run, "completed", output=plan.output)
+
+        finished_with: dict[str, Any] | None = None
+        if plan.pending_tool_calls or plan.pending_sub_agent_calls:
+            finished_with = _execute_tools(run, plan.pending_tool_calls, tools_by_name)
+            for call in plan.pending_sub_agent_calls:
+                run.append(
+                    create_tool_result_message(
+                        tool_call_id=call.id,
+                        tool_name=f"subagent__{call.agent_type}",
+                        success=False,
+                        error=SUB_AGENTS_UNSUPPORTED,
+                    )
+                )
+        run.flush_hooks()
+        if finished_with is not None:
+            if finished_with.get("transform_error"):
+                return _finish(run, "failed", error=finished_with["transform_error"])
+            return _finish(run, "completed", output=finished_with.get("finish_output"))
+
+        if finish_name and run.step < agent.max_steps:
+            if needs_max_tokens_recovery(step_result, has_output_schema=True):
+                run.append(create_max_tokens_correction_message(finish_name))
+                pending = run.pending_commit()
+                continue
+            if needs_finish_reminder(step_result, has_output_schema=True):
+                run.append(create_finish_reminder_message(finish_name))
+                pending = run.pending_commit()
+                continue
+        if should_stop_execution(step_result, run.step, stop_config):
+            return _stop(run, step_result, finish_name)
+        pending = run.pending_commit()
+
+
+def _stop(run: _Run, step_result: StepResult, finish_name: str | None) -> RunOutcome:
+    """The run stopped without a completion tool: decide its final status and output."""
+    if isinstance(step_result, ErrorStepResult):
+        error = extract_error_message(step_result.error)
+        run.emit(ErrorChunk(**run.chunk_base(), error=error, recoverable=False))
+        return _finish(run, "failed", error=error)
+    if determine_final_status(step_result) == "failed":
+        error = f"The model stopped with reason {step_result.stop_reason!r}"
+        return _finish(run, "failed", error=error)
+    if finish_name is not None:
+        error = f"Agent {run.agent.name!r} stopped after {run.step} steps without calling {finish_name}"
+        return _finish(run, "failed", error=error)
+    return _finish(run, "completed", output=run.last_text)
+
+
+def _answer_finish_call(run: _Run, plan: StepProcessingPlan) -> None:
+    """Keep the history invariant: pair ``__finish__`` and every call made alongside it."""
+    if plan.finish_tool_call_id is None:
+        return
+    if plan.output_validation_error is not None:
+        run.append(
+            create_tool_result_message(
+                tool_call_id=plan.finish_tool_call_id,
+                tool_name="__finish__",
+                success=False,
+                error=plan.output_validation_error,
+            )
+        )
+    else:
+        run.append(synthesize_finish_tool_result(plan.finish_tool_call_id))
+    for call in plan.skipped_tool_calls:
+        run.append(
+            create_tool_result_message(
+                tool_call_id=call.id, tool_name=call.name, success=False, error=SKIPPED_BY_FINISH_MESSAGE
+            )
+        )
+
+
+def _record_llm_usage(run: _Run, step_result: StepResult) -> None:
+    usage = step_result.usage or TokenUsage()
+    run.pending_usage.append(
+        UsageRecord(
+            kind="llm",
+            name=run.agent.llm_config.model,
+            step=run.step,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            success=not isinstance(step_result, ErrorStepResult),
+        )
+    )
+
+
+def _emit_checkpoint(run: _Run, commit: dict[str, Any] | None, step: int) -> None:
+    if commit is None:
+        return
+    run.emit(
+        CheckpointCreatedChunk(
+            agent_id=run.who.run_id,
+            agent_type=run.agent.name,
+            step=step,
+            checkpoint_id=commit["checkpoint_id"],
+            step_count=step,
+        )
+    )
+
+
+# --- tools ------------------------------------------------------------------------------------------
+
+
+def _execute_tools(run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[str, Tool]) -> dict[str, Any] | None:
+    """Run a batch of tool calls in the seeds' phase order; returns the winning finish_with output."""
+    results: dict[str, dict[str, Any]] = {}
+    regular: list[tuple[ParsedToolCall, Tool]] = []
+    finishing: list[tuple[ParsedToolCall, Tool]] = []
+    for call in calls:
+        run.emit(ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=call.arguments))
+        tool = tools_by_name.get(call.name)
+        if tool is None or tool.execute is None:
+            results[call.id] = _unknown_tool_result(call, tools_by_name)
+        elif tool.is_client:
+            results[call.id] = _error_result(
+                call, "Client-executed tools are not supported by this helix-dbos version yet."
+            )
+        elif tool.finish_with:
+            finishing.append((call, tool))
+        else:
+            regular.append((call, tool))
+
+    base = dict(run.custom_state)
+    phase1 = _run_tool_steps(run, regular, base)
+    merged, warnings = merge_step_writes(base, [StepWritesAdapter.validate_python(o["writes"]) for o in phase1])
+    for warning in warnings:
+        run.rt.logger.warn(f"[helix-dbos] state merge: {warning}", {"run_id": run.who.run_id})
+    run.custom_state = merged
+    for output in phase1:
+        results[output["tool_call_id"]] = output
+
+    winner: dict[str, Any] | None = None
+    for call, tool in finishing:
+        if winner is not None:
+            results[call.id] = _error_result(
+                call, f"Not executed: the agent already completed via '{winner['tool_name']}'."
+            )
+            continue
+        (output,) = _run_tool_steps(run, [(call, tool)], dict(run.custom_state))
+        merged, _ = merge_step_writes(run.custom_state, [StepWritesAdapter.validate_python(output["writes"])])
+        run.custom_state = merged
+        results[call.id] = output
+        if output["success"] or output.get("transform_error"):
+            winner = output
+
+    for call in calls:  # messages, chunks and deferred hooks in input order
+        _record_tool_result(run, call, results[call.id])
+    return winner
+
+
+def _run_tool_steps(
+    run: _Run, batch: list[tuple[ParsedToolCall, Tool]], base_state: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each call is its own DBOS step; several run concurrently on reserved, ordered step ids."""
+    requests = [ToolStepRequest(run.who, tool, call, base_state, run.hooks) for call, tool in batch]
+    names = [{"name": f"{run.agent.name}.tool.{r.tool.name}"} for r in requests]
+    if len(requests) <= 1:
+        return [DBOS.run_step(names[i], tool_step, r) for i, r in enumerate(requests)]
+    reservations = [DBOS.reserve_step() for _ in requests]
+    futures = [
+        run.rt.tool_pool.submit(contextvars.copy_context().run, reservation.run, names[i], tool_step, requests[i])
+        for i, reservation in enumerate(reservations)
+    ]
+    return [future.result() for future in futures]
+
+
+def _unknown_tool_result(call: ParsedToolCall, tools_by_name: dict[str, Tool]) -> dict[str, Any]:
+    available = ", ".join(sorted(n for n, t in tools_by_name.items() if t.execute is not None)) or "none"
+    return _error_result(call, f"Unknown tool '{call.name}'. Available tools: {available}.")
+
+
+def _error_result(call: ParsedToolCall, error: str) -> dict[str, Any]:
+    return {"tool_call_id": call.id, "tool_name": call.name, "success": False, "result": None, "error": error,
+            "writes": {"ops": [], "warnings": []}, "patches": [], "events": [], "duration_ms": 0.0,
+            "finish_output": None, "transform_error": None}
+
+
+def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any]) -> None:
+    for event in output["events"]:
+        run.emit(CustomEventChunk(**run.chunk_base(), event_name=event["event_name"], data=event["data"]))
+    if output["patches"]:
+        run.emit(StatePatchChunk(**run.chunk_base(), patches=output["patches"]))
+    success = bool(output["success"])
+    run.append(
+        create_tool_result_message(
+            tool_call_id=call.id, tool_name=call.name, result=output["result"], success=success, error=output["error"]
+        )
+    )
+    run.emit(
+        ToolEndChunk(
+            **run.chunk_base(),
+            tool_call_id=call.id,
+            tool_name=call.name,
+            result=output["result"],
+            error=output["error"],
+            success=success,
+        )
+    )
+    run.pending_usage.append(
+        UsageRecord(kind="tool", name=call.name, step=run.step, value=output["duration_ms"], success=success)
+    )
+    if has_hook(run.hooks, "after_tool"):
+        run.deferred_hooks.append(
+            (
+                "after_tool",
+                ToolHookPayload(
+                    run.who.session_id, run.who.run_id, run.agent.name, call.id, call.name,
+                    call.arguments if isinstance(call.arguments, dict) else {},
+                    success=success, result=output["result"], error=output["error"], duration_ms=output["duration_ms"],
+                ),
+            )
+        )
+
+
+# --- the end of a run -------------------------------------------------------------------------------
+
+
+def _finish(
+    run: _Run,
+    status: Literal["completed", "failed", "interrupted"],
+    *,
+    output: Any = None,
+    error: str | None = None,
+    reason: str | None = None,
+) -> RunOutcome:
+    """Commit the last iteration with the final status, emit the closing chunks, fire the hooks."""
+    run.flush_hooks()
+    session_status: SessionStatus = status
+    commit = run.pending_commit(
+        session_status=session_status, run_status=status, output=output, error=error, checkpoint_status=status
+    )
+    payload = RunPayload(run.who.session_id, run.who.run_id, run.agent.name, status, output=output, error=error)
+    out = DBOS.run_step({"name": f"{run.agent.name}.finalize"}, finalize_step, run.who, commit, run.hooks, payload)
+    _emit_checkpoint(run, out.get("commit"), run.step)
+    if status == "completed":
+        run.emit(OutputChunk(**run.chunk_base(), output=output))
+        run.rt.streams.end(run.who.stream_id, output)
+    elif status == "interrupted":
+        run.emit(RunInterruptedChunk(**run.chunk_base(), reason=reason))
+    else:
+        run.rt.streams.fail(run.who.stream_id, error or "failed")
+    return RunOutcome(
+        session_id=run.who.session_id,
+        run_id=run.who.run_id,
+        status=status,
+        output=output,
+        error=error,
+        step_count=run.step,
+    )
+
+
+__all__ = ["RunOutcome", "RunRequest", "run_agent_loop"]

@@ -1,0 +1,71 @@
+"""The process-wide services the agent workflow uses: store, model, streams, registry.
+
+DBOS workflow arguments must be serialisable, so the workflow receives only ids and JSON; the live
+objects it needs are installed here once per process by :class:`~helix_dbos.runtime.executor.DBOSAgentExecutor`.
+A recovered workflow finds them the same way, which is why the executor (and its agents) must be
+set up before ``DBOS.launch()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from helix_dbos.agent import AgentHooks
+from helix_dbos.errors import HelixError
+from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.logger import Logger
+from helix_dbos.runtime.registry import AgentRegistry
+from helix_dbos.runtime.streaming import RunStreams
+from helix_dbos.store.base import SessionStore
+
+
+@dataclass
+class RuntimeServices:
+    """Everything a running agent workflow needs that cannot travel through DBOS arguments."""
+
+    store: SessionStore
+    llm: LLMAdapter
+    registry: AgentRegistry
+    streams: RunStreams
+    logger: Logger
+    tool_pool: ThreadPoolExecutor
+    call_hooks: dict[str, AgentHooks] = field(default_factory=dict)
+    """Per-call hooks by workflow id; process-local, so a run recovered elsewhere has only agent hooks."""
+
+    def hooks_for(self, workflow_id: str, agent_hooks: AgentHooks) -> list[AgentHooks]:
+        """Agent hooks first, then the per-call hooks of this workflow (if this process has them)."""
+        per_call = self.call_hooks.get(workflow_id)
+        return [agent_hooks] if per_call is None else [agent_hooks, per_call]
+
+
+_lock = threading.Lock()
+_current: RuntimeServices | None = None
+
+
+def install(services: RuntimeServices) -> None:
+    """Make ``services`` the ones every agent workflow in this process uses."""
+    global _current
+    with _lock:
+        _current = services
+
+
+def current() -> RuntimeServices:
+    """The installed services, or an error that says how to install them."""
+    services = _current
+    if services is None:
+        raise HelixError(
+            "No DBOSAgentExecutor has been created in this process. Create one (and register your "
+            "agents) before DBOS.launch() so that agent workflows, including recovered ones, can run.",
+            code="framework_internal_error",
+        )
+    return services
+
+
+def uninstall(services: RuntimeServices | None = None) -> None:
+    """Forget the installed services (only if they are ``services``, when given)."""
+    global _current
+    with _lock:
+        if services is None or _current is services:
+            _current = None

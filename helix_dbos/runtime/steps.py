@@ -1,0 +1,280 @@
+"""The bodies of the agent workflow's DBOS steps: the I/O boundary of a run.
+
+Three kinds of step, each checkpointed by DBOS under a stable name (a persisted contract):
+
+- ``{agent}.llm``   - commits the previous iteration to the store (idempotently), reads the
+  interrupt flag in the same transaction, then calls the model;
+- ``{agent}.tool.{name}`` - validates the arguments and runs one tool call;
+- ``{agent}.finalize`` - commits the last iteration with the run's final status;
+- ``{agent}.hooks`` - fires the deferred ``on_message`` / ``after_tool`` hooks (only when defined).
+
+Folding the store commit into the next LLM step is deliberate: an agent iteration then costs one
+extra database commit, not an extra DBOS step (two more commits). It is safe because the commit is
+deterministic (built from checkpointed step outputs) and idempotent (keyed by run and step).
+
+Step outputs are plain JSON-able dicts, never pickled classes, so moving or renaming code can never
+make a recorded run unreadable.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.errors import extract_error_message
+from helix_dbos.llm.adapter import LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.messages import Message
+from helix_dbos.orchestration.step_processor import validate_output
+from helix_dbos.runtime import services
+from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayload, ToolHookPayload, fire
+from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
+from helix_dbos.step_result import ParsedToolCall, StepResultAdapter
+from helix_dbos.store.base import StepCommit
+from helix_dbos.stream.chunks import TextDeltaChunk, ThinkingChunk
+from helix_dbos.tool import Tool, create_tool_context, validation_error_message
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds; only ever read inside steps, never in workflow code."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who is running: passed to every step so it can write to the right session and stream."""
+
+    session_id: str
+    run_id: str
+    workflow_id: str
+    stream_id: str
+    agent: AgentConfig
+
+
+# --- LLM step -------------------------------------------------------------------------------------
+
+
+def llm_step(
+    who: RunIdentity, step: int, messages: list[Message], tools: list[Tool], pending: StepCommit | None
+) -> dict[str, Any]:
+    """Commit the previous iteration, honour a pending interrupt, then call the model once."""
+    rt = services.current()
+    commit: dict[str, Any] | None = None
+    if pending is not None:
+        result = rt.store.commit_step(pending.model_copy(update={"now_ms": now_ms()}))
+        commit = result.model_dump(mode="json")
+        if result.interrupt_requested:
+            return {"commit": commit, "interrupted": True, "interrupt_reason": result.interrupt_reason}
+    agent = who.agent
+
+    async def on_text(delta: str) -> None:
+        await rt.streams.write_async(
+            who.stream_id,
+            TextDeltaChunk(agent_id=who.run_id, agent_type=agent.name, step=step, content=delta),
+        )
+
+    async def on_thinking(content: str, is_complete: bool) -> None:
+        await rt.streams.write_async(
+            who.stream_id,
+            ThinkingChunk(
+                agent_id=who.run_id, agent_type=agent.name, step=step, content=content, is_complete=is_complete
+            ),
+        )
+
+    request = LLMGenerateInput(
+        messages=messages,
+        tools=tools,
+        config=agent.llm_config,
+        agent_id=who.run_id,
+        agent_type=agent.name,
+        session_id=who.session_id,
+        callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking),
+    )
+    started = time.perf_counter()
+    step_result = background_loop.run(rt.llm.generate_step(request))
+    return {
+        "commit": commit,
+        "interrupted": False,
+        "step_result": StepResultAdapter.dump_python(step_result, mode="json"),
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
+
+
+# --- tool step ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolStepRequest:
+    """One tool call to run, with the state it starts from."""
+
+    who: RunIdentity
+    tool: Tool
+    call: ParsedToolCall
+    base_state: dict[str, Any]
+    hooks: list[AgentHooks]
+
+
+def _run_execute(tool: Tool, tool_input: Any, ctx: Any) -> Any:
+    execute = tool.execute
+    assert callable(execute)
+    if inspect.iscoroutinefunction(execute):
+        return background_loop.run(tool.run(tool_input, ctx))
+    result = execute(tool_input, ctx)
+    if inspect.isawaitable(result):
+
+        async def _await() -> Any:
+            return await result
+
+        result = background_loop.run(_await())
+    if tool.output_schema is not None and not isinstance(result, tool.output_schema):
+        result = tool.output_schema.model_validate(result)
+    return result
+
+
+def tool_step(request: ToolStepRequest) -> dict[str, Any]:
+    """Validate and execute one tool call. Tool failures are results, not exceptions."""
+    rt = services.current()
+    who, tool, call = request.who, request.tool, request.call
+    agent = who.agent
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    output: dict[str, Any] = {
+        "tool_call_id": call.id,
+        "tool_name": tool.name,
+        "success": False,
+        "result": None,
+        "error": None,
+        "writes": {"ops": [], "warnings": []},
+        "patches": [],
+        "events": [],
+        "duration_ms": 0.0,
+        "finish_output": None,
+        "transform_error": None,
+    }
+    try:
+        tool_input = tool.validate_input(arguments)
+    except ValidationError as exc:
+        output["error"] = validation_error_message(tool.name, exc)
+        return output
+    tracker = StateTracker(request.base_state, schema=agent.state_schema)
+    ctx = create_tool_context(
+        agent_id=who.run_id,
+        agent_type=agent.name,
+        session_id=who.session_id,
+        tool_call_id=call.id,
+        tool_name=tool.name,
+        state_tracker=tracker,
+    )
+    fire(
+        request.hooks,
+        "before_tool",
+        ToolHookPayload(who.session_id, who.run_id, agent.name, call.id, tool.name, arguments),
+        rt.logger,
+    )
+    started = time.perf_counter()
+    try:
+        result = _run_execute(tool, tool_input, ctx)
+        output["success"] = True
+        output["result"] = to_jsonable_python(result)
+    except Exception as exc:
+        output["error"] = f"Tool '{tool.name}' failed: {extract_error_message(exc)}"
+        result = None
+    output["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    writes = tracker.get_step_writes()
+    output["writes"] = StepWritesAdapter.dump_python(writes, mode="json")
+    output["patches"] = tracker.get_patches()
+    output["events"] = [{"event_name": e.event_name, "data": to_jsonable_python(e.data)} for e in ctx.events]
+    if not writes.is_empty:
+        fire(
+            request.hooks,
+            "on_state_change",
+            StateChangePayload(who.session_id, who.run_id, agent.name, call.id, output["patches"], tracker.get_state()),
+            rt.logger,
+        )
+    if output["success"] and tool.finish_with:
+        _finish_with_output(tool, agent, result, output)
+    return output
+
+
+def _finish_with_output(tool: Tool, agent: AgentConfig, result: Any, output: dict[str, Any]) -> None:
+    """Compute the agent output of a successful finish_with call (transform, then validate)."""
+    value: Any = result
+    if tool.finish_with_transform is not None:
+        try:
+            value = tool.finish_with_transform(result)
+        except Exception as exc:  # the seeds: a throwing transform fails the run
+            output["transform_error"] = f"finish_with_transform of '{tool.name}' failed: {extract_error_message(exc)}"
+            return
+    if agent.output_schema is not None:
+        try:
+            output["finish_output"] = validate_output(to_jsonable_python(value), agent.output_schema)
+        except ValidationError as exc:
+            output["success"] = False
+            output["error"] = (
+                f"The result of '{tool.name}' does not match the agent's output schema: "
+                f"{extract_error_message(exc)}"
+            )
+        return
+    output["finish_output"] = to_jsonable_python(value)
+
+
+# --- deferred hooks and finalize ------------------------------------------------------------------
+
+
+def hooks_step(who: RunIdentity, hook_sets: list[AgentHooks], events: list[tuple[str, object]]) -> dict[str, Any]:
+    """Fire deferred hooks in order; recorded so a recovered run does not fire them twice."""
+    rt = services.current()
+    for name, payload in events:
+        fire(hook_sets, name, payload, rt.logger)
+    return {"fired": len(events)}
+
+
+def finalize_step(
+    who: RunIdentity, commit: StepCommit, hook_sets: list[AgentHooks], payload: RunPayload
+) -> dict[str, Any]:
+    """Commit the last iteration with the final status, then fire the completion hook exactly once."""
+    rt = services.current()
+    stamp = now_ms()
+    result = rt.store.commit_step(commit.model_copy(update={"now_ms": stamp}))
+    if not result.applied and commit.session_status is not None and commit.run_status is not None:
+        # This step was already committed by the LLM step (an interrupt stops before the model call),
+        # so the final status needs its own write. finish_run is idempotent, like the commit.
+        rt.store.finish_run(
+            who.session_id,
+            who.run_id,
+            session_status=commit.session_status,
+            run_status=commit.run_status,
+            output=commit.output,
+            error=commit.error,
+            now_ms=stamp,
+        )
+    hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
+    if hook is not None:
+        fire(hook_sets, hook, payload, rt.logger)
+    return {"commit": result.model_dump(mode="json")}
+
+
+def fail_run_step(session_id: str, run_id: str, error: str) -> dict[str, Any]:
+    """Mark a run failed after an unexpected error in workflow code (idempotent)."""
+    rt = services.current()
+    rt.store.finish_run(session_id, run_id, session_status="failed", run_status="failed", error=error, now_ms=now_ms())
+    return {"error": error}
+
+
+__all__ = [
+    "fail_run_step",
+    "MessagePayload",
+    "RunIdentity",
+    "ToolHookPayload",
+    "ToolStepRequest",
+    "finalize_step",
+    "hooks_step",
+    "llm_step",
+    "now_ms",
+    "tool_step",
+]

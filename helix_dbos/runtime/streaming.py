@@ -1,0 +1,105 @@
+"""Stream writes from workflow threads, and reads from any event loop.
+
+Stream managers are async. The agent workflow runs in DBOS worker threads and the LLM step's
+callbacks run on the runtime's background loop, while readers (an HTTP handler, a test) await on
+their own loops. :class:`RunStreams` runs every manager coroutine on the background loop, so one
+set of asyncio primitives serves all of them, and gives readers an iterator that bridges back to
+whatever loop they run on.
+
+Chunks written from workflow code carry a deterministic ``(run_id, ordinal)`` so a durable
+manager can drop the duplicates a replayed workflow would otherwise write twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from helix_dbos.logger import Logger
+from helix_dbos.runtime.aio import background_loop
+from helix_dbos.stream.chunks import StreamChunk
+from helix_dbos.stream.manager import StreamManager, StreamReader
+
+
+class RunStreams:
+    """Thread-safe facade over a :class:`StreamManager` bound to the background loop."""
+
+    def __init__(self, manager: StreamManager, logger: Logger) -> None:
+        self.manager = manager
+        self._logger = logger
+
+    async def write_async(self, stream_id: str, chunk: StreamChunk) -> None:
+        """Write from code already running on the background loop (LLM callbacks)."""
+        if chunk.timestamp is None:
+            chunk = chunk.model_copy(update={"timestamp": int(time.time() * 1000)})
+        writer = await self.manager.create_writer(stream_id, chunk.agent_id, chunk.agent_type)
+        await writer.write(chunk)
+
+    def write(self, stream_id: str, chunk: StreamChunk) -> None:
+        """Write from a workflow or step thread. Stream trouble is logged, never fatal to the run."""
+        try:
+            background_loop.run(self.write_async(stream_id, chunk))
+        except Exception as exc:
+            self._logger.warn("[helix-dbos] stream write failed", {"stream_id": stream_id, "error": repr(exc)})
+
+    def open(self, stream_id: str, run_id: str, agent_type: str) -> int:
+        """Create (or reactivate) the stream before a run starts, so readers can attach at once.
+
+        Returns the stream's latest sequence: the new run's chunks come after it.
+        """
+
+        async def _open() -> int:
+            await self.manager.create_writer(stream_id, run_id, agent_type)
+            info = await self.manager.get_stream_info(stream_id)
+            return info.latest_sequence if info is not None else 0
+
+        return background_loop.run(_open())
+
+    def latest_sequence(self, stream_id: str) -> int:
+        """The stream's latest sequence (0 for a stream that does not exist yet)."""
+
+        async def _latest() -> int:
+            info = await self.manager.get_stream_info(stream_id)
+            return info.latest_sequence if info is not None else 0
+
+        return background_loop.run(_latest())
+
+    def end(self, stream_id: str, output: Any = None) -> None:
+        """Mark the stream ended (the run finished)."""
+        try:
+            background_loop.run(self.manager.end_stream(stream_id, output))
+        except Exception as exc:
+            self._logger.warn("[helix-dbos] ending stream failed", {"stream_id": stream_id, "error": repr(exc)})
+
+    def fail(self, stream_id: str, error: str) -> None:
+        """Mark the stream failed."""
+        try:
+            background_loop.run(self.manager.fail_stream(stream_id, error))
+        except Exception as exc:
+            self._logger.warn("[helix-dbos] failing stream failed", {"stream_id": stream_id, "error": repr(exc)})
+
+    async def read(self, stream_id: str, *, from_sequence: int = 0) -> AsyncIterator[StreamChunk] | None:
+        """An iterator over the stream usable on the caller's loop, or ``None`` for an unknown stream."""
+        bg = background_loop.loop
+        reader = await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(
+                self.manager.create_resumable_reader(stream_id, from_sequence=from_sequence), bg
+            )
+        )
+        if reader is None:
+            return None
+        return _bridge(reader, bg)
+
+
+async def _bridge(reader: StreamReader, loop: asyncio.AbstractEventLoop) -> AsyncIterator[StreamChunk]:
+    try:
+        while True:
+            try:
+                chunk = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(reader.__anext__(), loop))
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(reader.close(), loop))

@@ -1,0 +1,138 @@
+"""Session and run data: statuses, ``AgentState``, ``AgentResult`` and run inputs (seed 002 "State Types").
+
+A *session* is the conversation container (messages, custom state, checkpoints) keyed by
+``session_id``; a *run* is one execution within it (``execute``, ``resume``, ``retry``), keyed by
+``run_id``. Three status vocabularies exist because three audiences read them: the store
+(``SessionStatus``: ``active`` ...), the runtime (``AgentStatus``: ``running`` ...), and streams
+(``ended``, not ``completed``). The conversion helpers keep them in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from helix_dbos.messages import Message, UserInputMessage
+
+SessionStatus = Literal["active", "completed", "failed", "interrupted", "paused"]
+"""Status as stored on the session."""
+
+AgentStatus = Literal[
+    "running",
+    "completed",
+    "failed",
+    "paused",
+    "waiting_tool",
+    "interrupted",
+    "suspended_client_tool",
+    "suspended_awaiting_children",
+    "suspended_step_partial",
+]
+"""Status as the runtime and ``AgentResult`` report it."""
+
+RunStatus = Literal["running", "completed", "failed", "interrupted", "suspended"]
+"""Status of one run record."""
+
+
+class AgentStatusValues:
+    """Named constants for :data:`AgentStatus` (the seeds' ``AgentStatusValues``)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    PAUSED = "paused"
+    WAITING_TOOL = "waiting_tool"
+    INTERRUPTED = "interrupted"
+    SUSPENDED_CLIENT_TOOL = "suspended_client_tool"
+
+
+class SubSessionStatusValues:
+    """Named constants for sub-session (child agent) statuses."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+def session_status_to_agent_status(status: SessionStatus) -> AgentStatus:
+    """Storage -> runtime: ``active`` is ``running``; the rest keep their names."""
+    return "running" if status == "active" else status
+
+
+def agent_status_to_session_status(status: AgentStatus) -> SessionStatus:
+    """Runtime -> storage: every in-flight or waiting status is ``active`` on the session."""
+    if status in ("completed", "failed", "interrupted", "paused"):
+        return status  # type: ignore[return-value]
+    return "active"
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SubSessionRef(_Data):
+    """A parent's reference to a child agent session."""
+
+    sub_session_id: str
+    agent_type: str
+    parent_tool_call_id: str
+    status: Literal["running", "completed", "failed"] = "running"
+    started_at: int
+    completed_at: int | None = None
+    mode: Literal["ephemeral", "persistent"] = "ephemeral"
+    name: str | None = None
+
+
+class InterruptContext(_Data):
+    """Why and where a run was interrupted."""
+
+    reason: str | None = None
+    pending_tool_call_id: str | None = None
+    pending_tool_name: str | None = None
+    step_count: int
+    timestamp: int
+
+
+class AgentState(_Data):
+    """The full state of a session as a run sees it (used for execution and checkpoints)."""
+
+    session_id: str
+    run_id: str
+    agent_type: str
+    stream_id: str
+    status: AgentStatus = "running"
+    step_count: int = 0
+    custom_state: dict[str, Any] = Field(default_factory=dict)
+    messages: list[Message] = Field(default_factory=list)
+    output: Any = None
+    error: str | None = None
+    parent_session_id: str | None = None
+    sub_session_refs: list[SubSessionRef] = Field(default_factory=list)
+    aborted: bool = False
+    abort_reason: str | None = None
+
+
+class AgentResult(_Data):
+    """What a finished (or suspended) run reports."""
+
+    status: AgentStatus
+    output: Any = None
+    """The validated output (structured-output agents) or the final text (plain agents)."""
+    error: str | None = None
+    suspended: dict[str, Any] | None = None
+    """Routing info while suspended, e.g. ``{"tool_call_ids": [...]}``."""
+
+
+class AgentInput(_Data):
+    """Structured input to ``execute``: a message (or several) plus optional state and history."""
+
+    message: str | list[UserInputMessage]
+    state: dict[str, Any] | None = None
+    """Overrides applied on top of the state schema's defaults for a new session."""
+    messages: list[Message] | None = None
+    """External conversation history to seed a new session with."""
+
+
+SendInput = str | list[UserInputMessage]
+"""Input accepted by ``resume(..., message=...)`` and similar follow-ups."""

@@ -1,0 +1,178 @@
+"""What one LLM step produced: the ``StepResult`` union and normalised stop reasons (seed 000).
+
+Step results are the output of the LLM step, so on the durable runtime they are what DBOS
+checkpoints. They are therefore plain JSON-able pydantic models (the error of an
+:class:`ErrorStepResult` serialises through :meth:`HelixError.to_dict`) and round-trip through
+:data:`StepResultAdapter`; nothing here depends on where a class lives, so moving code never breaks
+recovery of a recorded step.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeGuard
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter
+
+from helix_dbos.errors import HelixError, classify_error
+from helix_dbos.messages import ThinkingContent
+
+StopReason = Literal[
+    "end_turn", "stop_sequence", "tool_use", "max_tokens", "content_filter", "refusal", "error", "unknown"
+]
+"""Why the model stopped, normalised across providers."""
+
+_ERROR_STOP_REASONS: frozenset[str] = frozenset({"max_tokens", "content_filter", "refusal", "error", "unknown"})
+
+
+def is_error_stop_reason(reason: StopReason | None) -> bool:
+    """True for stop reasons that mean the step did not end normally."""
+    return reason is not None and reason in _ERROR_STOP_REASONS
+
+
+def is_recoverable_error_stop_reason(reason: StopReason | None) -> bool:
+    """True only for ``max_tokens``: a correction message can nudge a structured-output agent to finish."""
+    return reason == "max_tokens"
+
+
+class TokenUsage(BaseModel):
+    """Token counts reported by the provider for one step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Input tokens served from the provider's prompt cache (included in ``input_tokens``)."""
+    reasoning_tokens: int = 0
+    """Output tokens spent on reasoning (included in ``output_tokens``)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+class ParsedToolCall(BaseModel):
+    """A tool call the model requested."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: Any = Field(default_factory=dict)
+    """Parsed arguments; ``plan_step_processing`` coerces anything that is not an object to one."""
+
+
+class ParsedSubAgentCall(BaseModel):
+    """A call to a sub-agent (a tool call whose name carries the ``subagent__`` prefix)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    agent_type: str
+    input: Any = Field(default_factory=dict)
+
+
+def _serialize_error(error: BaseException) -> dict[str, Any]:
+    return classify_error(error).to_dict()
+
+
+def _validate_error(value: object) -> BaseException:
+    if isinstance(value, BaseException):
+        return value
+    if isinstance(value, dict):
+        return HelixError.from_dict(value)
+    return HelixError(str(value))
+
+
+StepError = Annotated[
+    BaseException,
+    BeforeValidator(_validate_error),
+    PlainSerializer(_serialize_error, return_type=dict[str, Any]),
+]
+"""An exception that serialises as ``HelixError.to_dict()`` and validates back into a HelixError."""
+
+
+class _StepResultBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    usage: TokenUsage | None = None
+    """Token usage of the step, when the provider reported it (a helix-dbos addition)."""
+
+
+class TextStepResult(_StepResultBase):
+    """A plain text response."""
+
+    type: Literal["text"] = "text"
+    content: str
+    thinking: ThinkingContent | None = None
+    should_stop: bool = False
+    """The model indicated it is done (a normal end of turn)."""
+    stop_reason: StopReason | None = None
+
+
+class ToolCallsStepResult(_StepResultBase):
+    """One or more tool (and sub-agent) invocations, optionally with text."""
+
+    type: Literal["tool_calls"] = "tool_calls"
+    content: str | None = None
+    tool_calls: list[ParsedToolCall] = Field(default_factory=list)
+    sub_agent_calls: list[ParsedSubAgentCall] = Field(default_factory=list)
+    thinking: ThinkingContent | None = None
+    stop_reason: StopReason | None = None
+
+
+class StructuredOutputStepResult(_StepResultBase):
+    """Direct structured output, without a ``__finish__`` tool call."""
+
+    type: Literal["structured_output"] = "structured_output"
+    output: Any
+    stop_reason: StopReason | None = None
+
+
+class ErrorStepResult(_StepResultBase):
+    """The LLM call failed."""
+
+    type: Literal["error"] = "error"
+    error: StepError
+    should_stop: bool = True
+    """Whether the run should terminate (false for an error the loop may retry)."""
+    stop_reason: StopReason | None = None
+
+
+StepResult = Annotated[
+    TextStepResult | ToolCallsStepResult | StructuredOutputStepResult | ErrorStepResult,
+    Field(discriminator="type"),
+]
+"""What an LLM step produced, discriminated by ``type``."""
+
+StepResultAdapter: TypeAdapter[StepResult] = TypeAdapter(StepResult)
+"""Validates and serialises step results; the LLM step's checkpointed output goes through it."""
+
+
+def is_text_step(result: object) -> TypeGuard[TextStepResult]:
+    """True for a text step."""
+    return isinstance(result, TextStepResult)
+
+
+def is_tool_calls_step(result: object) -> TypeGuard[ToolCallsStepResult]:
+    """True for a tool-calls step."""
+    return isinstance(result, ToolCallsStepResult)
+
+
+def is_structured_output_step(result: object) -> TypeGuard[StructuredOutputStepResult]:
+    """True for a structured-output step."""
+    return isinstance(result, StructuredOutputStepResult)
+
+
+def is_error_step(result: object) -> TypeGuard[ErrorStepResult]:
+    """True for an error step."""
+    return isinstance(result, ErrorStepResult)

@@ -1,0 +1,376 @@
+"""The session store interface: what the runtime needs from durable storage, and nothing more.
+
+The seeds' ``SessionStateStore`` has ~30 methods because several runtimes stage and promote
+writes in different ways. The DBOS runtime needs fewer, coarser operations, each one a single
+transaction so that a crash can neither lose nor duplicate it:
+
+- :meth:`SessionStore.start_run` - the entry transaction of ``execute`` / ``resume`` / ``retry``:
+  create or reopen the session (compare-and-set on its status and version), append the run's input
+  messages, and record the run. Exactly one concurrent caller wins.
+- :meth:`SessionStore.commit_step` - everything one loop iteration produced (messages, custom
+  state, usage, checkpoint, final status) in one commit, idempotent per ``(run_id, step_count)``:
+  a re-executed commit after a crash is a no-op that returns the first commit's checkpoint id.
+
+Everything is synchronous: the DBOS runtime calls the store from workflow threads, and the
+executor's async API wraps these calls with ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from helix_dbos.checkpoint import Checkpoint, CheckpointMeta
+from helix_dbos.messages import Message
+from helix_dbos.session import (
+    AgentState,
+    AgentStatus,
+    InterruptContext,
+    RunStatus,
+    SessionStatus,
+    SubSessionRef,
+)
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionRecord(_Data):
+    """A session row, without its messages."""
+
+    session_id: str
+    agent_type: str
+    status: SessionStatus
+    version: int
+    """Incremented on every write; compare-and-set operations check it."""
+    run_id: str | None = None
+    """The current (latest) run."""
+    stream_id: str
+    turn: int = 0
+    """Number of runs started in this session (the latest run's turn)."""
+    step_count: int = 0
+    """LLM steps taken in the current turn."""
+    message_count: int = 0
+    custom_state: dict[str, Any] = Field(default_factory=dict)
+    output: Any = None
+    error: str | None = None
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
+    interrupt_requested: bool = False
+    interrupt_context: InterruptContext | None = None
+    resume_count: int = 0
+    aborted: bool = False
+    abort_reason: str | None = None
+    agent_fingerprint: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: int
+    """Milliseconds since the epoch."""
+    updated_at: int
+
+
+class RunRecord(_Data):
+    """One execution within a session (seed 002 "Run Tracking Types")."""
+
+    run_id: str
+    session_id: str
+    turn: int
+    status: RunStatus
+    step_count: int = 0
+    started_at: int
+    completed_at: int | None = None
+    error: str | None = None
+    start_sequence: int = 0
+    """Message count when the run started: its own messages have sequences from here on."""
+    stream_start_sequence: int = 0
+    """Stream sequence when the run started (readers of one run skip earlier chunks)."""
+    workflow_id: str
+    mode: Literal["execute", "resume", "retry"] = "execute"
+    previous_run_id: str | None = None
+    agent_fingerprint: str | None = None
+    request_key: str | None = None
+    """Identifies the request that started the run; a repeat of it returns this run."""
+
+
+class PaginatedMessages(_Data):
+    """A page of a session's transcript."""
+
+    messages: list[Message]
+    total: int
+    offset: int
+    limit: int
+    has_more: bool
+
+
+class PaginatedCheckpoints(_Data):
+    """A page of checkpoint summaries, newest first."""
+
+    items: list[CheckpointMeta]
+    total: int
+    has_more: bool
+
+
+class UsageRecord(_Data):
+    """Token or tool usage of one step (rolled up per session for reporting)."""
+
+    kind: Literal["llm", "tool", "client_tool_wait_ms"]
+    name: str
+    """Model string for ``llm``, tool name otherwise."""
+    step: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    value: float | None = None
+    """Duration in ms for ``tool`` / ``client_tool_wait_ms`` records."""
+    success: bool = True
+
+
+class CasResult(_Data):
+    """Outcome of :meth:`SessionStore.compare_and_set_status`."""
+
+    ok: bool
+    new_version: int | None = None
+    current_status: SessionStatus | None = None
+    current_version: int | None = None
+
+
+class StartRun(_Data):
+    """Everything :meth:`SessionStore.start_run` writes, decided by the caller beforehand."""
+
+    session_id: str
+    run_id: str
+    workflow_id: str
+    agent_type: str
+    mode: Literal["execute", "resume", "retry"] = "execute"
+    new_session_state: dict[str, Any] | None = None
+    """Custom state for a session that does not exist yet; ``None`` means the session must exist."""
+    allowed_statuses: list[SessionStatus] = Field(default_factory=lambda: list[SessionStatus](["completed"]))
+    """Statuses an existing session may be reopened from (``completed`` for a continuation)."""
+    expected_version: int | None = None
+    """When set, the reopen fails with ``StaleStateError`` unless the session is at this version."""
+    input_messages: list[Message] = Field(default_factory=list)
+    """Appended after the existing transcript (after any ``truncate_to``)."""
+    truncate_to: int | None = None
+    """Retry: drop messages from this sequence on before appending."""
+    reset_custom_state: dict[str, Any] | None = None
+    """Retry: the custom state to restore (from the checkpoint)."""
+    previous_run_id: str | None = None
+    request_key: str | None = None
+    agent_fingerprint: str | None = None
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
+    stream_id: str | None = None
+    """Defaults to the session id: one stream per session, across runs."""
+    stream_start_sequence: int = 0
+    metadata: dict[str, Any] | None = None
+    now_ms: int
+
+
+class StartRunResult(_Data):
+    """What :meth:`SessionStore.start_run` did."""
+
+    run: RunRecord
+    session: SessionRecord
+    """The session as it is after the transaction."""
+    created_session: bool
+    existing: bool = False
+    """True when an identical request (same ``request_key``) was already running: nothing was written."""
+
+
+class StepCommit(_Data):
+    """Everything one loop iteration produced, committed atomically by :meth:`SessionStore.commit_step`."""
+
+    session_id: str
+    run_id: str
+    step_count: int
+    """The step this commit closes (1 for the first LLM step of the run)."""
+    first_sequence: int
+    """Sequence of the first message in ``messages``; must equal the session's message count."""
+    messages: list[Message] = Field(default_factory=list)
+    custom_state: dict[str, Any]
+    usage: list[UsageRecord] = Field(default_factory=list)
+    session_status: SessionStatus | None = None
+    """New session status when the run ends with this commit."""
+    run_status: RunStatus | None = None
+    output: Any = None
+    error: str | None = None
+    stream_sequence: int = 0
+    checkpoint_status: AgentStatus = "running"
+    """The status recorded on the checkpoint (and reported by ``CheckpointMeta.status``)."""
+    now_ms: int
+
+
+class CommitResult(_Data):
+    """Outcome of :meth:`SessionStore.commit_step`."""
+
+    checkpoint_id: str
+    applied: bool
+    """False when the same step was already committed (a re-executed commit after a crash)."""
+    interrupt_requested: bool = False
+    """Whether an interrupt is pending for the session (read in the same transaction)."""
+    interrupt_reason: str | None = None
+
+
+class SessionStore(Protocol):
+    """Durable storage for sessions, transcripts, runs, checkpoints and usage."""
+
+    # lifecycle --------------------------------------------------------------------------------
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        agent_type: str,
+        custom_state: dict[str, Any],
+        now_ms: int,
+        parent_session_id: str | None = None,
+        root_session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Create a session in status ``active``.
+
+        Concurrent creators: one wins, the rest get :class:`~helix_dbos.errors.SessionAlreadyExistsError`.
+        """
+        ...
+
+    def session_exists(self, session_id: str) -> bool:
+        """Return whether the session exists."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and everything that belongs to it."""
+        ...
+
+    def load_session(self, session_id: str) -> SessionRecord | None:
+        """Return the session row, or ``None``."""
+        ...
+
+    def load_state(self, session_id: str) -> AgentState | None:
+        """Return the session as an :class:`AgentState` with its full transcript, or ``None``."""
+        ...
+
+    # messages ---------------------------------------------------------------------------------
+    def get_messages(
+        self, session_id: str, *, offset: int = 0, limit: int = 50, include_thinking: bool = True
+    ) -> PaginatedMessages:
+        """Return a page of the transcript, in sequence order."""
+        ...
+
+    def get_message_prefix(self, session_id: str, count: int) -> list[Message]:
+        """Return the first ``count`` messages (what a run saw when it started)."""
+        ...
+
+    def get_message_count(self, session_id: str) -> int:
+        """Return the number of messages in the transcript."""
+        ...
+
+    def truncate_messages(self, session_id: str, message_count: int) -> None:
+        """Drop messages with sequence >= ``message_count`` (retry from a checkpoint)."""
+        ...
+
+    # status -----------------------------------------------------------------------------------
+    def compare_and_set_status(
+        self,
+        session_id: str,
+        expected_statuses: list[SessionStatus],
+        new_status: SessionStatus,
+        *,
+        expected_version: int | None = None,
+        error: str | None = None,
+        interrupt_context: InterruptContext | None = None,
+    ) -> CasResult:
+        """Set the status only if it is one of ``expected_statuses`` (and at ``expected_version``)."""
+        ...
+
+    def request_interrupt(self, session_id: str, reason: str | None, *, now_ms: int) -> bool:
+        """Durably flag an interrupt for an active session; False when the session is not active."""
+        ...
+
+    def clear_interrupt(self, session_id: str) -> None:
+        """Clear a pending interrupt flag."""
+        ...
+
+    def increment_resume_count(self, session_id: str) -> int:
+        """Add one to the session's resume counter and return the new value."""
+        ...
+
+    # runs -------------------------------------------------------------------------------------
+    def start_run(self, request: StartRun) -> StartRunResult:
+        """Run the entry transaction of a run (see the module docstring)."""
+        ...
+
+    def commit_step(self, commit: StepCommit) -> CommitResult:
+        """Commit one iteration atomically and idempotently (see the module docstring)."""
+        ...
+
+    def finish_run(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        session_status: SessionStatus,
+        run_status: RunStatus,
+        output: Any = None,
+        error: str | None = None,
+        aborted: bool = False,
+        abort_reason: str | None = None,
+        interrupt_context: InterruptContext | None = None,
+        now_ms: int,
+    ) -> None:
+        """End a run without a step commit (interrupt before any step, abort, orphan cleanup)."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """One run record."""
+        ...
+
+    def get_current_run(self, session_id: str) -> RunRecord | None:
+        """Return the most recent run of the session."""
+        ...
+
+    def list_runs(self, session_id: str) -> list[RunRecord]:
+        """All runs of the session, by turn (turn numbers are contiguous: 1, 2, 3 ...)."""
+        ...
+
+    def list_sessions(
+        self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
+    ) -> list[SessionRecord]:
+        """Sessions, most recently updated first."""
+        ...
+
+    # checkpoints ------------------------------------------------------------------------------
+    def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        """Return a checkpoint with its state (the transcript up to its message count)."""
+        ...
+
+    def get_latest_checkpoint(self, session_id: str) -> Checkpoint | None:
+        """Return the newest checkpoint of the session."""
+        ...
+
+    def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
+        """Checkpoint summaries, newest first."""
+        ...
+
+    # sub-sessions and usage ---------------------------------------------------------------------
+    def add_sub_session_refs(self, session_id: str, refs: list[SubSessionRef]) -> None:
+        """Record child sessions."""
+        ...
+
+    def update_sub_session_ref(
+        self, session_id: str, sub_session_id: str, *, status: str, completed_at: int | None = None
+    ) -> None:
+        """Update a child session's status."""
+        ...
+
+    def get_sub_session_refs(self, session_id: str) -> list[SubSessionRef]:
+        """Return the session's child references."""
+        ...
+
+    def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
+        """Usage records of the session (or of one run)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,180 @@
+"""The store's tables, as SQLAlchemy Core, for PostgreSQL and SQLite alike.
+
+Every table is prefixed ``helix_`` and lives in the default schema, so the store can share a
+database with an application (and with DBOS, whose tables live in schema ``dbos``). Alembic's
+version table is ``helix_alembic_version`` for the same reason.
+
+Design notes:
+
+- Timestamps are ``BigInteger`` milliseconds since the epoch, the unit used everywhere else.
+- A session row carries everything that changes per step (status, version, counters, custom
+  state), so a step commit updates one session row and appends rows elsewhere.
+- A checkpoint does not copy the transcript: it records ``message_count`` and the transcript's
+  prefix of that length *is* the checkpoint's message list (messages below the count are never
+  rewritten; a retry deletes the later ones together with the checkpoints that saw them).
+- ``UNIQUE(session_id, run_id, step_count)`` on checkpoints is the idempotency key of a step
+  commit: a re-executed commit loses the insert and writes nothing else.
+- Message bodies use plain ``JSON`` (text) even on PostgreSQL: ``JSONB`` reorders object keys,
+  and a tool call's arguments must come back byte-for-byte so that a replayed prompt stays
+  identical (provider prompt caches key on the exact bytes). State-like columns use ``JSONB``.
+- This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
+  compares them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+SCHEMA_REVISION = "0001"
+"""The alembic head revision this version of helix-dbos reads and writes."""
+
+VERSION_TABLE = "helix_alembic_version"
+"""Alembic's version table for the helix tables (never the application's ``alembic_version``)."""
+
+TABLE_PREFIX = "helix_"
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+"""All helix tables; ``alembic`` autogenerate compares against it."""
+
+
+def json_type() -> sa.types.TypeEngine[Any]:
+    """JSON on SQLite, JSONB on PostgreSQL; Python ``None`` is stored as SQL ``NULL``."""
+    return sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
+
+
+def verbatim_json_type() -> sa.types.TypeEngine[Any]:
+    """JSON kept as text on both backends, so object key order survives the round trip."""
+    return sa.JSON(none_as_null=True)
+
+
+sessions = sa.Table(
+    "helix_sessions",
+    metadata,
+    sa.Column("session_id", sa.String(), primary_key=True),
+    sa.Column("agent_type", sa.String(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("version", sa.Integer(), nullable=False),
+    sa.Column("run_id", sa.String(), nullable=True),
+    sa.Column("stream_id", sa.String(), nullable=False),
+    sa.Column("turn", sa.Integer(), nullable=False),
+    sa.Column("step_count", sa.Integer(), nullable=False),
+    sa.Column("message_count", sa.Integer(), nullable=False),
+    sa.Column("custom_state", json_type(), nullable=False),
+    sa.Column("output", json_type(), nullable=True),
+    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("parent_session_id", sa.String(), nullable=True),
+    sa.Column("root_session_id", sa.String(), nullable=True),
+    sa.Column("interrupt_requested", sa.Boolean(), nullable=False),
+    sa.Column("interrupt_context", json_type(), nullable=True),
+    sa.Column("resume_count", sa.Integer(), nullable=False),
+    sa.Column("aborted", sa.Boolean(), nullable=False),
+    sa.Column("abort_reason", sa.Text(), nullable=True),
+    sa.Column("agent_fingerprint", sa.String(), nullable=True),
+    sa.Column("metadata", json_type(), nullable=True),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("updated_at", sa.BigInteger(), nullable=False),
+    # list_sessions: newest first, optionally filtered by status.
+    sa.Index(None, "updated_at"),
+    sa.Index(None, "status", "updated_at"),
+    sa.Index(None, "parent_session_id"),
+)
+
+messages = sa.Table(
+    "helix_messages",
+    metadata,
+    sa.Column("session_id", sa.String(), primary_key=True),
+    sa.Column("sequence", sa.Integer(), primary_key=True),
+    sa.Column("run_id", sa.String(), nullable=True),
+    # Step of the run that produced the message (0 for a run's input messages).
+    sa.Column("step", sa.Integer(), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("message", verbatim_json_type(), nullable=False),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+)
+
+runs = sa.Table(
+    "helix_runs",
+    metadata,
+    sa.Column("run_id", sa.String(), primary_key=True),
+    sa.Column("session_id", sa.String(), nullable=False),
+    sa.Column("turn", sa.Integer(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("step_count", sa.Integer(), nullable=False),
+    sa.Column("started_at", sa.BigInteger(), nullable=False),
+    sa.Column("completed_at", sa.BigInteger(), nullable=True),
+    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("start_sequence", sa.Integer(), nullable=False),
+    sa.Column("stream_start_sequence", sa.Integer(), nullable=False),
+    sa.Column("workflow_id", sa.String(), nullable=False),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("previous_run_id", sa.String(), nullable=True),
+    sa.Column("agent_fingerprint", sa.String(), nullable=True),
+    sa.Column("request_key", sa.String(), nullable=True),
+    # One run per turn: the last line of defence against two concurrent starts. Its index
+    # (session_id first) also serves every per-session lookup, so no separate session index.
+    sa.UniqueConstraint("session_id", "turn"),
+)
+
+checkpoints = sa.Table(
+    "helix_checkpoints",
+    metadata,
+    sa.Column("checkpoint_id", sa.String(), primary_key=True),
+    sa.Column("session_id", sa.String(), nullable=False),
+    sa.Column("run_id", sa.String(), nullable=False),
+    sa.Column("step_count", sa.Integer(), nullable=False),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("custom_state", json_type(), nullable=False),
+    sa.Column("output", json_type(), nullable=True),
+    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("message_count", sa.Integer(), nullable=False),
+    sa.Column("stream_sequence", sa.Integer(), nullable=False),
+    sa.UniqueConstraint("session_id", "run_id", "step_count"),
+    sa.Index(None, "session_id", "created_at"),
+)
+
+sub_session_refs = sa.Table(
+    "helix_sub_session_refs",
+    metadata,
+    sa.Column("session_id", sa.String(), primary_key=True),
+    sa.Column("sub_session_id", sa.String(), primary_key=True),
+    sa.Column("agent_type", sa.String(), nullable=False),
+    sa.Column("parent_tool_call_id", sa.String(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", sa.BigInteger(), nullable=False),
+    sa.Column("completed_at", sa.BigInteger(), nullable=True),
+    sa.Column("mode", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(), nullable=True),
+)
+
+usage = sa.Table(
+    "helix_usage",
+    metadata,
+    # The key makes a re-executed commit unable to double count. ``ordinal`` is the record's
+    # position within its commit, so two calls of the same tool in one step both count.
+    sa.Column("session_id", sa.String(), primary_key=True),
+    sa.Column("run_id", sa.String(), primary_key=True),
+    sa.Column("step", sa.Integer(), primary_key=True),
+    sa.Column("kind", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("ordinal", sa.Integer(), primary_key=True),
+    sa.Column("input_tokens", sa.BigInteger(), nullable=False),
+    sa.Column("output_tokens", sa.BigInteger(), nullable=False),
+    sa.Column("cached_input_tokens", sa.BigInteger(), nullable=False),
+    sa.Column("reasoning_tokens", sa.BigInteger(), nullable=False),
+    sa.Column("value", sa.Float(), nullable=True),
+    sa.Column("success", sa.Boolean(), nullable=False),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+)
+
+ALL_TABLES: tuple[sa.Table, ...] = (sessions, messages, runs, checkpoints, sub_session_refs, usage)
+"""Every helix table (the alembic version table excluded)."""

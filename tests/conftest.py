@@ -1,0 +1,142 @@
+"""Shared fixtures, by section. Add new sections below; keep helpers in their own modules.
+
+PostgreSQL (``tests/pg.py``): ``$HELIX_TEST_DATABASE_URL`` if set, else a throw-away local cluster
+started once per test session. Any test that uses a PostgreSQL fixture is marked ``postgres``
+automatically (``pytest -m "not postgres"`` runs without a server).
+
+- ``pg_server_url`` (session): the server's maintenance database; create your own databases on it.
+- ``pg_database_url``: a brand-new empty database for one test (DBOS system databases, migrations).
+
+Session stores (``helix_dbos.store``):
+
+- ``pg_store`` / ``sqlite_store``: a migrated, empty :class:`SqlSessionStore` per test. PostgreSQL
+  shares one database migrated once per session (``pg_store_url``) and empties it per test;
+  SQLite copies a migrated template file into ``tmp_path`` (``sqlite_store_url``).
+- ``store``: parametrized over both backends - the fixture for contract tests.
+- ``empty_database_url``: parametrized over both backends, a database without helix tables.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pg
+import pytest
+import sqlalchemy as sa
+
+from helix_dbos.store.migrate import upgrade
+from helix_dbos.store.schema import ALL_TABLES
+from helix_dbos.store.sql import SqlSessionStore
+
+# --- PostgreSQL server ----------------------------------------------------------------------------
+
+_PG_FIXTURES = frozenset({"pg_server_url"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _PG_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """URL of a PostgreSQL server's maintenance database, for the whole test session."""
+    env_url = os.environ.get(pg.ENV_URL)
+    if env_url:
+        yield env_url
+        return
+    try:
+        cluster = pg.start_local_cluster()
+    except RuntimeError as error:
+        pytest.skip(str(error))
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_database_url(pg_server_url: str) -> Iterator[str]:
+    """A brand-new, empty database for one test, dropped afterwards."""
+    name = pg.unique_name("helix_test")
+    url = pg.create_database(pg_server_url, name)
+    yield url
+    pg.drop_database(pg_server_url, name)
+
+
+# --- session stores -------------------------------------------------------------------------------
+
+STORE_BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+_STORE_FIXTURES = {"sqlite": "sqlite_store", "postgres": "pg_store"}
+
+
+def _empty_helix_tables(engine: sa.Engine) -> None:
+    # DELETE beats TRUNCATE on tables holding a handful of rows.
+    with engine.begin() as conn:
+        for table in ALL_TABLES:
+            conn.execute(table.delete())
+
+
+@pytest.fixture(scope="session")
+def pg_store_url(pg_server_url: str) -> Iterator[str]:
+    """A database migrated once for the session; ``pg_store`` empties it before each test."""
+    name = pg.unique_name("helix_store")
+    url = pg.create_database(pg_server_url, name)
+    upgrade(url)
+    yield url
+    pg.drop_database(pg_server_url, name)
+
+
+@pytest.fixture
+def pg_store(pg_store_url: str) -> Iterator[SqlSessionStore]:
+    """A :class:`SqlSessionStore` on an empty, migrated PostgreSQL database."""
+    store = SqlSessionStore(pg_store_url)
+    _empty_helix_tables(store.engine)
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "helix.sqlite"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def sqlite_store_url(tmp_path: Path, _sqlite_template: Path) -> str:
+    """URL of a migrated SQLite file of this test's own (a copy of a template migrated once)."""
+    path = tmp_path / "helix.sqlite"
+    shutil.copyfile(_sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def sqlite_store(sqlite_store_url: str) -> Iterator[SqlSessionStore]:
+    """A :class:`SqlSessionStore` on an empty, migrated SQLite file."""
+    store = SqlSessionStore(sqlite_store_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request: pytest.FixtureRequest) -> SqlSessionStore:
+    """The store under contract test: once per backend."""
+    result: SqlSessionStore = request.getfixturevalue(_STORE_FIXTURES[request.param])
+    return result
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database without helix tables: once per backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    url: str = request.getfixturevalue("pg_database_url")
+    return url

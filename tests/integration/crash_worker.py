@@ -1,0 +1,88 @@
+"""A real worker process for the crash-recovery tests: launch helix-dbos on PostgreSQL, maybe start
+a run, and wait for the session to finish. The tests SIGKILL it mid-run and start it again.
+
+Tools write their side effects to a file so the test can count them across processes:
+``append_line`` appends one line; ``slow_append`` writes a ``start`` marker, sleeps, then appends;
+``submit`` (a finish_with tool) does the same before returning the final answer.
+
+Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from helix_dbos import define_agent, define_tool
+from helix_dbos.runtime.launch import launch, shutdown
+
+DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
+START = "--start" in sys.argv
+SLOW_SECONDS = 4.0
+
+
+def _write(line: str) -> None:
+    with Path(SIDE_EFFECTS).open("a") as f:
+        f.write(line + "\n")
+        f.flush()
+
+
+class LineIn(BaseModel):
+    text: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+def append_line(inp: LineIn, ctx: object) -> dict[str, str]:
+    _write(f"append:{inp.text}")
+    return {"appended": inp.text}
+
+
+def slow_append(inp: LineIn, ctx: object) -> dict[str, str]:
+    _write(f"start:{inp.text}")
+    time.sleep(SLOW_SECONDS)
+    _write(f"append:{inp.text}")
+    return {"appended": inp.text}
+
+
+def submit(inp: Answer, ctx: object) -> dict[str, str]:
+    _write(f"start:submit:{inp.answer}")
+    time.sleep(SLOW_SECONDS)
+    _write(f"submit:{inp.answer}")
+    return {"answer": inp.answer}
+
+
+agent = define_agent(
+    "crash-agent",
+    system_prompt="You append lines, then submit.",
+    llm_config={"model": "openai/fake", "api_base": LLM_BASE_URL, "api_key": "test", "max_retries": 0},
+    tools=[
+        define_tool("append_line", input_schema=LineIn, execute=append_line),
+        define_tool("slow_append", input_schema=LineIn, execute=slow_append),
+        define_tool("submit", input_schema=Answer, execute=submit, finish_with=True),
+    ],
+    output_schema=Answer,
+    max_steps=10,
+)
+
+executor = launch(DATABASE_URL, agents=[agent], executor_id="crash-worker")
+if START:
+    executor.execute(agent, "go", session_id=SESSION_ID)
+    print("started", flush=True)
+deadline = time.time() + 60
+while time.time() < deadline:
+    session = executor.store.load_session(SESSION_ID)
+    if session is not None and session.status in ("completed", "failed"):
+        print(f"finished {session.status}", flush=True)
+        break
+    time.sleep(0.1)
+else:
+    print("timed out", flush=True)
+    shutdown(executor)
+    sys.exit(3)
+shutdown(executor)

@@ -1,0 +1,65 @@
+"""The alembic revisions and ``schema.py`` must describe the same tables, on every backend."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from helix_dbos.store.migrate import check_migrated, current_revision, downgrade, head_revision, upgrade
+from helix_dbos.store.schema import ALL_TABLES, SCHEMA_REVISION, VERSION_TABLE, metadata
+from helix_dbos.store.sql import create_engine_for
+
+
+def _diffs(engine: sa.Engine) -> list[object]:
+    def include(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+        return type_ != "table" or (name is not None and name.startswith("helix_") and name != VERSION_TABLE)
+
+    with engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "include_object": include, "version_table": VERSION_TABLE}
+        )
+        return list(compare_metadata(context, metadata))
+
+
+def test_schema_revision_is_the_head() -> None:
+    assert head_revision() == SCHEMA_REVISION
+
+
+def test_migrations_match_schema(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    engine = create_engine_for(empty_database_url)
+    try:
+        assert _diffs(engine) == []
+        tables = set(sa.inspect(engine).get_table_names())
+        assert {t.name for t in ALL_TABLES} | {VERSION_TABLE} <= tables
+        assert "alembic_version" not in tables  # never the application's own version table
+    finally:
+        engine.dispose()
+
+
+def test_downgrade_and_upgrade_again(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    downgrade(empty_database_url, "base")
+    engine = create_engine_for(empty_database_url)
+    try:
+        assert not {t.name for t in ALL_TABLES} & set(sa.inspect(engine).get_table_names())
+        assert current_revision(engine) is None
+        upgrade(empty_database_url)
+        assert current_revision(engine) == SCHEMA_REVISION
+        check_migrated(engine, empty_database_url)
+    finally:
+        engine.dispose()
+
+
+def test_check_migrated_masks_the_password() -> None:
+    url = "sqlite:///:memory:"
+    engine = create_engine_for(url)
+    try:
+        with pytest.raises(Exception, match="helix-dbos db upgrade") as raised:
+            check_migrated(engine, "postgresql://user:secret@db.example/app")
+        assert "secret" not in str(raised.value)
+        assert "***" in str(raised.value)
+    finally:
+        engine.dispose()

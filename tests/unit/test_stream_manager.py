@@ -1,0 +1,453 @@
+"""InMemoryStreamManager: live readers, sequences, end/fail, G4 truncation, reset, ordering."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.stream.chunks import (
+    RunPausedChunk,
+    RunResumedChunk,
+    StepCommittedChunk,
+    StreamChunk,
+    TextDeltaChunk,
+)
+from helix_dbos.stream.manager import (
+    InMemoryStreamManager,
+    ResumableStreamReader,
+    StreamInfo,
+    StreamManager,
+    StreamReader,
+)
+
+TIMEOUT = 2.0
+
+
+def text(content: str, step: int | None = None, agent_id: str = "s1") -> TextDeltaChunk:
+    return TextDeltaChunk(agent_id=agent_id, agent_type="writer", content=content, step=step)
+
+
+def contents(chunks: list[StreamChunk]) -> list[str]:
+    return [c.content if isinstance(c, TextDeltaChunk) else c.type for c in chunks]
+
+
+async def next_chunk(reader: StreamReader) -> StreamChunk:
+    return await asyncio.wait_for(anext(reader), TIMEOUT)
+
+
+async def drain(reader: StreamReader) -> list[StreamChunk]:
+    async def run() -> list[StreamChunk]:
+        return [chunk async for chunk in reader]
+
+    return await asyncio.wait_for(run(), TIMEOUT)
+
+
+async def settle() -> None:
+    """Let every ready task run until it blocks again."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def manager() -> InMemoryStreamManager:
+    return InMemoryStreamManager()
+
+
+async def require_reader(
+    manager: StreamManager, stream_id: str, from_sequence: int = 0
+) -> ResumableStreamReader:
+    reader = await manager.create_resumable_reader(stream_id, from_sequence=from_sequence)
+    assert reader is not None
+    return reader
+
+
+# --- creation and info -------------------------------------------------------------------------
+
+
+async def test_unknown_stream_has_no_reader_and_no_info(manager: InMemoryStreamManager) -> None:
+    assert await manager.create_reader("missing") is None
+    assert await manager.create_resumable_reader("missing", from_sequence=3) is None
+    assert await manager.get_stream_info("missing") is None
+    assert await manager.read_records("missing") == []
+
+
+async def test_create_writer_creates_an_empty_active_stream(manager: InMemoryStreamManager) -> None:
+    await manager.create_writer("s1", "run-1", "writer")
+    assert await manager.get_stream_info("s1") == StreamInfo(
+        status="active", latest_sequence=0, chunk_count=0
+    )
+    assert await manager.create_reader("s1") is not None
+
+
+async def test_sequences_start_at_one_and_increase(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    for word in ("a", "b", "c"):
+        await writer.write(text(word))
+    records = await manager.read_records("s1")
+    assert [r.sequence for r in records] == [1, 2, 3]
+    assert contents([r.chunk for r in records]) == ["a", "b", "c"]
+    assert [r.sequence for r in await manager.read_records("s1", after_sequence=2)] == [3]
+    assert await manager.get_stream_info("s1") == StreamInfo(
+        status="active", latest_sequence=3, chunk_count=3
+    )
+
+
+async def test_stored_chunks_are_isolated_from_writer_and_reader_mutation(
+    manager: InMemoryStreamManager,
+) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    chunk = text("original")
+    await writer.write(chunk)
+    chunk.content = "mutated by writer"
+    reader = await require_reader(manager, "s1")
+    first = await next_chunk(reader)
+    assert isinstance(first, TextDeltaChunk)
+    assert first.content == "original"
+    first.content = "mutated by reader"
+    assert contents([r.chunk for r in await manager.read_records("s1")]) == ["original"]
+
+
+# --- live readers --------------------------------------------------------------------------------
+
+
+async def test_live_reader_receives_chunks_written_after_it_attached(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("before"))
+    reader = await require_reader(manager, "s1")
+    consumer = asyncio.create_task(drain(reader))
+    await settle()
+    assert not consumer.done()  # it is waiting for more, not finished
+
+    await writer.write(text("after-1"))
+    await settle()
+    assert not consumer.done()
+    await writer.write(text("after-2"))
+    await manager.end_stream("s1", output={"ok": True})
+
+    assert contents(await consumer) == ["before", "after-1", "after-2"]
+
+
+async def test_every_attached_reader_sees_every_chunk(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    readers = [await require_reader(manager, "s1") for _ in range(3)]
+    consumers = [asyncio.create_task(drain(r)) for r in readers]
+    await settle()
+    for word in ("x", "y", "z"):
+        await writer.write(text(word))
+    await manager.end_stream("s1")
+    for consumer in consumers:
+        assert contents(await consumer) == ["x", "y", "z"]
+
+
+async def test_resumable_reader_starts_after_the_given_sequence(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    for word in ("a", "b", "c", "d"):
+        await writer.write(text(word))
+    reader = await require_reader(manager, "s1", from_sequence=2)
+    assert (reader.current_sequence, reader.total_chunks, reader.latest_sequence) == (2, 4, 4)
+
+    assert contents([await next_chunk(reader)]) == ["c"]
+    assert reader.current_sequence == 3
+    assert contents([await next_chunk(reader)]) == ["d"]
+    assert reader.current_sequence == 4
+
+    await writer.write(text("e"))
+    assert (reader.total_chunks, reader.latest_sequence) == (5, 5)
+    assert contents([await next_chunk(reader)]) == ["e"]
+    assert reader.current_sequence == 5
+
+
+async def test_resumable_reader_past_the_end_waits_for_new_chunks(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("a"))
+    reader = await require_reader(manager, "s1", from_sequence=1)
+    pending = asyncio.create_task(next_chunk(reader))
+    await settle()
+    assert not pending.done()
+    await writer.write(text("b"))
+    assert contents([await pending]) == ["b"]
+
+
+async def test_close_stops_a_reader_that_is_waiting(manager: InMemoryStreamManager) -> None:
+    await manager.create_writer("s1", "run-1", "writer")
+    reader = await require_reader(manager, "s1")
+    consumer = asyncio.create_task(drain(reader))
+    await settle()
+    assert not consumer.done()
+    await reader.close()
+    assert await consumer == []
+    with pytest.raises(StopAsyncIteration):
+        await anext(reader)
+
+
+# --- end and fail --------------------------------------------------------------------------------
+
+
+async def test_reader_attached_after_end_yields_everything_then_stops(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("a"))
+    await writer.write(text("b"))
+    await manager.end_stream("s1")
+    info = await manager.get_stream_info("s1")
+    assert info is not None and info.status == "ended"
+    reader = await require_reader(manager, "s1")
+    assert contents(await drain(reader)) == ["a", "b"]
+
+
+async def test_writing_to_an_ended_stream_raises(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await manager.end_stream("s1")
+    with pytest.raises(HelixError) as caught:
+        await writer.write(text("late"))
+    assert caught.value.code == "transport_error"
+    assert await manager.read_records("s1") == []
+
+
+async def test_new_writer_reactivates_an_ended_stream_for_the_next_turn(
+    manager: InMemoryStreamManager,
+) -> None:
+    turn1 = await manager.create_writer("s1", "run-1", "writer")
+    await turn1.write(text("turn-1"))
+    slow_reader = await require_reader(manager, "s1")  # attached during turn 1, reads nothing yet
+    await manager.end_stream("s1")
+
+    turn2 = await manager.create_writer("s1", "run-2", "writer")
+    assert (await manager.get_stream_info("s1")) == StreamInfo(
+        status="active", latest_sequence=1, chunk_count=1
+    )
+    await turn2.write(text("turn-2"))
+    assert [r.sequence for r in await manager.read_records("s1")] == [1, 2]
+
+    # The slow reader finishes at the end of turn 1 even though the stream is active again.
+    assert contents(await drain(slow_reader)) == ["turn-1"]
+    # A reader attached now follows turn 2 live.
+    reader = await require_reader(manager, "s1", from_sequence=1)
+    assert contents([await next_chunk(reader)]) == ["turn-2"]
+
+
+async def test_failed_stream_yields_stored_chunks_then_raises(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("partial"))
+    reader = await require_reader(manager, "s1")
+    late_reader_chunks: list[StreamChunk] = []
+
+    await manager.fail_stream("s1", "model exploded")
+    assert contents([await next_chunk(reader)]) == ["partial"]
+    with pytest.raises(HelixError) as caught:
+        await next_chunk(reader)
+    assert caught.value.code == "transport_error"
+    assert caught.value.message == "model exploded"
+    with pytest.raises(StopAsyncIteration):
+        await anext(reader)
+
+    late = await require_reader(manager, "s1")
+    with pytest.raises(HelixError, match="model exploded"):
+        async for chunk in late:
+            late_reader_chunks.append(chunk)
+    assert contents(late_reader_chunks) == ["partial"]
+    info = await manager.get_stream_info("s1")
+    assert info is not None and info.status == "failed"
+
+
+async def test_end_and_fail_create_unknown_streams(manager: InMemoryStreamManager) -> None:
+    await manager.end_stream("ended-early")
+    await manager.fail_stream("failed-early", "bad input")
+    ended = await require_reader(manager, "ended-early")
+    assert await drain(ended) == []
+    failed = await require_reader(manager, "failed-early")
+    with pytest.raises(HelixError, match="bad input"):
+        await drain(failed)
+
+
+async def test_closed_writer_refuses_writes_but_the_stream_stays_open(manager: InMemoryStreamManager) -> None:
+    first = await manager.create_writer("s1", "run-1", "writer")
+    await first.close()
+    with pytest.raises(HelixError):
+        await first.write(text("x"))
+    second = await manager.create_writer("s1", "run-1", "writer")
+    await second.write(text("y"))
+    info = await manager.get_stream_info("s1")
+    assert info == StreamInfo(status="active", latest_sequence=1, chunk_count=1)
+
+
+async def test_run_paused_and_resumed_chunks_drive_the_paused_status(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    reader = await require_reader(manager, "s1")
+    await writer.write(RunPausedChunk(agent_id="s1", agent_type="writer", pending_tool_call_ids=["c1"]))
+    await writer.write(StepCommittedChunk(agent_id="s1", agent_type="writer", step_count=1))
+    info = await manager.get_stream_info("s1")
+    assert info is not None and info.status == "paused"
+    await writer.write(RunResumedChunk(agent_id="s1", agent_type="writer", run_id="run-1"))
+    info = await manager.get_stream_info("s1")
+    assert info is not None and info.status == "active"
+    await manager.end_stream("s1")
+    assert [c.type for c in await drain(reader)] == ["run_paused", "step_committed", "run_resumed"]
+
+
+# --- cleanup_to_step (crash recovery, G4) ------------------------------------------------------
+
+
+async def write_steps(manager: InMemoryStreamManager) -> Any:
+    """Sequences 1..4: step 1, step 2, step 2, no step (a boundary marker)."""
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("s1", step=1))
+    await writer.write(text("s2a", step=2))
+    await writer.write(text("s2b", step=2))
+    await writer.write(text("marker", step=None))
+    return writer
+
+
+async def test_cleanup_removes_only_chunks_of_later_steps(manager: InMemoryStreamManager) -> None:
+    writer = await write_steps(manager)
+    await manager.cleanup_to_step("s1", 1)
+    records = await manager.read_records("s1")
+    assert [(r.sequence, r.chunk.step) for r in records] == [(1, 1), (4, None)]
+    assert await manager.get_stream_info("s1") == StreamInfo(
+        status="active", latest_sequence=4, chunk_count=2
+    )
+
+    await writer.write(text("retry", step=2))
+    # Sequences are never reused: the retried step gets 5, not 2.
+    assert [r.sequence for r in await manager.read_records("s1")] == [1, 4, 5]
+
+
+async def test_cleanup_to_the_current_step_keeps_everything(manager: InMemoryStreamManager) -> None:
+    await write_steps(manager)
+    reader = await require_reader(manager, "s1")
+    await manager.cleanup_to_step("s1", 2)
+    assert len(await manager.read_records("s1")) == 4
+    await manager.end_stream("s1")
+    assert contents(await drain(reader)) == ["s1", "s2a", "s2b", "marker"]
+
+
+async def test_cleanup_raises_truncated_on_a_reader_that_missed_removed_chunks(
+    manager: InMemoryStreamManager,
+) -> None:
+    await write_steps(manager)
+    reader = await require_reader(manager, "s1")
+    assert contents([await next_chunk(reader)]) == ["s1"]  # cursor at 1; 2 and 3 not yet yielded
+
+    await manager.cleanup_to_step("s1", 1)
+    with pytest.raises(StreamTruncatedError) as caught:
+        await next_chunk(reader)
+    error = caught.value
+    assert (error.stream_id, error.last_valid_sequence, error.truncated_at_step) == ("s1", 1, 1)
+    assert error.code == "transport_error"
+    with pytest.raises(StopAsyncIteration):  # then the reader is done
+        await anext(reader)
+
+    # Re-attaching from the last valid sequence reads the survivors and then follows live.
+    again = await require_reader(manager, "s1", from_sequence=error.last_valid_sequence)
+    assert contents([await next_chunk(again)]) == ["marker"]
+    assert again.current_sequence == 4
+
+
+async def test_cleanup_wakes_a_waiting_reader_with_the_truncation(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("s1", step=1))
+    reader = await require_reader(manager, "s1")
+    assert contents([await next_chunk(reader)]) == ["s1"]
+    # Chunk 2 arrives and is removed before the reader gets to run.
+    await writer.write(text("s2", step=2))
+    await manager.cleanup_to_step("s1", 1)
+    with pytest.raises(StreamTruncatedError) as caught:
+        await next_chunk(reader)
+    assert caught.value.last_valid_sequence == 1
+
+
+async def test_reader_that_already_yielded_removed_chunks_still_sees_survivors(
+    manager: InMemoryStreamManager,
+) -> None:
+    # The seed's cursor-rebase bug: an index-based cursor skips survivors after a cleanup.
+    writer = await write_steps(manager)
+    reader = await require_reader(manager, "s1")
+    assert contents([await next_chunk(reader) for _ in range(3)]) == ["s1", "s2a", "s2b"]
+
+    await manager.cleanup_to_step("s1", 1)  # removes 2 and 3, both already yielded: no truncation
+    assert contents([await next_chunk(reader)]) == ["marker"]
+
+    pending = asyncio.create_task(next_chunk(reader))
+    await settle()
+    assert not pending.done()
+    await writer.write(text("retry", step=2))
+    assert contents([await pending]) == ["retry"]
+    assert reader.current_sequence == 5
+
+
+async def test_waiting_reader_survives_cleanup_and_keeps_following(manager: InMemoryStreamManager) -> None:
+    writer = await write_steps(manager)
+    reader = await require_reader(manager, "s1")
+    consumer = asyncio.create_task(drain(reader))
+    await settle()  # the reader yielded all four and now waits
+    assert not consumer.done()
+
+    await manager.cleanup_to_step("s1", 1)
+    await writer.write(text("after", step=2))
+    await manager.end_stream("s1")
+    assert contents(await consumer) == ["s1", "s2a", "s2b", "marker", "after"]
+
+
+async def test_reader_attached_after_cleanup_sees_only_survivors(manager: InMemoryStreamManager) -> None:
+    await write_steps(manager)
+    await manager.cleanup_to_step("s1", 1)
+    await manager.end_stream("s1")
+    reader = await require_reader(manager, "s1")
+    assert contents(await drain(reader)) == ["s1", "marker"]
+
+
+async def test_cleanup_of_an_unknown_stream_is_a_no_op(manager: InMemoryStreamManager) -> None:
+    await manager.cleanup_to_step("missing", 0)
+    assert await manager.get_stream_info("missing") is None
+
+
+# --- reset ---------------------------------------------------------------------------------------
+
+
+async def test_reset_clears_chunks_reactivates_and_keeps_counting(manager: InMemoryStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("old-1"))
+    await writer.write(text("old-2"))
+    attached = await require_reader(manager, "s1")
+    await manager.end_stream("s1")
+
+    await manager.reset_stream("s1")
+    assert await manager.get_stream_info("s1") == StreamInfo(
+        status="active", latest_sequence=2, chunk_count=0
+    )
+    assert await drain(attached) == []  # readers attached before the reset are detached
+
+    await writer.write(text("new"))
+    records = await manager.read_records("s1")
+    assert [(r.sequence, contents([r.chunk])[0]) for r in records] == [(3, "new")]
+    fresh = await require_reader(manager, "s1")
+    assert contents([await next_chunk(fresh)]) == ["new"]
+
+
+# --- ordering ------------------------------------------------------------------------------------
+
+
+async def test_concurrent_writers_get_one_total_order(manager: InMemoryStreamManager) -> None:
+    writers = [await manager.create_writer("s1", f"run-{i}", "writer") for i in range(4)]
+    reader = await require_reader(manager, "s1")
+    consumer = asyncio.create_task(drain(reader))
+
+    async def produce(index: int) -> None:
+        for n in range(25):
+            await writers[index].write(text(f"{index}:{n}", agent_id=f"agent-{index}"))
+            await asyncio.sleep(0)  # yield so the writers interleave
+
+    await asyncio.gather(*(produce(i) for i in range(4)))
+    await manager.end_stream("s1")
+    seen = contents(await consumer)
+    records = await manager.read_records("s1")
+
+    assert [r.sequence for r in records] == list(range(1, 101))
+    assert seen == contents([r.chunk for r in records])  # the reader's order is the stored order
+    for index in range(4):
+        mine = [c for c in seen if c.startswith(f"{index}:")]
+        assert mine == [f"{index}:{n}" for n in range(25)]  # each writer's own order is kept
+    writers_in_first_ten = {c.split(":")[0] for c in seen[:10]}
+    assert len(writers_in_first_ten) > 1  # the writers really did interleave
