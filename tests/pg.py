@@ -88,7 +88,15 @@ class LocalCluster:
         self.stopped = True
         with contextlib.suppress(Exception):
             subprocess.run(
-                [*self.run_as, str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "stop"],
+                [
+                    *self.run_as,
+                    str(self.bin_dir / "pg_ctl"),
+                    "-D",
+                    str(self.data_dir),
+                    "-m",
+                    "immediate",
+                    "stop",
+                ],
                 check=False,
                 capture_output=True,
                 timeout=60,

@@ -64,7 +64,7 @@ from helix_dbos.store.base import (
     StepCommit,
     UsageRecord,
 )
-from helix_dbos.store.migrate import check_migrated, display_url
+from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def _json_dumps(value: Any) -> str:
 def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
     """Create a SQLAlchemy engine configured the way the store needs it.
 
-    PostgreSQL goes through psycopg 3. SQLite gets ``check_same_thread=False`` (the runtime calls
+    PostgreSQL goes through psycopg 3 with ``pool_pre_ping``. SQLite gets ``check_same_thread=False`` (the runtime calls
     the store from several threads), WAL, a busy timeout, and explicit ``BEGIN`` /
     ``BEGIN IMMEDIATE`` transactions (see the module docstring).
     """
@@ -108,6 +108,10 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
     backend = make_url(sa_url).get_backend_name()
     if backend == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False}
+    else:
+        # One cheap round trip per checkout buys surviving a server restart or failover: without
+        # it the first statement on each stale pooled connection fails, inside a workflow step.
+        kwargs["pool_pre_ping"] = True
     kwargs.update(engine_kwargs)
     engine = sa.create_engine(sa_url, **kwargs)
     if backend == "sqlite":
@@ -242,7 +246,7 @@ class SqlSessionStore:
     @property
     def url(self) -> str:
         """The database URL with the password masked."""
-        return display_url(self._engine.url.render_as_string(hide_password=False))
+        return self._engine.url.render_as_string(hide_password=True)
 
     def close(self) -> None:
         """Release connections (the engine is disposed only when the store created it)."""

@@ -33,7 +33,7 @@ from helix_dbos.messages import (
     UserMessage,
 )
 from helix_dbos.session import InterruptContext, SubSessionRef
-from helix_dbos.store.base import StartRun, StartRunResult, StepCommit, UsageRecord
+from helix_dbos.store.base import CommitResult, StartRun, StartRunResult, StepCommit, UsageRecord
 from helix_dbos.store.migrate import current_revision, upgrade
 from helix_dbos.store.schema import SCHEMA_REVISION
 from helix_dbos.store.sql import SqlSessionStore, create_engine_for
@@ -82,7 +82,7 @@ def commit(
     state: dict[str, Any] | None = None,
     usage: list[UsageRecord] | None = None,
     **kwargs: Any,
-) -> Any:
+) -> CommitResult:
     return store.commit_step(
         StepCommit(
             session_id=session_id,
@@ -105,7 +105,7 @@ def tool_step(call_id: str) -> list[Message]:
     ]
 
 
-def finish(store: SqlSessionStore, step: int, first_sequence: int, **kwargs: Any) -> Any:
+def finish(store: SqlSessionStore, step: int, first_sequence: int, **kwargs: Any) -> CommitResult:
     return commit(
         store,
         step,
@@ -410,7 +410,9 @@ def test_commit_step_applies_everything(store: SqlSessionStore) -> None:
         UsageRecord(kind="tool", name="search", step=1, value=3.5),
         UsageRecord(kind="tool", name="search", step=1, value=4.0),  # same tool twice in one step
     ]
-    result = commit(store, 1, 1, tool_step("c1"), state={"n": 1, "notes": ["a"]}, usage=usage, stream_sequence=7)
+    result = commit(
+        store, 1, 1, tool_step("c1"), state={"n": 1, "notes": ["a"]}, usage=usage, stream_sequence=7
+    )
     assert result.applied
     assert not result.interrupt_requested
     session = store.load_session("s1")
@@ -453,9 +455,10 @@ def test_commit_step_is_idempotent(store: SqlSessionStore) -> None:
 def test_concurrent_identical_commits_apply_once(store: SqlSessionStore) -> None:
     start(store)
     results = race(6, lambda i: commit(store, 1, 1, tool_step("c1")))
-    assert not [r for r in results if isinstance(r, BaseException)], results
-    assert sum(r.applied for r in results) == 1
-    assert len({r.checkpoint_id for r in results}) == 1
+    done = [r for r in results if isinstance(r, CommitResult)]
+    assert len(done) == 6, results
+    assert sum(r.applied for r in done) == 1
+    assert len({r.checkpoint_id for r in done}) == 1
     assert store.get_message_count("s1") == 3
 
 
@@ -548,7 +551,11 @@ def test_checkpoint_ids_and_contents(store: SqlSessionStore) -> None:
     assert middle.state.messages == store.get_message_prefix("team-a-s1", 5)
     assert middle.state.custom_state == {"n": 2}
     assert middle.state.status == "running"
-    assert (middle.state.run_id, middle.state.agent_type, middle.state.stream_id) == ("r1", "tester", "team-a-s1")
+    assert (middle.state.run_id, middle.state.agent_type, middle.state.stream_id) == (
+        "r1",
+        "tester",
+        "team-a-s1",
+    )
     assert store.get_checkpoint("cpv1-missing-s1-t1-abc") is None
 
     latest = store.get_latest_checkpoint("team-a-s1")
@@ -664,7 +671,11 @@ def test_sub_session_refs(store: SqlSessionStore) -> None:
     refs = [
         SubSessionRef(sub_session_id="c1", agent_type="helper", parent_tool_call_id="t1", started_at=10),
         SubSessionRef(
-            sub_session_id="c2", agent_type="helper", parent_tool_call_id="t2", started_at=11, mode="persistent"
+            sub_session_id="c2",
+            agent_type="helper",
+            parent_tool_call_id="t2",
+            started_at=11,
+            mode="persistent",
         ),
     ]
     store.add_sub_session_refs("s1", refs)

@@ -21,7 +21,7 @@ from helix_dbos.runtime.launch import launch, shutdown
 
 DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
 START = "--start" in sys.argv
-SLOW_SECONDS = 4.0
+SLOW_SECONDS = 1.5
 
 
 def _write(line: str) -> None:

@@ -1,0 +1,154 @@
+"""Crash recovery with real processes: SIGKILL a worker mid-run, restart it, check exactly-once.
+
+The worker (``crash_worker.py``) runs on PostgreSQL and calls a scripted OpenAI-compatible server
+through the real LiteLLM adapter; the server lives in this test process, so it counts every LLM
+request across both worker processes. Tools write their side effects to a file.
+
+The scripted model answers by how many tool results it has seen, so a re-executed LLM call gets
+the same answer: ``append_line(one)`` -> ``slow_append(two)`` -> ``submit(done)`` (a finish_with tool).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helix_dbos import SqlSessionStore, find_unpaired_tool_call_ids, upgrade
+from helix_dbos.messages import AssistantMessage, ToolResultMessage
+from helix_dbos.testing import ScriptedOpenAIServer
+from tests.pg import create_database, unique_name
+
+pytestmark = pytest.mark.postgres
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+REPO = Path(__file__).resolve().parents[2]
+BASELINE_LLM_CALLS = 3
+
+
+class Model:
+    """Scripted model; optionally holds one request open so the test can kill the worker mid-call."""
+
+    def __init__(self, hold_at_tool_results: int | None = None) -> None:
+        self.hold_at = hold_at_tool_results
+        self.held = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        seen = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if self.hold_at is not None and seen == self.hold_at and not self.held.is_set():
+            self.held.set()
+            return {"text": "slow", "delay_seconds": 30}
+        if seen == 0:
+            return {"tool_calls": [{"id": "a1", "name": "append_line", "arguments": {"text": "one"}}]}
+        if seen == 1:
+            return {"tool_calls": [{"id": "a2", "name": "slow_append", "arguments": {"text": "two"}}]}
+        return {"tool_calls": [{"id": "a3", "name": "submit", "arguments": {"answer": "done"}}]}
+
+
+@pytest.fixture
+def crash_env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = create_database(pg_server_url, unique_name("crash"))
+    upgrade(url)
+    yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"crash-{unique_name('s')}"}
+
+
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WORKER), env["url"], base_url, str(env["effects"]), env["session"]]
+    if start:
+        args.append("--start")
+    return subprocess.Popen(
+        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited early while waiting for {what}: {proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _effects(env: dict[str, Any]) -> collections.Counter[str]:
+    path: Path = env["effects"]
+    return collections.Counter(path.read_text().splitlines()) if path.exists() else collections.Counter()
+
+
+def _crash_and_recover(env: dict[str, Any], model: Model, kill_when: Callable[[ScriptedOpenAIServer], bool]) -> ScriptedOpenAIServer:
+    server = ScriptedOpenAIServer(handler=model)
+    base_url = server.start()
+    first = _spawn(env, base_url, start=True)
+    try:
+        _wait_for(lambda: kill_when(server), 60, "the crash point", first)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert first.returncode == -signal.SIGKILL
+        second = _spawn(env, base_url, start=False)
+        out, _ = second.communicate(timeout=90)
+        assert second.returncode == 0, out
+        assert "finished completed" in out, out
+    finally:
+        for proc in (first,):
+            if proc.poll() is None:
+                proc.kill()
+        server.stop()
+    return server
+
+
+def _check_transcript(env: dict[str, Any]) -> None:
+    store = SqlSessionStore(env["url"])
+    try:
+        state = store.load_state(env["session"])
+        assert state is not None
+        assert state.status == "completed"
+        assert state.output == {"answer": "done"}
+        assert find_unpaired_tool_call_ids(state.messages) == []  # no dangling tool call
+        results = [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)]
+        assert results == ["a1", "a2", "a3"]  # no duplicated message
+        assert sum(isinstance(m, AssistantMessage) for m in state.messages) == BASELINE_LLM_CALLS
+        runs = store.list_runs(env["session"])
+        assert [(r.turn, r.status) for r in runs] == [(1, "completed")]
+    finally:
+        store.close()
+
+
+def test_kill_during_a_tool_after_a_side_effect(crash_env: dict[str, Any]) -> None:
+    server = _crash_and_recover(crash_env, Model(), lambda s: _effects(crash_env)["start:two"] >= 1)
+    effects = _effects(crash_env)
+    assert effects["append:one"] == 1  # the completed tool step did not run again
+    assert effects["append:two"] == 1 and effects["start:two"] == 2  # the in-flight step ran again, once
+    assert effects["submit:done"] == 1
+    assert server.request_count == BASELINE_LLM_CALLS  # no LLM call repeated
+    _check_transcript(crash_env)
+
+
+def test_kill_while_the_llm_step_is_in_flight(crash_env: dict[str, Any]) -> None:
+    model = Model(hold_at_tool_results=1)
+    server = _crash_and_recover(crash_env, model, lambda s: model.held.is_set())
+    effects = _effects(crash_env)
+    assert effects["append:one"] == 1 and effects["append:two"] == 1 and effects["submit:done"] == 1
+    # The in-flight LLM call is the one step that runs again: at-least-once, exactly one extra request.
+    assert server.request_count == BASELINE_LLM_CALLS + 1
+    _check_transcript(crash_env)
+
+
+def test_kill_while_a_finish_with_tool_runs(crash_env: dict[str, Any]) -> None:
+    server = _crash_and_recover(crash_env, Model(), lambda s: _effects(crash_env)["start:submit:done"] >= 1)
+    effects = _effects(crash_env)
+    assert effects["append:one"] == 1 and effects["append:two"] == 1
+    assert effects["submit:done"] == 1 and effects["start:submit:done"] == 2
+    assert server.request_count == BASELINE_LLM_CALLS
+    _check_transcript(crash_env)
