@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, SetWorkflowID, WorkflowHandle
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
@@ -38,7 +39,7 @@ from helix_dbos.orchestration.state_operations import (
 from helix_dbos.runtime import services
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.steps import now_ms
+from helix_dbos.runtime.steps import OUTCOME_EVENT, now_ms
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workflow import agent_run_workflow
 from helix_dbos.runtime.loop import RunRequest
@@ -53,8 +54,10 @@ def workflow_id_for(session_id: str, turn: int) -> str:
     return f"{session_id}-turn-{turn}"
 
 
-def _request_key(agent_name: str, parsed: AgentInput) -> str:
-    payload = json.dumps([agent_name, parsed.model_dump(mode="json")], sort_keys=True)
+def _request_key(agent_name: str, parsed: AgentInput, turn: int) -> str:
+    """Identifies "this request for this turn": duplicates racing for the same turn meet on it,
+    while the same text sent again after the turn finished is a new request."""
+    payload = json.dumps([agent_name, parsed.model_dump(mode="json"), turn], sort_keys=True)
     return "auto:" + hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -81,17 +84,23 @@ class AgentExecutionHandle:
         """The DBOS workflow id."""
         return self._run.workflow_id
 
-    def result(self) -> AgentResult:
-        """Block until the run ends and return its result (output typed by the agent's schema)."""
-        try:
-            outcome = DBOS.retrieve_workflow(self.workflow_id).get_result()
-        except HelixError as exc:
-            return AgentResult(status="failed", error=exc.message)
+    def result(self, timeout_seconds: float | None = None) -> AgentResult:
+        """Block until the run ends and return its result (output typed by the agent's schema).
+
+        A run started by this process is awaited on its in-process future; any other run is
+        awaited on its outcome event, which PostgreSQL's LISTEN/NOTIFY delivers in milliseconds.
+        """
+        local = self._executor._local_handles.get(self.workflow_id)
+        if local is not None and timeout_seconds is None:
+            outcome = local.get_result()
+            self._executor._local_handles.pop(self.workflow_id, None)
+        else:
+            outcome = self._executor._await_outcome(self.workflow_id, timeout_seconds)
         return self._executor._to_result(self.agent_name, outcome)
 
-    async def result_async(self) -> AgentResult:
+    async def result_async(self, timeout_seconds: float | None = None) -> AgentResult:
         """Async twin of :meth:`result`."""
-        return await asyncio.to_thread(self.result)
+        return await asyncio.to_thread(self.result, timeout_seconds)
 
     def get_state(self) -> AgentState:
         """The session's current state (transcript, custom state, status)."""
@@ -142,6 +151,7 @@ class DBOSAgentExecutor:
             logger=self.logger,
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
         )
+        self._local_handles: dict[str, WorkflowHandle[Any]] = {}
         for agent in agents:
             self.register(agent)
         services.install(self._services)
@@ -170,12 +180,14 @@ class DBOSAgentExecutor:
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
         session_id = session_id or f"session-{uuid.uuid4().hex}"
-        request_key = f"key:{idempotency_key}" if idempotency_key else _request_key(config.name, parsed)
         if idempotency_key:
             for run in self.store.list_runs(session_id):
-                if run.request_key == request_key:
+                if run.request_key == f"key:{idempotency_key}":
                     return AgentExecutionHandle(self, run, config.name)
         existing = self.store.load_session(session_id)
+        # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
+        next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
+        request_key = f"key:{idempotency_key}" if idempotency_key else _request_key(config.name, parsed, next_turn)
         if existing is None:
             start = StartRun(
                 session_id=session_id,
@@ -252,7 +264,8 @@ class DBOSAgentExecutor:
             self._services.call_hooks[run.workflow_id] = hooks
         self.streams.open(session.stream_id, run.run_id, agent.name)
         with SetWorkflowID(run.workflow_id):
-            DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
+            handle = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
+        self._local_handles[run.workflow_id] = handle
 
     def _start_if_orphaned(self, session_id: str) -> bool:
         """Start the workflow of an active run whose workflow never started (crash after the store write)."""
@@ -307,6 +320,21 @@ class DBOSAgentExecutor:
     def list_runs(self, session_id: str) -> list[RunRecord]:
         """Every run of the session, by turn."""
         return self.store.list_runs(session_id)
+
+    def _await_outcome(self, workflow_id: str, timeout_seconds: float | None) -> dict[str, Any]:
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        while True:
+            wait = 5.0 if deadline is None else max(0.0, min(5.0, deadline - time.monotonic()))
+            outcome = DBOS.get_event(workflow_id, OUTCOME_EVENT, timeout_seconds=wait)
+            if outcome is not None:
+                return dict(outcome)
+            status = DBOS.get_workflow_status(workflow_id)
+            if status is not None and status.status not in ("PENDING", "ENQUEUED", "DELAYED"):
+                if status.status == "SUCCESS":
+                    return dict(DBOS.retrieve_workflow(workflow_id).get_result())
+                return {"status": "failed", "output": None, "error": f"workflow {status.status}: {status.error}"}
+            if deadline is not None and time.monotonic() >= deadline:
+                raise HelixError(f"Run {workflow_id} did not finish within {timeout_seconds} s", code="provider_timeout")
 
     def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
         output = outcome.get("output")

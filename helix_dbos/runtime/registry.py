@@ -73,7 +73,10 @@ class AgentRegistry:
         self._lock = threading.Lock()
 
     def register(self, agent: AgentConfig) -> AgentConfig:
-        """Add or replace an agent; returns it for chaining."""
+        """Add or replace an agent; returns it for chaining (re-registering the same object is free)."""
+        with self._lock:
+            if self._agents.get(agent.name) is agent:
+                return agent
         fingerprint = agent_fingerprint(agent)
         with self._lock:
             self._agents[agent.name] = agent

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dbos import DBOS
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
@@ -253,6 +254,7 @@ def finalize_step(
             error=commit.error,
             now_ms=stamp,
         )
+    publish_outcome(payload.status, payload.output, payload.error, who)
     hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
     if hook is not None:
         fire(hook_sets, hook, payload, rt.logger)
@@ -263,7 +265,17 @@ def fail_run_step(session_id: str, run_id: str, error: str) -> dict[str, Any]:
     """Mark a run failed after an unexpected error in workflow code (idempotent)."""
     rt = services.current()
     rt.store.finish_run(session_id, run_id, session_status="failed", run_status="failed", error=error, now_ms=now_ms())
+    DBOS.set_event(OUTCOME_EVENT, {"status": "failed", "output": None, "error": error})
     return {"error": error}
+
+
+OUTCOME_EVENT = "helix.outcome"
+"""DBOS event carrying a run's final outcome; waiters in other processes wake on it (LISTEN/NOTIFY)."""
+
+
+def publish_outcome(status: str, output: Any, error: str | None, who: RunIdentity) -> None:
+    """Set the outcome event from inside a step: no extra checkpoint, and idempotent (last value wins)."""
+    DBOS.set_event(OUTCOME_EVENT, {"status": status, "output": output, "error": error, "run_id": who.run_id})
 
 
 __all__ = [

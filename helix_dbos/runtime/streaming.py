@@ -38,11 +38,29 @@ class RunStreams:
         await writer.write(chunk)
 
     def write(self, stream_id: str, chunk: StreamChunk) -> None:
-        """Write from a workflow or step thread. Stream trouble is logged, never fatal to the run."""
-        try:
-            background_loop.run(self.write_async(stream_id, chunk))
-        except Exception as exc:
-            self._logger.warn("[helix-dbos] stream write failed", {"stream_id": stream_id, "error": repr(exc)})
+        """Write from a workflow or step thread without waiting for the write.
+
+        The background loop runs submitted writes in submission order, so chunks keep their order;
+        not waiting keeps stream latency off the run's critical path. Failures are logged, never
+        fatal to the run. :meth:`flush` waits for everything submitted so far.
+        """
+        future = asyncio.run_coroutine_threadsafe(self.write_async(stream_id, chunk), background_loop.loop)
+        future.add_done_callback(self._log_failure)
+
+    def flush(self) -> None:
+        """Wait until every write submitted before this call has been applied."""
+
+        async def _noop() -> None:
+            return None
+
+        background_loop.run(_noop())
+
+    def _log_failure(self, future: Any) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._logger.warn("[helix-dbos] stream write failed", {"error": repr(exc)})
 
     def open(self, stream_id: str, run_id: str, agent_type: str) -> int:
         """Create (or reactivate) the stream before a run starts, so readers can attach at once.
@@ -67,7 +85,7 @@ class RunStreams:
         return background_loop.run(_latest())
 
     def end(self, stream_id: str, output: Any = None) -> None:
-        """Mark the stream ended (the run finished)."""
+        """Mark the stream ended (the run finished), after every chunk written before."""
         try:
             background_loop.run(self.manager.end_stream(stream_id, output))
         except Exception as exc:

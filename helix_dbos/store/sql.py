@@ -99,9 +99,10 @@ def _json_dumps(value: Any) -> str:
 def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
     """Create a SQLAlchemy engine configured the way the store needs it.
 
-    PostgreSQL goes through psycopg 3 with ``pool_pre_ping``. SQLite gets ``check_same_thread=False`` (the runtime calls
-    the store from several threads), WAL, a busy timeout, and explicit ``BEGIN`` /
-    ``BEGIN IMMEDIATE`` transactions (see the module docstring).
+    PostgreSQL goes through psycopg 3, with ``pool_pre_ping``. SQLite gets
+    ``check_same_thread=False`` (the runtime calls the store from several threads), WAL, a busy
+    timeout, and explicit ``BEGIN`` / ``BEGIN IMMEDIATE`` transactions (see the module docstring).
+    ``engine_kwargs`` override the defaults (``pool_size=...`` for many concurrent workflows).
     """
     sa_url = to_sqlalchemy_url(url)
     kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
@@ -138,6 +139,64 @@ def _install_sqlite_events(engine: Engine) -> None:
         # front, waiting for it under the busy timeout instead.
         immediate = conn.get_execution_options().get(_WRITE_OPTION, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+_PG_COMMIT_STEP = sa.text(
+    """
+WITH s AS (
+    UPDATE helix_sessions SET
+        custom_state = CAST(:custom_state AS jsonb),
+        step_count = :step,
+        message_count = :message_count,
+        version = version + 1,
+        updated_at = :now,
+        status = CASE WHEN :final THEN CAST(:status AS varchar) ELSE status END,
+        output = CASE WHEN :final THEN CAST(:output AS jsonb) ELSE output END,
+        error = CASE WHEN :final THEN CAST(:error AS text) ELSE error END,
+        interrupt_requested = CASE WHEN :final THEN false ELSE interrupt_requested END
+    WHERE session_id = :sid AND run_id = :rid AND message_count = :first
+      AND NOT EXISTS (
+          SELECT 1 FROM helix_checkpoints c
+          WHERE c.session_id = :sid AND c.run_id = :rid AND c.step_count = :step)
+    RETURNING interrupt_requested, interrupt_context
+), cp AS (
+    INSERT INTO helix_checkpoints (checkpoint_id, session_id, run_id, step_count, created_at, status,
+                                   custom_state, output, error, message_count, stream_sequence)
+    SELECT :checkpoint_id, :sid, :rid, :step, :now, :checkpoint_status, CAST(:custom_state AS jsonb),
+           CAST(:output AS jsonb), CAST(:error AS text), :message_count, :stream_sequence
+    FROM s
+    ON CONFLICT (session_id, run_id, step_count) DO NOTHING
+    RETURNING checkpoint_id
+), m AS (
+    INSERT INTO helix_messages (session_id, sequence, run_id, step, role, message, created_at)
+    SELECT :sid, :first + t.ord - 1, :rid, :step, t.x ->> 'role', t.x, :now
+    FROM json_array_elements(CAST(:messages AS json)) WITH ORDINALITY AS t(x, ord)
+    WHERE EXISTS (SELECT 1 FROM s)
+), r AS (
+    UPDATE helix_runs SET
+        step_count = :step,
+        status = COALESCE(CAST(:run_status AS varchar), status),
+        error = CASE WHEN CAST(:run_status AS varchar) IS NOT NULL THEN CAST(:error AS text) ELSE error END,
+        completed_at = CASE WHEN :run_terminal THEN CAST(:now AS bigint)
+                            WHEN CAST(:run_status AS varchar) IS NOT NULL THEN NULL
+                            ELSE completed_at END
+    WHERE run_id = :rid AND EXISTS (SELECT 1 FROM s)
+), u AS (
+    INSERT INTO helix_usage (session_id, run_id, step, kind, name, ordinal, input_tokens, output_tokens,
+                             cached_input_tokens, reasoning_tokens, value, success, created_at)
+    SELECT :sid, :rid, x.step, x.kind, x.name, x.ordinal, x.input_tokens, x.output_tokens,
+           x.cached_input_tokens, x.reasoning_tokens, x.value, x.success, :now
+    FROM json_to_recordset(CAST(:usage AS json)) AS x(
+        step int, kind text, name text, ordinal int, input_tokens bigint, output_tokens bigint,
+        cached_input_tokens bigint, reasoning_tokens bigint, value float8, success boolean)
+    WHERE EXISTS (SELECT 1 FROM s)
+    ON CONFLICT DO NOTHING
+)
+SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context
+FROM (SELECT 1) AS one LEFT JOIN s ON true
+"""
+)
+"""The PostgreSQL form of ``commit_step`` (see ``SqlSessionStore._commit_step_postgres``)."""
 
 
 @contextmanager
@@ -748,6 +807,8 @@ class SqlSessionStore:
         :class:`SessionNotFoundError`, or a ``HelixError`` on a sequence gap (a runtime bug);
         all of them roll the commit back.
         """
+        if self._engine.dialect.name == "postgresql":
+            return self._commit_step_postgres(commit)
         sid = commit.session_id
         now = commit.now_ms
         message_count = commit.first_sequence + len(commit.messages)
@@ -832,6 +893,61 @@ class SqlSessionStore:
             if flags.interrupt_requested
             else None,
         )
+
+    def _commit_step_postgres(self, commit: StepCommit) -> CommitResult:
+        """:meth:`commit_step` as one statement: a single round trip on the agent loop's hot path.
+
+        Same effects and guards as the portable path. The session update goes first and is the
+        gate: it applies only if this step is not committed yet and the transcript is exactly where
+        the commit starts; everything else hangs off its ``RETURNING`` row. A concurrent duplicate
+        blocks on the session row lock and then fails the gate. When nothing applied, a short read
+        tells "already committed" (a no-op) from a conflict.
+        """
+        sid = commit.session_id
+        now = commit.now_ms
+        final = commit.session_status is not None
+        params = {
+            "sid": sid,
+            "rid": commit.run_id,
+            "step": commit.step_count,
+            "first": commit.first_sequence,
+            "message_count": commit.first_sequence + len(commit.messages),
+            "now": now,
+            "custom_state": _json_dumps(commit.custom_state),
+            "final": final,
+            "status": commit.session_status,
+            "output": _json_dumps(commit.output),
+            "error": commit.error,
+            "run_status": commit.run_status,
+            "run_terminal": commit.run_status in _TERMINAL_RUN_STATUSES,
+            "checkpoint_id": generate_checkpoint_id(sid, commit.step_count, timestamp_ms=now),
+            "checkpoint_status": commit.checkpoint_status,
+            "stream_sequence": commit.stream_sequence,
+            "messages": _json_dumps([_dump_message(m) for m in commit.messages]),
+            "usage": _json_dumps(
+                [{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]
+            ),
+        }
+        with _begin_write(self._engine) as conn:
+            row = conn.execute(_PG_COMMIT_STEP, params).one()
+            if row.checkpoint_id is not None:
+                requested = bool(row.interrupt_requested)
+                return CommitResult(
+                    checkpoint_id=row.checkpoint_id,
+                    applied=True,
+                    interrupt_requested=requested,
+                    interrupt_reason=_interrupt_reason(row.interrupt_context) if requested else None,
+                )
+            exists = conn.execute(
+                sa.select(checkpoints.c.checkpoint_id).where(
+                    checkpoints.c.session_id == sid,
+                    checkpoints.c.run_id == commit.run_id,
+                    checkpoints.c.step_count == commit.step_count,
+                )
+            ).first()
+            if exists is None:
+                raise self._commit_conflict(conn, commit)
+            return self._already_committed(conn, commit)
 
     @staticmethod
     def _already_committed(conn: Connection, commit: StepCommit) -> CommitResult:
