@@ -17,7 +17,7 @@ from helix_dbos.errors import DefinitionError
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
 
-HookFn = Callable[..., None | Awaitable[None]]
+HookFn = Callable[..., Awaitable[None] | None]
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: `$` would accept "x\n"
 
@@ -60,7 +60,7 @@ class LLMConfig(BaseModel):
 
 
 class AgentHooks(BaseModel):
-    """Lifecycle hooks; each may be sync or async. Tool hooks fire in the seeds' order:
+    """Lifecycle hooks; each may be sync or async. Tool hooks fire in the seeds' order.
 
     ``before_tool -> execute -> on_state_change -> on_message -> after_tool``, in the input order
     of the tool calls even when the tools themselves ran in parallel.

@@ -32,9 +32,7 @@ class ParsedCheckpointId(BaseModel):
     random: str
 
 
-def generate_checkpoint_id(
-    session_id: str, step_count: int, *, timestamp_ms: int, random: str | None = None
-) -> str:
+def generate_checkpoint_id(session_id: str, step_count: int, *, timestamp_ms: int, random: str | None = None) -> str:
     """A new checkpoint id. ``timestamp_ms`` is explicit so callers in workflow code stay deterministic."""
     suffix = random if random is not None else secrets.token_hex(3)
     return f"{CHECKPOINT_ID_PREFIX}-{session_id}-s{step_count}-t{timestamp_ms}-{suffix}"

@@ -52,9 +52,12 @@ def db_upgrade(database_url: DatabaseUrl = None) -> None:
 def demo(
     database_url: DatabaseUrl = None,
     model: Annotated[
-        str | None, typer.Option(help="A LiteLLM model string (e.g. openai/gpt-4o-mini); default: built-in scripted model.")
+        str | None,
+        typer.Option(help="A LiteLLM model string (e.g. openai/gpt-4o-mini); default: built-in scripted model."),
     ] = None,
-    message: Annotated[str, typer.Option(help="What to ask the agent.")] = "Compare the weather in Paris, Tokyo and Lima.",
+    message: Annotated[
+        str, typer.Option(help="What to ask the agent.")
+    ] = "Compare the weather in Paris, Tokyo and Lima.",
 ) -> None:
     """Run the demo agent end to end and show its stream, result and transcript."""
     from helix_dbos.demo import DEMO_MODEL, DemoModel, build_demo_agent
@@ -65,7 +68,9 @@ def demo(
     url = _url(database_url)
     agent = build_demo_agent(model or DEMO_MODEL)
     router = ModelRouter({"helix/": DemoModel()}, LiteLLMAdapter())
-    console.print(f"[bold]helix-dbos demo[/bold]  model=[cyan]{agent.llm_config.model}[/cyan]  database=[cyan]{url}[/cyan]")
+    console.print(
+        f"[bold]helix-dbos demo[/bold]  model=[cyan]{agent.llm_config.model}[/cyan]  database=[cyan]{url}[/cyan]"
+    )
     executor = launch(url, agents=[agent], llm_adapter=router)
     try:
         handle = executor.execute(agent, message)
@@ -104,7 +109,8 @@ async def _watch(handle: Any) -> Any:
                 console.print(f"\n[yellow]→ {chunk.tool_name}[/yellow] {json.dumps(chunk.arguments)}")
             elif chunk.type == "tool_end":
                 colour = "green" if chunk.success else "red"
-                console.print(f"[{colour}]← {chunk.tool_name}[/{colour}] {json.dumps(chunk.result if chunk.success else chunk.error)}")
+                shown = chunk.result if chunk.success else chunk.error
+                console.print(f"[{colour}]← {chunk.tool_name}[/{colour}] {json.dumps(shown)}")
             elif chunk.type == "custom":
                 console.print(f"[magenta]• {chunk.event_name}[/magenta] {json.dumps(chunk.data)}")
             elif chunk.type == "output":
@@ -136,7 +142,8 @@ def worker(
     agents: Annotated[str, typer.Option(help="module:attribute naming your agents (an AgentConfig or a list).")],
     database_url: DatabaseUrl = None,
     executor_id: Annotated[
-        str | None, typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live worker, stable across its restarts.")
+        str | None,
+        typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live worker, stable across its restarts."),
     ] = None,
 ) -> None:
     """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped."""
@@ -171,8 +178,16 @@ def sessions_list(
     """List recent sessions."""
     store = _store(database_url)
     table = Table("session", "agent", "status", "turn", "steps", "messages", "updated")
-    for s in store.list_sessions(status=status, limit=limit):  # type: ignore[arg-type]
-        table.add_row(s.session_id, s.agent_type, s.status, str(s.turn), str(s.step_count), str(s.message_count), str(s.updated_at))
+    for s in store.list_sessions(status=status, limit=limit):
+        table.add_row(
+            s.session_id,
+            s.agent_type,
+            s.status,
+            str(s.turn),
+            str(s.step_count),
+            str(s.message_count),
+            str(s.updated_at),
+        )
     console.print(table)
 
 

@@ -78,7 +78,12 @@ def build_demo_agent(model: str = DEMO_MODEL) -> AgentConfig:
         state_schema=TripNotes,
         output_schema=TripReport,
         tools=[
-            define_tool("get_weather", description="Current weather for a city", input_schema=CityIn, execute=get_weather),
+            define_tool(
+                "get_weather",
+                description="Current weather for a city",
+                input_schema=CityIn,
+                execute=get_weather,
+            ),
             define_tool("save_note", description="Save a note for the report", input_schema=NoteIn, execute=save_note),
         ],
         llm_config={"model": model, "temperature": 0.0},
@@ -89,7 +94,7 @@ def build_demo_agent(model: str = DEMO_MODEL) -> AgentConfig:
 class DemoModel:
     """A scripted model for the demo agent: decides from the transcript, streams its text."""
 
-    async def generate_step(self, input: LLMGenerateInput) -> StepResult:  # noqa: A002 - protocol name
+    async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         """Answer the next step of the demo conversation."""
         results = [m for m in input.messages if isinstance(m, ToolResultMessage)]
         weather = [json.loads(m.content) for m in results if m.tool_name == "get_weather"]
@@ -98,7 +103,9 @@ class DemoModel:
         if not weather:
             cities = _cities(input)
             await _say(input, f"Checking the weather in {', '.join(cities)}.")
-            calls = [ParsedToolCall(id=f"w{i}", name="get_weather", arguments={"city": c}) for i, c in enumerate(cities)]
+            calls = [
+                ParsedToolCall(id=f"w{i}", name="get_weather", arguments={"city": c}) for i, c in enumerate(cities)
+            ]
             return ToolCallsStepResult(content=None, tool_calls=calls, stop_reason="tool_use", usage=usage)
         if not notes:
             calls = [
@@ -111,7 +118,9 @@ class DemoModel:
             ]
             return ToolCallsStepResult(tool_calls=calls, stop_reason="tool_use", usage=usage)
         warmest = max(weather, key=lambda w: w["celsius"])
-        summary = f"Of {len(weather)} cities, {warmest['city']} is warmest at {warmest['celsius']}°C ({warmest['sky']})."
+        summary = (
+            f"Of {len(weather)} cities, {warmest['city']} is warmest at {warmest['celsius']}°C ({warmest['sky']})."
+        )
         await _say(input, summary)
         if not any(t.name == "__finish__" for t in input.tools):
             return TextStepResult(content=summary, should_stop=True, stop_reason="end_turn", usage=usage)
@@ -127,7 +136,7 @@ class DemoModel:
         )
 
 
-def _note_texts(input: LLMGenerateInput) -> list[str]:  # noqa: A002
+def _note_texts(input: LLMGenerateInput) -> list[str]:
     from helix_dbos.messages import AssistantMessage
 
     return [
@@ -139,13 +148,13 @@ def _note_texts(input: LLMGenerateInput) -> list[str]:  # noqa: A002
     ]
 
 
-def _cities(input: LLMGenerateInput) -> list[str]:  # noqa: A002
+def _cities(input: LLMGenerateInput) -> list[str]:
     text = " ".join(m.content for m in input.messages if isinstance(m, UserMessage)).lower()
     found = [name.title() for name in _WEATHER if name in text]
     return found or ["Paris", "Tokyo"]
 
 
-async def _say(input: LLMGenerateInput, text: str) -> None:  # noqa: A002
+async def _say(input: LLMGenerateInput, text: str) -> None:
     if input.callbacks is None:
         return
     for word in text.split(" "):

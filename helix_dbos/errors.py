@@ -229,9 +229,7 @@ class ExecutorSupersededError(HelixError):
     """Another executor took over the session; a graceful shutdown signal, not a failure."""
 
     def __init__(self, session_id: str) -> None:
-        super().__init__(
-            f"Executor for session {session_id!r} was superseded", code="state_concurrency_conflict"
-        )
+        super().__init__(f"Executor for session {session_id!r} was superseded", code="state_concurrency_conflict")
         self.session_id = session_id
 
 
@@ -273,8 +271,7 @@ class StreamTruncatedError(HelixError):
 
     def __init__(self, stream_id: str, last_valid_sequence: int, truncated_at_step: int) -> None:
         super().__init__(
-            f"Stream {stream_id!r} was truncated at step {truncated_at_step} after sequence "
-            f"{last_valid_sequence}",
+            f"Stream {stream_id!r} was truncated at step {truncated_at_step} after sequence {last_valid_sequence}",
             code="transport_error",
             retryable=False,
         )

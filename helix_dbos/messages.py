@@ -85,9 +85,7 @@ class ToolResultMessage(_Data):
     provider_options: dict[str, dict[str, Any]] | None = None
 
 
-Message = Annotated[
-    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")
-]
+Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")]
 """Any transcript message, discriminated by ``role``."""
 
 MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
@@ -114,7 +112,7 @@ class UserInputMessage(_Data):
     files: list[FileInput] | None = None
 
 
-class COMMON_METADATA_KEYS:  # noqa: N801 - mirrors the seeds' constant object
+class COMMON_METADATA_KEYS:
     """Standard metadata keys (seed 002 "Message Metadata")."""
 
     SOURCE = "source"
@@ -163,9 +161,7 @@ def strip_thinking(messages: Iterable[Message]) -> list[Message]:
     ]
 
 
-def filter_by_metadata(
-    messages: Iterable[Message], predicate: Callable[[dict[str, Any]], bool]
-) -> list[Message]:
+def filter_by_metadata(messages: Iterable[Message], predicate: Callable[[dict[str, Any]], bool]) -> list[Message]:
     """Messages whose metadata satisfies ``predicate`` (messages without metadata never match)."""
     return [m for m in messages if m.metadata is not None and predicate(m.metadata)]
 

@@ -63,7 +63,7 @@ def session_status_to_agent_status(status: SessionStatus) -> AgentStatus:
 def agent_status_to_session_status(status: AgentStatus) -> SessionStatus:
     """Runtime -> storage: every in-flight or waiting status is ``active`` on the session."""
     if status in ("completed", "failed", "interrupted", "paused"):
-        return status  # type: ignore[return-value]
+        return status
     return "active"
 
 

@@ -208,9 +208,7 @@ def define_tool(
     _check_tool_name(name)
     if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise DefinitionError(f"tool {name!r}: input_schema must be a pydantic model class")
-    if output_schema is not None and not (
-        isinstance(output_schema, type) and issubclass(output_schema, BaseModel)
-    ):
+    if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
         raise DefinitionError(f"tool {name!r}: output_schema must be a pydantic model class")
     if execute is None:
         raise DefinitionError(f"tool {name!r}: execute is required (a function, or 'client')")
@@ -327,7 +325,5 @@ def is_finish_with_tool(tool: Tool) -> bool:
 
 def validation_error_message(tool_name: str, error: ValidationError) -> str:
     """A model-readable description of why a tool's arguments were rejected."""
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()
-    )
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors())
     return f"Invalid arguments for tool '{tool_name}': {problems}"

@@ -24,9 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dbos import DBOS, SetWorkflowID  # noqa: E402
+from dbos import DBOS, SetWorkflowID
 
-from helix_dbos import (  # noqa: E402
+from helix_dbos import (
     DBOSAgentExecutor,
     LLMGenerateInput,
     ParsedToolCall,
@@ -38,8 +38,8 @@ from helix_dbos import (  # noqa: E402
     define_tool,
     upgrade,
 )
-from helix_dbos.messages import ToolResultMessage  # noqa: E402
-from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url  # noqa: E402
+from helix_dbos.messages import ToolResultMessage
+from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
 
 TOOL_CALLS = 9
 
@@ -47,11 +47,12 @@ TOOL_CALLS = 9
 class ZeroLatencyModel:
     """Calls the tool until it has seen nine results, then answers with text."""
 
-    async def generate_step(self, input: LLMGenerateInput) -> StepResult:  # noqa: A002
+    async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         seen = sum(isinstance(m, ToolResultMessage) for m in input.messages)
         if seen < TOOL_CALLS:
             return ToolCallsStepResult(
-                tool_calls=[ParsedToolCall(id=f"c{seen}", name="noop", arguments={"i": seen})], stop_reason="tool_use"
+                tool_calls=[ParsedToolCall(id=f"c{seen}", name="noop", arguments={"i": seen})],
+                stop_reason="tool_use",
             )
         return TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
 
@@ -144,7 +145,10 @@ def main() -> None:
         for _ in range(5):  # warm up both paths
             run_helix(executor)
             run_bare()
-        print(f"workload: {TOOL_CALLS + 1} LLM steps + {TOOL_CALLS} tool calls per run, PostgreSQL at {url.split('@')[-1]}")
+        print(
+            f"workload: {TOOL_CALLS + 1} LLM steps + {TOOL_CALLS} tool calls per run, "
+            f"PostgreSQL at {url.split('@')[-1]}"
+        )
         for concurrency in (1, args.concurrency):
             helix: list[float] = []
             bare: list[float] = []
@@ -161,8 +165,13 @@ def main() -> None:
             b_med, b_p95 = summary(bare)
             label = "sequential" if concurrency == 1 else f"{concurrency} concurrent"
             print(f"\n[{label}] {len(helix)} runs each")
-            print(f"  bare DBOS  : median {b_med:7.1f} ms   p95 {b_p95:7.1f} ms   {len(bare) / wall['bare']:6.1f} runs/s")
-            print(f"  helix-dbos : median {h_med:7.1f} ms   p95 {h_p95:7.1f} ms   {len(helix) / wall['helix']:6.1f} runs/s")
+            print(
+                f"  bare DBOS  : median {b_med:7.1f} ms   p95 {b_p95:7.1f} ms   {len(bare) / wall['bare']:6.1f} runs/s"
+            )
+            print(
+                f"  helix-dbos : median {h_med:7.1f} ms   p95 {h_p95:7.1f} ms   "
+                f"{len(helix) / wall['helix']:6.1f} runs/s"
+            )
             print(f"  ratio      : median {h_med / b_med:5.2f}x   p95 {h_p95 / b_p95:5.2f}x")
         executor.close()
         DBOS.destroy()

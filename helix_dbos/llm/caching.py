@@ -132,9 +132,7 @@ def _cache_control(ttl: str | None) -> dict[str, Any]:
 
 
 def _with_options(message: Message, options: ProviderOptions) -> Message:
-    return message.model_copy(
-        update={"provider_options": merge_provider_options(message.provider_options, options)}
-    )
+    return message.model_copy(update={"provider_options": merge_provider_options(message.provider_options, options)})
 
 
 def anthropic_cache(ttl: str | None = "1h") -> CacheStrategy:

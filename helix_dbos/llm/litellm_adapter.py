@@ -177,8 +177,7 @@ def _strictify(schema: Any, root: dict[str, Any]) -> Any:
     if isinstance(properties, dict):
         required = set(node.get("required", ()))
         node["properties"] = {
-            name: _strictify(sub if name in required else _nullable(sub), root)
-            for name, sub in properties.items()
+            name: _strictify(sub if name in required else _nullable(sub), root) for name, sub in properties.items()
         }
         node["required"] = list(properties)
     if node.get("type") == "object" or isinstance(properties, dict):
@@ -308,9 +307,7 @@ def _message_to_dict(message: Message, *, anthropic: bool) -> dict[str, Any]:
     raise TypeError(f"not a helix message: {message!r}")
 
 
-def _tool_to_dict(
-    tool: Tool, *, strict: bool, options: ProviderOptions | None, anthropic: bool
-) -> dict[str, Any]:
+def _tool_to_dict(tool: Tool, *, strict: bool, options: ProviderOptions | None, anthropic: bool) -> dict[str, Any]:
     schema = copy.deepcopy(tool.json_schema())
     function: dict[str, Any] = {"name": tool.name}
     if tool.description:
@@ -447,9 +444,7 @@ def _retry_after(exc: BaseException) -> float | None:
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    if isinstance(exc, TimeoutError) or _is(
-        exc, ("openai", "APITimeoutError"), ("httpx", "TimeoutException")
-    ):
+    if isinstance(exc, TimeoutError) or _is(exc, ("openai", "APITimeoutError"), ("httpx", "TimeoutException")):
         return True
     original = getattr(exc, "original_exception", None)  # LiteLLM's MidStreamFallbackError wraps the cause
     return isinstance(original, BaseException) and original is not exc and _is_timeout(original)
@@ -509,9 +504,7 @@ def classify_provider_error(exc: BaseException, *, provider: str | None = None) 
             False,
         )
     if _is(exc, ("litellm", "ContextWindowExceededError")):
-        return error(
-            f"The request exceeds the model's context window: {message}", "provider_invalid_request", False
-        )
+        return error(f"The request exceeds the model's context window: {message}", "provider_invalid_request", False)
     if status == 408 or _is_timeout(exc):
         return error(f"{who} timed out: {message}", "provider_timeout", True)
     if status in (401, 403):
@@ -522,9 +515,7 @@ def classify_provider_error(exc: BaseException, *, provider: str | None = None) 
             False,
         )
     if status == 429:
-        return error(
-            f"{who} rate-limited the request: {message}", "provider_rate_limited", True, _retry_after(exc)
-        )
+        return error(f"{who} rate-limited the request: {message}", "provider_rate_limited", True, _retry_after(exc))
     if status in (503, 529) or (_OVERLOADED.search(message) and (status is None or status >= 500)):
         return error(f"{who} is overloaded: {message}", "provider_overloaded", True, _retry_after(exc))
     if status is not None and status >= 500:
@@ -536,9 +527,7 @@ def classify_provider_error(exc: BaseException, *, provider: str | None = None) 
     return classify_error(exc)
 
 
-def retry_delay_seconds(
-    attempt: int, error: HelixError, *, rng: Callable[[], float] = random.random
-) -> float:
+def retry_delay_seconds(attempt: int, error: HelixError, *, rng: Callable[[], float] = random.random) -> float:
     """How long to wait before retry number ``attempt + 1`` (``attempt`` counts from 0).
 
     The server's ``Retry-After`` wins when present (clamped to 60 s); otherwise exponential backoff
@@ -649,9 +638,7 @@ def _parsed_calls(raw: _RawResponse, strict_schemas: Mapping[str, dict[str, Any]
         schema = strict_schemas.get(call.name)
         if schema is not None:
             arguments = _drop_optional_nulls(arguments, schema, schema)
-        calls.append(
-            ParsedToolCall(id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=call.name, arguments=arguments)
-        )
+        calls.append(ParsedToolCall(id=call.id or f"call_{uuid.uuid4().hex[:24]}", name=call.name, arguments=arguments))
     return calls
 
 
@@ -825,9 +812,7 @@ class LiteLLMAdapter:
                 if schema is not None:
                     arguments = _drop_optional_nulls(arguments, schema, schema)
                 call.id = call.id or f"call_{uuid.uuid4().hex[:24]}"
-                await _notify(
-                    callbacks.tool_call(ParsedToolCall(id=call.id, name=call.name, arguments=arguments))
-                )
+                await _notify(callbacks.tool_call(ParsedToolCall(id=call.id, name=call.name, arguments=arguments)))
                 fired += 1
 
         try:
@@ -895,14 +880,10 @@ def _stream_was_cut(stream: Any) -> bool:
     """
     if not hasattr(stream, "received_finish_reason"):
         return False
-    return (
-        stream.received_finish_reason is None and getattr(stream, "intermittent_finish_reason", None) is None
-    )
+    return stream.received_finish_reason is None and getattr(stream, "intermittent_finish_reason", None) is None
 
 
 def _cancelled(input: LLMGenerateInput) -> ErrorStepResult:
     reason = input.abort_signal.reason if input.abort_signal is not None else None
-    error = HelixError(
-        f"LLM call aborted: {reason or 'no reason given'}", code="framework_cancelled", retryable=False
-    )
+    error = HelixError(f"LLM call aborted: {reason or 'no reason given'}", code="framework_cancelled", retryable=False)
     return ErrorStepResult(error=error, should_stop=True, stop_reason="error")

@@ -80,8 +80,7 @@ class MockLLMAdapter:
         call_number = len(self.inputs)
         if call_number > len(self._responses):
             raise HelixError(
-                f"MockLLMAdapter ran out of scripted responses (call {call_number}, "
-                f"{len(self._responses)} scripted)",
+                f"MockLLMAdapter ran out of scripted responses (call {call_number}, {len(self._responses)} scripted)",
                 code="framework_internal_error",
                 retryable=False,
             )

@@ -23,6 +23,6 @@ class ModelRouter:
         """The adapter that serves ``model``."""
         return next((adapter for prefix, adapter in self._routes if model.startswith(prefix)), self._default)
 
-    async def generate_step(self, input: LLMGenerateInput) -> StepResult:  # noqa: A002 - protocol name
+    async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         """Delegate to the adapter for ``input.config.model``."""
         return await self.adapter_for(input.config.model).generate_step(input)

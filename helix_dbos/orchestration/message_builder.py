@@ -35,9 +35,7 @@ FINISH_ACKNOWLEDGEMENT = '{"acknowledged":true}'
 NOT_APPROVED_MESSAGE = "Tool call was not approved by the user"
 """The canonical tool error for a denied approval (a stable anchor for the model)."""
 
-SKIPPED_BY_FINISH_MESSAGE = (
-    "Tool call was not executed: the agent completed via __finish__ in the same response."
-)
+SKIPPED_BY_FINISH_MESSAGE = "Tool call was not executed: the agent completed via __finish__ in the same response."
 """Result of a tool call made alongside ``__finish__``: it never ran, and the history must say so."""
 
 
@@ -169,7 +167,7 @@ def build_messages_for_llm(
     if completion_tool_name:
         sections.append(output_requirement_section(completion_tool_name))
     sections.extend(s for s in extra_system_sections if s)
-    history = [m for m in messages if not isinstance(m, SystemMessage)]
+    history: list[Message] = [m for m in messages if not isinstance(m, SystemMessage)]
     if not sections:
         return history
     return [SystemMessage(content="\n\n".join(sections)), *history]
@@ -183,7 +181,10 @@ def create_max_tokens_correction_message(completion_tool_name: str) -> UserMessa
             f"Do not write a long text answer. Call the `{completion_tool_name}` tool now, directly, "
             "with a concise result that matches its schema."
         ),
-        metadata={COMMON_METADATA_KEYS.HIDDEN: True, COMMON_METADATA_KEYS.SOURCE: "helix:max_tokens_recovery"},
+        metadata={
+            COMMON_METADATA_KEYS.HIDDEN: True,
+            COMMON_METADATA_KEYS.SOURCE: "helix:max_tokens_recovery",
+        },
     )
 
 

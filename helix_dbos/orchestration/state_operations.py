@@ -53,10 +53,7 @@ def input_messages(message: SendInput) -> list[Message]:
     """User messages for a string or a list of :class:`UserInputMessage`."""
     if isinstance(message, str):
         return [UserMessage(content=message)]
-    return [
-        UserMessage(content=m.content, metadata=_with_files(m))
-        for m in message
-    ]
+    return [UserMessage(content=m.content, metadata=_with_files(m)) for m in message]
 
 
 def _with_files(message: UserInputMessage) -> dict[str, Any] | None:
@@ -79,7 +76,7 @@ def normalize_agent_input(value: str | AgentInput | dict[str, Any]) -> AgentInpu
 def initialize_agent_state(
     *,
     agent: AgentConfig,
-    input: str | AgentInput | dict[str, Any],  # noqa: A002 - the seeds' parameter name
+    input: str | AgentInput | dict[str, Any],
     run_id: str,
     stream_id: str,
     session_id: str | None = None,

@@ -84,9 +84,7 @@ def coerce_tool_call_arguments(raw: Any, logger: Logger | None = None) -> dict[s
             parsed = None
         if isinstance(parsed, dict):
             return parsed
-    (logger or noop_logger).warn(
-        "[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__}
-    )
+    (logger or noop_logger).warn("[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__})
     return {}
 
 
@@ -149,10 +147,11 @@ def _unwrap_finish_arguments(arguments: dict[str, Any], output_schema: Any) -> A
 
 
 def _format_validation_error(error: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors())
+    return (
+        f"The output does not match the required schema: {problems}. "
+        f"Call {FINISH_TOOL_NAME} again with corrected arguments."
     )
-    return f"The output does not match the required schema: {problems}. Call {FINISH_TOOL_NAME} again with corrected arguments."
 
 
 def plan_step_processing(
@@ -194,12 +193,17 @@ def plan_step_processing(
 
 
 def _plan_tool_calls(step_result: ToolCallsStepResult, output_schema: Any, log: Logger) -> StepProcessingPlan:
-    calls = [c.model_copy(update={"arguments": coerce_tool_call_arguments(c.arguments, log)}) for c in step_result.tool_calls]
+    calls = [
+        c.model_copy(update={"arguments": coerce_tool_call_arguments(c.arguments, log)}) for c in step_result.tool_calls
+    ]
     sub_calls = [
         c.model_copy(update={"input": coerce_tool_call_arguments(c.input, log)}) for c in step_result.sub_agent_calls
     ]
     message_plan = AssistantMessagePlan(
-        content=step_result.content, tool_calls=calls, sub_agent_calls=sub_calls, thinking=step_result.thinking
+        content=step_result.content,
+        tool_calls=calls,
+        sub_agent_calls=sub_calls,
+        thinking=step_result.thinking,
     )
     finish = next((c for c in calls if c.name == FINISH_TOOL_NAME), None)
     if finish is None:
@@ -210,7 +214,9 @@ def _plan_tool_calls(step_result: ToolCallsStepResult, output_schema: Any, log: 
             stop_reason=step_result.stop_reason,
         )
     siblings = [c for c in calls if c.id != finish.id]
-    skipped = siblings + [ParsedToolCall(id=s.id, name=f"subagent__{s.agent_type}", arguments=s.input) for s in sub_calls]
+    skipped = siblings + [
+        ParsedToolCall(id=s.id, name=f"subagent__{s.agent_type}", arguments=s.input) for s in sub_calls
+    ]
     raw_output = _unwrap_finish_arguments(finish.arguments, output_schema)
     output = repair_structured_output(raw_output, output_schema, log)
     if output_schema is not None:

@@ -37,12 +37,12 @@ from helix_dbos.orchestration.state_operations import (
     normalize_agent_input,
 )
 from helix_dbos.runtime import services
+from helix_dbos.runtime.loop import RunRequest
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.steps import OUTCOME_EVENT, now_ms
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workflow import agent_run_workflow
-from helix_dbos.runtime.loop import RunRequest
 from helix_dbos.session import AgentInput, AgentResult, AgentState
 from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
 from helix_dbos.stream.chunks import StreamChunk
@@ -55,8 +55,11 @@ def workflow_id_for(session_id: str, turn: int) -> str:
 
 
 def _request_key(agent_name: str, parsed: AgentInput, turn: int) -> str:
-    """Identifies "this request for this turn": duplicates racing for the same turn meet on it,
-    while the same text sent again after the turn finished is a new request."""
+    """Identify "this request for this turn".
+
+    Duplicates racing for the same turn meet on it, while the same text sent again after the turn
+    finished is a new request.
+    """
     payload = json.dumps([agent_name, parsed.model_dump(mode="json"), turn], sort_keys=True)
     return "auto:" + hashlib.sha256(payload.encode()).hexdigest()[:32]
 
@@ -76,7 +79,7 @@ class AgentExecutionHandle:
 
     @property
     def run_id(self) -> str:
-        """This run's id (equal to its DBOS workflow id)."""
+        """The run id (equal to its DBOS workflow id)."""
         return self._run.run_id
 
     @property
@@ -165,7 +168,7 @@ class DBOSAgentExecutor:
     def execute(
         self,
         agent: AgentConfig | str,
-        input: str | AgentInput | dict[str, Any],  # noqa: A002 - the seeds' name
+        input: str | AgentInput | dict[str, Any],
         *,
         session_id: str | None = None,
         idempotency_key: str | None = None,
@@ -233,7 +236,7 @@ class DBOSAgentExecutor:
     async def execute_async(
         self,
         agent: AgentConfig | str,
-        input: str | AgentInput | dict[str, Any],  # noqa: A002
+        input: str | AgentInput | dict[str, Any],
         *,
         session_id: str | None = None,
         idempotency_key: str | None = None,
@@ -332,9 +335,15 @@ class DBOSAgentExecutor:
             if status is not None and status.status not in ("PENDING", "ENQUEUED", "DELAYED"):
                 if status.status == "SUCCESS":
                     return dict(DBOS.retrieve_workflow(workflow_id).get_result())
-                return {"status": "failed", "output": None, "error": f"workflow {status.status}: {status.error}"}
+                return {
+                    "status": "failed",
+                    "output": None,
+                    "error": f"workflow {status.status}: {status.error}",
+                }
             if deadline is not None and time.monotonic() >= deadline:
-                raise HelixError(f"Run {workflow_id} did not finish within {timeout_seconds} s", code="provider_timeout")
+                raise HelixError(
+                    f"Run {workflow_id} did not finish within {timeout_seconds} s", code="provider_timeout"
+                )
 
     def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
         output = outcome.get("output")

@@ -57,7 +57,7 @@ class MessagePayload:
 
 @dataclass(frozen=True)
 class RunPayload:
-    """``on_agent_start`` / ``on_agent_complete`` / ``on_agent_fail`` / ``on_agent_suspended`` / ``on_agent_resumed``."""
+    """Run lifecycle: ``on_agent_start``, ``_complete``, ``_fail``, ``_suspended``, ``_resumed``."""
 
     session_id: str
     run_id: str

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 from typing import Any, Literal
 
-from dbos import DBOS
+from dbos import DBOS, StepOptions
 from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.agent import AgentConfig, AgentHooks
@@ -213,7 +213,12 @@ def _run_loop(request: RunRequest) -> RunOutcome:
     if request.fingerprint and fingerprint != request.fingerprint:
         rt.logger.warn(
             "[helix-dbos] agent definition changed since this run started; continuing with the current one",
-            {"agent": agent.name, "run_id": request.run_id, "recorded": request.fingerprint, "current": fingerprint},
+            {
+                "agent": agent.name,
+                "run_id": request.run_id,
+                "recorded": request.fingerprint,
+                "current": fingerprint,
+            },
         )
     messages = rt.store.get_message_prefix(request.session_id, request.start_message_count)
     run = _Run(rt, agent, request, messages)
@@ -358,7 +363,9 @@ def _execute_tools(run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[s
     regular: list[tuple[ParsedToolCall, Tool]] = []
     finishing: list[tuple[ParsedToolCall, Tool]] = []
     for call in calls:
-        run.emit(ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=call.arguments))
+        run.emit(
+            ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=call.arguments)
+        )
         tool = tools_by_name.get(call.name)
         if tool is None or tool.execute is None:
             results[call.id] = _unknown_tool_result(call, tools_by_name)
@@ -404,14 +411,15 @@ def _run_tool_steps(
 ) -> list[dict[str, Any]]:
     """Each call is its own DBOS step; several run concurrently on reserved, ordered step ids."""
     requests = [ToolStepRequest(run.who, tool, call, base_state, run.hooks) for call, tool in batch]
-    names = [{"name": f"{run.agent.name}.tool.{r.tool.name}"} for r in requests]
+    options: list[StepOptions] = [{"name": f"{run.agent.name}.tool.{r.tool.name}"} for r in requests]
     if len(requests) <= 1:
-        return [DBOS.run_step(names[i], tool_step, r) for i, r in enumerate(requests)]
+        return [DBOS.run_step(options[i], tool_step, r) for i, r in enumerate(requests)]
     reservations = [DBOS.reserve_step() for _ in requests]
-    futures = [
-        run.rt.tool_pool.submit(contextvars.copy_context().run, reservation.run, names[i], tool_step, requests[i])
-        for i, reservation in enumerate(reservations)
-    ]
+
+    def run_reserved(i: int) -> dict[str, Any]:
+        return reservations[i].run(options[i], tool_step, requests[i])
+
+    futures = [run.rt.tool_pool.submit(contextvars.copy_context().run, run_reserved, i) for i in range(len(requests))]
     return [future.result() for future in futures]
 
 
@@ -421,9 +429,19 @@ def _unknown_tool_result(call: ParsedToolCall, tools_by_name: dict[str, Tool]) -
 
 
 def _error_result(call: ParsedToolCall, error: str) -> dict[str, Any]:
-    return {"tool_call_id": call.id, "tool_name": call.name, "success": False, "result": None, "error": error,
-            "writes": {"ops": [], "warnings": []}, "patches": [], "events": [], "duration_ms": 0.0,
-            "finish_output": None, "transform_error": None}
+    return {
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "success": False,
+        "result": None,
+        "error": error,
+        "writes": {"ops": [], "warnings": []},
+        "patches": [],
+        "events": [],
+        "duration_ms": 0.0,
+        "finish_output": None,
+        "transform_error": None,
+    }
 
 
 def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any]) -> None:
@@ -434,7 +452,11 @@ def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any])
     success = bool(output["success"])
     run.append(
         create_tool_result_message(
-            tool_call_id=call.id, tool_name=call.name, result=output["result"], success=success, error=output["error"]
+            tool_call_id=call.id,
+            tool_name=call.name,
+            result=output["result"],
+            success=success,
+            error=output["error"],
         )
     )
     run.emit(
@@ -455,9 +477,16 @@ def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any])
             (
                 "after_tool",
                 ToolHookPayload(
-                    run.who.session_id, run.who.run_id, run.agent.name, call.id, call.name,
+                    run.who.session_id,
+                    run.who.run_id,
+                    run.agent.name,
+                    call.id,
+                    call.name,
                     call.arguments if isinstance(call.arguments, dict) else {},
-                    success=success, result=output["result"], error=output["error"], duration_ms=output["duration_ms"],
+                    success=success,
+                    result=output["result"],
+                    error=output["error"],
+                    duration_ms=output["duration_ms"],
                 ),
             )
         )

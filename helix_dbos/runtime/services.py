@@ -1,7 +1,8 @@
 """The process-wide services the agent workflow uses: store, model, streams, registry.
 
 DBOS workflow arguments must be serialisable, so the workflow receives only ids and JSON; the live
-objects it needs are installed here once per process by :class:`~helix_dbos.runtime.executor.DBOSAgentExecutor`.
+objects it needs are installed here once per process by
+:class:`~helix_dbos.runtime.executor.DBOSAgentExecutor`.
 A recovered workflow finds them the same way, which is why the executor (and its agents) must be
 set up before ``DBOS.launch()``.
 """

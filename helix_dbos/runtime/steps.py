@@ -84,7 +84,11 @@ def llm_step(
         await rt.streams.write_async(
             who.stream_id,
             ThinkingChunk(
-                agent_id=who.run_id, agent_type=agent.name, step=step, content=content, is_complete=is_complete
+                agent_id=who.run_id,
+                agent_type=agent.name,
+                step=step,
+                content=content,
+                is_complete=is_complete,
             ),
         )
 
@@ -217,8 +221,7 @@ def _finish_with_output(tool: Tool, agent: AgentConfig, result: Any, output: dic
         except ValidationError as exc:
             output["success"] = False
             output["error"] = (
-                f"The result of '{tool.name}' does not match the agent's output schema: "
-                f"{extract_error_message(exc)}"
+                f"The result of '{tool.name}' does not match the agent's output schema: {extract_error_message(exc)}"
             )
         return
     output["finish_output"] = to_jsonable_python(value)
@@ -279,11 +282,11 @@ def publish_outcome(status: str, output: Any, error: str | None, who: RunIdentit
 
 
 __all__ = [
-    "fail_run_step",
     "MessagePayload",
     "RunIdentity",
     "ToolHookPayload",
     "ToolStepRequest",
+    "fail_run_step",
     "finalize_step",
     "hooks_step",
     "llm_step",

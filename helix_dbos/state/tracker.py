@@ -226,9 +226,7 @@ class StateTracker:
         replacement = fn(draft)
         if replacement is not None and replacement is not draft:
             if not json_equal(to_json_state(draft), pristine):
-                raise ValueError(
-                    "a state updater must either mutate the draft or return a replacement, not both"
-                )
+                raise ValueError("a state updater must either mutate the draft or return a replacement, not both")
             new_value = replacement
         else:
             new_value = draft

@@ -523,9 +523,7 @@ class SqlSessionStore:
                 return
             message_count = max(message_count, 0)
             conn.execute(
-                sa.delete(messages).where(
-                    messages.c.session_id == session_id, messages.c.sequence >= message_count
-                )
+                sa.delete(messages).where(messages.c.session_id == session_id, messages.c.sequence >= message_count)
             )
             conn.execute(
                 sa.update(sessions)
@@ -560,9 +558,7 @@ class SqlSessionStore:
             values["error"] = error
         if interrupt_context is not None:
             values["interrupt_context"] = _context_json(interrupt_context)
-        stmt = sa.update(sessions).where(
-            sessions.c.session_id == session_id, sessions.c.status.in_(expected_statuses)
-        )
+        stmt = sa.update(sessions).where(sessions.c.session_id == session_id, sessions.c.status.in_(expected_statuses))
         if expected_version is not None:
             stmt = stmt.where(sessions.c.version == expected_version)
         with _begin_write(self._engine) as conn:
@@ -682,9 +678,7 @@ class SqlSessionStore:
         row = conn.execute(stmt).first()
         if row is None:
             return None
-        self._insert_messages(
-            conn, request.session_id, request.run_id, 0, 0, request.input_messages, request.now_ms
-        )
+        self._insert_messages(conn, request.session_id, request.run_id, 0, 0, request.input_messages, request.now_ms)
         run = self._insert_run(conn, request, turn=1, start_sequence=0)
         return StartRunResult(run=run, session=_session_record(row), created_session=True)
 
@@ -694,18 +688,13 @@ class SqlSessionStore:
         if session.run_id is not None:
             run_row = conn.execute(sa.select(runs).where(runs.c.run_id == session.run_id)).first()
             current = None if run_row is None else _run_record(run_row)
-        if (
-            request.request_key is not None
-            and current is not None
-            and current.request_key == request.request_key
-        ):
+        if request.request_key is not None and current is not None and current.request_key == request.request_key:
             return StartRunResult(run=current, session=session, created_session=False, existing=True)
 
         never_ran = session.turn == 0 and session.status == "active"
         if not never_ran:
             if session.status == "active" and (
-                (current is not None and current.status == "running")
-                or "active" not in request.allowed_statuses
+                (current is not None and current.status == "running") or "active" not in request.allowed_statuses
             ):
                 raise AgentAlreadyRunningError(sid, session.status)
             if session.status not in request.allowed_statuses:
@@ -722,9 +711,7 @@ class SqlSessionStore:
                     code="validation_error",
                 )
             start_sequence = request.truncate_to
-            conn.execute(
-                sa.delete(messages).where(messages.c.session_id == sid, messages.c.sequence >= start_sequence)
-            )
+            conn.execute(sa.delete(messages).where(messages.c.session_id == sid, messages.c.sequence >= start_sequence))
             # Checkpoints that saw the dropped messages would point past the transcript.
             conn.execute(
                 sa.delete(checkpoints).where(
@@ -770,9 +757,7 @@ class SqlSessionStore:
                 raise AgentAlreadyRunningError(sid, now.status)
             raise StaleStateError(sid, session.version, now.version)
         updated = _session_record(row)
-        self._insert_messages(
-            conn, sid, request.run_id, 0, start_sequence, request.input_messages, request.now_ms
-        )
+        self._insert_messages(conn, sid, request.run_id, 0, start_sequence, request.input_messages, request.now_ms)
         run = self._insert_run(conn, request, turn=updated.turn, start_sequence=start_sequence)
         return StartRunResult(run=run, session=updated, created_session=False)
 
@@ -889,9 +874,7 @@ class SqlSessionStore:
             checkpoint_id=checkpoint_id,
             applied=True,
             interrupt_requested=bool(flags.interrupt_requested),
-            interrupt_reason=_interrupt_reason(flags.interrupt_context)
-            if flags.interrupt_requested
-            else None,
+            interrupt_reason=_interrupt_reason(flags.interrupt_context) if flags.interrupt_requested else None,
         )
 
     def _commit_step_postgres(self, commit: StepCommit) -> CommitResult:
@@ -924,9 +907,7 @@ class SqlSessionStore:
             "checkpoint_status": commit.checkpoint_status,
             "stream_sequence": commit.stream_sequence,
             "messages": _json_dumps([_dump_message(m) for m in commit.messages]),
-            "usage": _json_dumps(
-                [{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]
-            ),
+            "usage": _json_dumps([{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]),
         }
         with _begin_write(self._engine) as conn:
             row = conn.execute(_PG_COMMIT_STEP, params).one()
@@ -952,9 +933,7 @@ class SqlSessionStore:
     @staticmethod
     def _already_committed(conn: Connection, commit: StepCommit) -> CommitResult:
         row = conn.execute(
-            sa.select(
-                checkpoints.c.checkpoint_id, sessions.c.interrupt_requested, sessions.c.interrupt_context
-            )
+            sa.select(checkpoints.c.checkpoint_id, sessions.c.interrupt_requested, sessions.c.interrupt_context)
             .select_from(checkpoints)
             .join(sessions, sessions.c.session_id == checkpoints.c.session_id, isouter=True)
             .where(
@@ -974,9 +953,7 @@ class SqlSessionStore:
     @staticmethod
     def _commit_conflict(conn: Connection, commit: StepCommit) -> HelixError:
         current = conn.execute(
-            sa.select(sessions.c.run_id, sessions.c.message_count).where(
-                sessions.c.session_id == commit.session_id
-            )
+            sa.select(sessions.c.run_id, sessions.c.message_count).where(sessions.c.session_id == commit.session_id)
         ).first()
         if current is None:
             return SessionNotFoundError(commit.session_id)
@@ -1025,9 +1002,7 @@ class SqlSessionStore:
                 )
             )
             if updated.rowcount == 0:
-                exists = conn.execute(
-                    sa.select(sa.literal(1)).where(sessions.c.session_id == session_id)
-                ).first()
+                exists = conn.execute(sa.select(sa.literal(1)).where(sessions.c.session_id == session_id)).first()
                 if exists is None:
                     raise SessionNotFoundError(session_id)
             conn.execute(
@@ -1120,9 +1095,7 @@ class SqlSessionStore:
     def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
         """Return a checkpoint with its state (``state.messages``: the first ``message_count``)."""
         with _begin_read(self._engine) as conn:
-            row = conn.execute(
-                self._checkpoint_query().where(checkpoints.c.checkpoint_id == checkpoint_id)
-            ).first()
+            row = conn.execute(self._checkpoint_query().where(checkpoints.c.checkpoint_id == checkpoint_id)).first()
             return None if row is None else self._build_checkpoint(conn, row)
 
     def get_latest_checkpoint(self, session_id: str) -> Checkpoint | None:
@@ -1142,9 +1115,7 @@ class SqlSessionStore:
         limit = max(limit, 0)
         with _begin_read(self._engine) as conn:
             total = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(checkpoints)
-                .where(checkpoints.c.session_id == session_id)
+                sa.select(sa.func.count()).select_from(checkpoints).where(checkpoints.c.session_id == session_id)
             ).scalar_one()
             rows = conn.execute(
                 sa.select(

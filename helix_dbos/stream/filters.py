@@ -44,16 +44,12 @@ async def filter_with(
             yield chunk
 
 
-def filter_by_agent_id(
-    stream: AsyncIterable[StreamChunk], agent_id: str
-) -> AsyncGenerator[StreamChunk, None]:
+def filter_by_agent_id(stream: AsyncIterable[StreamChunk], agent_id: str) -> AsyncGenerator[StreamChunk, None]:
     """Yield the chunks emitted by one agent (a session id: a parent or one of its sub-agents)."""
     return filter_with(stream, lambda chunk: chunk.agent_id == agent_id)
 
 
-def filter_by_agent_type(
-    stream: AsyncIterable[StreamChunk], agent_type: str
-) -> AsyncGenerator[StreamChunk, None]:
+def filter_by_agent_type(stream: AsyncIterable[StreamChunk], agent_type: str) -> AsyncGenerator[StreamChunk, None]:
     """Yield the chunks emitted by agents of one definition."""
     return filter_with(stream, lambda chunk: chunk.agent_type == agent_type)
 
@@ -76,9 +72,7 @@ def _chunk_types(types: Iterable[str]) -> frozenset[str]:
     return wanted
 
 
-def filter_by_type(
-    stream: AsyncIterable[StreamChunk], types: Iterable[str]
-) -> AsyncGenerator[StreamChunk, None]:
+def filter_by_type(stream: AsyncIterable[StreamChunk], types: Iterable[str]) -> AsyncGenerator[StreamChunk, None]:
     """Yield only chunks whose ``type`` is in ``types``.
 
     Raises ``HelixError`` (``validation_error``) at the call for a name that is not a chunk type.
@@ -87,9 +81,7 @@ def filter_by_type(
     return filter_with(stream, lambda chunk: chunk.type in wanted)
 
 
-def exclude_types(
-    stream: AsyncIterable[StreamChunk], types: Iterable[str]
-) -> AsyncGenerator[StreamChunk, None]:
+def exclude_types(stream: AsyncIterable[StreamChunk], types: Iterable[str]) -> AsyncGenerator[StreamChunk, None]:
     """Yield every chunk except those whose ``type`` is in ``types`` (validated as in ``filter_by_type``)."""
     unwanted = _chunk_types(types)
     return filter_with(stream, lambda chunk: chunk.type not in unwanted)

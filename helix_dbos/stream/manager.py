@@ -135,9 +135,7 @@ class StreamManager(Protocol):
         """Return a reader from the start of the stream, or ``None`` if the stream does not exist."""
         ...
 
-    async def create_resumable_reader(
-        self, stream_id: str, *, from_sequence: int = 0
-    ) -> ResumableStreamReader | None:
+    async def create_resumable_reader(self, stream_id: str, *, from_sequence: int = 0) -> ResumableStreamReader | None:
         """Return a reader of the chunks after ``from_sequence``, or ``None`` for an unknown stream."""
         ...
 
@@ -208,9 +206,7 @@ class _InMemoryStreamWriter:
     async def write(self, chunk: StreamChunk) -> None:
         """Append ``chunk``; raises ``HelixError`` if this writer is closed or the stream has ended."""
         if self._closed:
-            raise HelixError(
-                f"Writer for stream {self.stream_id!r} is closed", code="transport_error", retryable=False
-            )
+            raise HelixError(f"Writer for stream {self.stream_id!r} is closed", code="transport_error", retryable=False)
         await self._manager._append(self.stream_id, chunk)
 
     async def close(self) -> None:
@@ -358,9 +354,7 @@ class InMemoryStreamManager:
         """Return a live reader from the first stored chunk, or ``None`` for an unknown stream."""
         return await self.create_resumable_reader(stream_id)
 
-    async def create_resumable_reader(
-        self, stream_id: str, *, from_sequence: int = 0
-    ) -> ResumableStreamReader | None:
+    async def create_resumable_reader(self, stream_id: str, *, from_sequence: int = 0) -> ResumableStreamReader | None:
         """Return a live reader of the chunks with a sequence above ``from_sequence``."""
         stream = self._streams.get(stream_id)
         if stream is None:
@@ -415,9 +409,7 @@ class InMemoryStreamManager:
         stream = self._streams.get(stream_id)
         if stream is None:
             return None
-        return StreamInfo(
-            status=stream.status, latest_sequence=stream.latest_sequence, chunk_count=len(stream.records)
-        )
+        return StreamInfo(status=stream.status, latest_sequence=stream.latest_sequence, chunk_count=len(stream.records))
 
     async def read_records(self, stream_id: str, after_sequence: int = 0) -> list[ChunkRecord]:
         """Return copies of the stored chunks after ``after_sequence`` with their sequence numbers.

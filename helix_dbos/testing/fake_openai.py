@@ -307,9 +307,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     # -- responses -------------------------------------------------------------------------------
 
-    def _send_json(
-        self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None
-    ) -> None:
+    def _send_json(self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -321,11 +319,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send_error(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         error_type = (
-            "rate_limit_error"
-            if status == 429
-            else "invalid_request_error"
-            if status < 500
-            else "server_error"
+            "rate_limit_error" if status == 429 else "invalid_request_error" if status < 500 else "server_error"
         )
         self._send_json(status, {"error": {"message": message, "type": error_type, "code": None}}, headers)
 
@@ -375,9 +369,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
-    def _stream_chunks(
-        self, response: ScriptedResponse, include_usage: bool
-    ) -> Iterator[dict[str, Any] | None]:
+    def _stream_chunks(self, response: ScriptedResponse, include_usage: bool) -> Iterator[dict[str, Any] | None]:
         calls = self.owner._tool_calls_of(response)
         created = int(time.time())
 

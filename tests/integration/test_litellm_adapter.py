@@ -60,9 +60,7 @@ class Report(BaseModel):
     tags: list[str] = []
 
 
-WEATHER = define_tool(
-    "get_weather", description="Get weather", input_schema=WeatherInput, execute=lambda i, c: "sunny"
-)
+WEATHER = define_tool("get_weather", description="Get weather", input_schema=WeatherInput, execute=lambda i, c: "sunny")
 STRICT_WEATHER = define_tool(
     "get_weather",
     description="Get weather",
@@ -328,17 +326,11 @@ async def test_strict_tool_gets_strict_schema(server: ScriptedOpenAIServer) -> N
 
 
 @pytest.mark.parametrize("strict_output", [True, False])
-async def test_finish_tool_strict_follows_strict_output(
-    server: ScriptedOpenAIServer, strict_output: bool
-) -> None:
+async def test_finish_tool_strict_follows_strict_output(server: ScriptedOpenAIServer, strict_output: bool) -> None:
     finish = create_finish_tool(Report, strict=strict_output)
     result = await run(
         server,
-        {
-            "tool_calls": [
-                (FINISH_TOOL_NAME, {"title": "t", "address": {"street": "s", "zip": None}, "tags": None})
-            ]
-        },
+        {"tool_calls": [(FINISH_TOOL_NAME, {"title": "t", "address": {"street": "s", "zip": None}, "tags": None})]},
         tools=[finish],
         strict_output=strict_output,
     )
@@ -484,9 +476,7 @@ async def test_non_retryable_errors_are_not_retried(
 
 @pytest.mark.parametrize(("status", "code"), [(529, "provider_overloaded"), (503, "provider_overloaded")])
 async def test_overloaded(server: ScriptedOpenAIServer, sleeps: Sleeps, status: int, code: str) -> None:
-    result = await run(
-        server, {"status": status, "error_message": "Overloaded"}, sleeps=sleeps, max_retries=0
-    )
+    result = await run(server, {"status": status, "error_message": "Overloaded"}, sleeps=sleeps, max_retries=0)
     error = error_of(result)
     assert error.code == code and error.retryable
     assert server.request_count == 1
@@ -507,9 +497,7 @@ async def test_missing_credentials_name_the_env_var(
     assert sleeps.delays == []
 
 
-async def test_truncated_stream_with_broken_tool_json_is_retried(
-    server: ScriptedOpenAIServer, sleeps: Sleeps
-) -> None:
+async def test_truncated_stream_with_broken_tool_json_is_retried(server: ScriptedOpenAIServer, sleeps: Sleeps) -> None:
     events = Events()
     result = await run(
         server,
@@ -533,9 +521,7 @@ async def test_truncated_stream_with_broken_tool_json_is_retried(
 
 
 async def test_truncated_text_stream_is_retried(server: ScriptedOpenAIServer, sleeps: Sleeps) -> None:
-    result = await run(
-        server, {"text": "one two three four", "drop_after_chunks": 3}, {"text": "whole"}, sleeps=sleeps
-    )
+    result = await run(server, {"text": "one two three four", "drop_after_chunks": 3}, {"text": "whole"}, sleeps=sleeps)
     assert isinstance(result, TextStepResult) and result.content == "whole"
     assert server.request_count == 2
 
@@ -548,9 +534,7 @@ async def test_truncated_stream_exhausted(server: ScriptedOpenAIServer, sleeps: 
     assert server.request_count == 2
 
 
-async def test_broken_json_in_non_stream_response_is_retried(
-    server: ScriptedOpenAIServer, sleeps: Sleeps
-) -> None:
+async def test_broken_json_in_non_stream_response_is_retried(server: ScriptedOpenAIServer, sleeps: Sleeps) -> None:
     result = await run(
         server,
         {"tool_calls": [("search", {})], "raw_arguments": '{"q": '},
@@ -563,9 +547,7 @@ async def test_broken_json_in_non_stream_response_is_retried(
     assert server.request_count == 2
 
 
-async def test_broken_json_cut_by_max_tokens_is_not_retried(
-    server: ScriptedOpenAIServer, sleeps: Sleeps
-) -> None:
+async def test_broken_json_cut_by_max_tokens_is_not_retried(server: ScriptedOpenAIServer, sleeps: Sleeps) -> None:
     result = await run(
         server,
         {"tool_calls": [("search", {})], "raw_arguments": '{"q": "long', "finish_reason": "length"},
@@ -603,9 +585,7 @@ async def test_connection_refused(sleeps: Sleeps) -> None:
     assert len(sleeps.delays) == 1
 
 
-async def test_callback_errors_propagate_and_are_not_retried(
-    server: ScriptedOpenAIServer, sleeps: Sleeps
-) -> None:
+async def test_callback_errors_propagate_and_are_not_retried(server: ScriptedOpenAIServer, sleeps: Sleeps) -> None:
     def explode(delta: str) -> None:
         raise RuntimeError("stream backend down")
 
@@ -780,9 +760,7 @@ def test_import_and_call_make_no_network_lookups() -> None:
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LITELLM_", "HF_HUB_"))}
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("OK"), proc.stdout
 

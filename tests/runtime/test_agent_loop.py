@@ -120,9 +120,7 @@ def test_parallel_tools_run_concurrently_and_appends_compose(make_executor: Exec
         output_schema=Out,
         tools=[define_tool("slow_note", input_schema=TextIn, execute=slow_note)],
     )
-    model = MockLLMAdapter(
-        [tool_calls(*[(f"t{i}", "slow_note", {"text": str(i)}) for i in range(3)]), finish("ok")]
-    )
+    model = MockLLMAdapter([tool_calls(*[(f"t{i}", "slow_note", {"text": str(i)}) for i in range(3)]), finish("ok")])
     executor = make_executor(model, [agent])
     started = time.perf_counter()
     handle = executor.execute(agent, "go")
@@ -132,7 +130,11 @@ def test_parallel_tools_run_concurrently_and_appends_compose(make_executor: Exec
     state = handle.get_state()
     assert sorted(state.custom_state["notes"]) == ["0", "1", "2"]  # every append survived the merge
     # Results are recorded in input order, whatever order the tools finished in.
-    assert [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)][:3] == ["t0", "t1", "t2"]
+    assert [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)][:3] == [
+        "t0",
+        "t1",
+        "t2",
+    ]
 
 
 def test_finish_with_phase_order_first_wins_and_transform(make_executor: ExecutorFactory) -> None:
@@ -377,7 +379,11 @@ def test_legacy_dangling_finish_is_healed_on_reopen(make_executor: ExecutorFacto
             run_id="legacy-1-turn-1",
             step_count=1,
             first_sequence=1,
-            messages=[AssistantMessage(tool_calls=[ToolCallRequest(id="old-f", name="__finish__", arguments={"answer": "old"})])],
+            messages=[
+                AssistantMessage(
+                    tool_calls=[ToolCallRequest(id="old-f", name="__finish__", arguments={"answer": "old"})]
+                )
+            ],
             custom_state={},
             session_status="completed",
             run_status="completed",
@@ -392,7 +398,9 @@ def test_legacy_dangling_finish_is_healed_on_reopen(make_executor: ExecutorFacto
     assert find_unpaired_tool_call_ids(handle.get_state().messages) == []
 
 
-def test_running_session_rejects_a_new_turn_but_dedupes_the_same_request(make_executor: ExecutorFactory) -> None:
+def test_running_session_rejects_a_new_turn_but_dedupes_the_same_request(
+    make_executor: ExecutorFactory,
+) -> None:
     release = threading.Event()
 
     async def slow(inp: LLMGenerateInput) -> TextStepResult:
@@ -435,7 +443,10 @@ def test_max_steps_ends_a_structured_agent_as_failed(make_executor: ExecutorFact
 def test_max_tokens_recovery_nudges_structured_agent(make_executor: ExecutorFactory) -> None:
     agent = define_agent("long", system_prompt="x", llm_config="openai/fake", output_schema=Out)
     model = MockLLMAdapter(
-        [TextStepResult(content="A very long essay", should_stop=True, stop_reason="max_tokens"), finish("short")]
+        [
+            TextStepResult(content="A very long essay", should_stop=True, stop_reason="max_tokens"),
+            finish("short"),
+        ]
     )
     executor = make_executor(model, [agent])
     assert executor.execute(agent, "go").result().output == Out(answer="short")
@@ -457,17 +468,25 @@ def test_usage_and_checkpoints_are_recorded_per_step(make_executor: ExecutorFact
     from helix_dbos import TokenUsage
 
     agent = define_agent(
-        "counted", system_prompt="x", llm_config="openai/fake", output_schema=Out,
+        "counted",
+        system_prompt="x",
+        llm_config="openai/fake",
+        output_schema=Out,
         tools=[define_tool("noop", execute=lambda i, c: {"ok": True})],
     )
     step1 = tool_calls(("t", "noop", {})).model_copy(update={"usage": TokenUsage(input_tokens=10, output_tokens=3)})
-    step2 = finish("ok").model_copy(update={"usage": TokenUsage(input_tokens=20, output_tokens=4, cached_input_tokens=5)})
+    step2 = finish("ok").model_copy(
+        update={"usage": TokenUsage(input_tokens=20, output_tokens=4, cached_input_tokens=5)}
+    )
     executor = make_executor(MockLLMAdapter([step1, step2]), [agent])
     handle = executor.execute(agent, "go")
     handle.result()
     usage = executor.store.get_usage(handle.session_id)
     llm = [u for u in usage if u.kind == "llm"]
-    assert [(u.step, u.input_tokens, u.output_tokens, u.cached_input_tokens) for u in llm] == [(1, 10, 3, 0), (2, 20, 4, 5)]
+    assert [(u.step, u.input_tokens, u.output_tokens, u.cached_input_tokens) for u in llm] == [
+        (1, 10, 3, 0),
+        (2, 20, 4, 5),
+    ]
     assert [u.name for u in usage if u.kind == "tool"] == ["noop"]
     checkpoints = executor.store.list_checkpoints(handle.session_id)
     assert sorted(c.step_count for c in checkpoints.items) == [1, 2]
@@ -478,11 +497,17 @@ def test_stream_carries_tool_and_text_chunks(make_executor: ExecutorFactory) -> 
     import asyncio
 
     agent = define_agent(
-        "streamer", system_prompt="x", llm_config="openai/fake", state_schema=Notes,
+        "streamer",
+        system_prompt="x",
+        llm_config="openai/fake",
+        state_schema=Notes,
         tools=[define_tool("add_note", input_schema=TextIn, execute=add_note)],
     )
     model = MockLLMAdapter(
-        [tool_calls(("t1", "add_note", {"text": "a"})), TextStepResult(content="all done", should_stop=True, stop_reason="end_turn")]
+        [
+            tool_calls(("t1", "add_note", {"text": "a"})),
+            TextStepResult(content="all done", should_stop=True, stop_reason="end_turn"),
+        ]
     )
     executor = make_executor(model, [agent])
     handle = executor.execute(agent, "go")

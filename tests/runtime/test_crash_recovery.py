@@ -66,7 +66,11 @@ def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Pop
     if start:
         args.append("--start")
     return subprocess.Popen(
-        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        args,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 
@@ -77,7 +81,9 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: su
         if condition():
             return
         if proc.poll() is not None:
-            raise AssertionError(f"worker exited early while waiting for {what}: {proc.stdout.read() if proc.stdout else ''}")
+            raise AssertionError(
+                f"worker exited early while waiting for {what}: {proc.stdout.read() if proc.stdout else ''}"
+            )
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -87,7 +93,9 @@ def _effects(env: dict[str, Any]) -> collections.Counter[str]:
     return collections.Counter(path.read_text().splitlines()) if path.exists() else collections.Counter()
 
 
-def _crash_and_recover(env: dict[str, Any], model: Model, kill_when: Callable[[ScriptedOpenAIServer], bool]) -> ScriptedOpenAIServer:
+def _crash_and_recover(
+    env: dict[str, Any], model: Model, kill_when: Callable[[ScriptedOpenAIServer], bool]
+) -> ScriptedOpenAIServer:
     server = ScriptedOpenAIServer(handler=model)
     base_url = server.start()
     first = _spawn(env, base_url, start=True)

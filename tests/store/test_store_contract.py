@@ -410,9 +410,7 @@ def test_commit_step_applies_everything(store: SqlSessionStore) -> None:
         UsageRecord(kind="tool", name="search", step=1, value=3.5),
         UsageRecord(kind="tool", name="search", step=1, value=4.0),  # same tool twice in one step
     ]
-    result = commit(
-        store, 1, 1, tool_step("c1"), state={"n": 1, "notes": ["a"]}, usage=usage, stream_sequence=7
-    )
+    result = commit(store, 1, 1, tool_step("c1"), state={"n": 1, "notes": ["a"]}, usage=usage, stream_sequence=7)
     assert result.applied
     assert not result.interrupt_requested
     session = store.load_session("s1")

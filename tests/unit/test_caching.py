@@ -31,12 +31,8 @@ def _tool(name: str) -> Tool:
     return define_tool(name, description=name, input_schema=_In, execute=lambda i, c: None)
 
 
-def _request(
-    messages: list[Message], tools: list[Tool] | None = None, session_id: str | None = "s1"
-) -> CacheRequest:
-    return CacheRequest(
-        messages=messages, tools=tools or [], config=LLMConfig(model="openai/x"), session_id=session_id
-    )
+def _request(messages: list[Message], tools: list[Tool] | None = None, session_id: str | None = "s1") -> CacheRequest:
+    return CacheRequest(messages=messages, tools=tools or [], config=LLMConfig(model="openai/x"), session_id=session_id)
 
 
 CONVERSATION: list[Message] = [
@@ -83,9 +79,7 @@ def test_anthropic_cache_marks_system_last_tool_and_last_two_turns() -> None:
     # system (0), and the last two user/tool messages: u2 (3) and the tool result (5)
     assert marked == [0, 3, 5]
     assert _cc(result.messages[0]) == {"type": "ephemeral", "ttl": "1h"}
-    assert result.tool_provider_options == {
-        "b": {"anthropic": {"cache_control": {"type": "ephemeral", "ttl": "1h"}}}
-    }
+    assert result.tool_provider_options == {"b": {"anthropic": {"cache_control": {"type": "ephemeral", "ttl": "1h"}}}}
     # the input is not modified
     assert all(m.provider_options is None for m in CONVERSATION)
 
@@ -111,9 +105,7 @@ def test_anthropic_cache_without_system_or_tools() -> None:
 
 
 def test_openai_cache_sets_prompt_cache_key_from_session() -> None:
-    result = apply_cache_strategies(
-        [openai_cache()], _request([UserMessage(content="u")], session_id="sess-9")
-    )
+    result = apply_cache_strategies([openai_cache()], _request([UserMessage(content="u")], session_id="sess-9"))
     assert result.provider_options == {"openai": {"prompt_cache_key": "sess-9"}}
     assert apply_cache_strategies(openai_cache(), _request([], session_id=None)).provider_options == {}
 

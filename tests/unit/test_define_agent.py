@@ -181,9 +181,7 @@ def test_finish_with_tools() -> None:
 
 
 def test_llm_config_as_string() -> None:
-    assert _agent(llm_config="anthropic/claude-sonnet-4-5").llm_config == LLMConfig(
-        model="anthropic/claude-sonnet-4-5"
-    )
+    assert _agent(llm_config="anthropic/claude-sonnet-4-5").llm_config == LLMConfig(model="anthropic/claude-sonnet-4-5")
 
 
 def test_llm_config_as_dict() -> None:

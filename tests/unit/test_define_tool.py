@@ -95,9 +95,7 @@ def test_constants_match_the_seeds() -> None:
     ("kwargs", "fragment"),
     [
         pytest.param({"execute": "client", "finish_with": True}, "finish_with", id="client+finish_with"),
-        pytest.param(
-            {"execute": "client", "require_approval": True}, "require_approval", id="client+approval-bool"
-        ),
+        pytest.param({"execute": "client", "require_approval": True}, "require_approval", id="client+approval-bool"),
         pytest.param(
             {"execute": "client", "require_approval": _predicate},
             "require_approval",
@@ -136,14 +134,10 @@ def test_constants_match_the_seeds() -> None:
             id="input-schema-json-schema",
         ),
         pytest.param({"execute": _noop, "output_schema": str}, "output_schema", id="output-schema-str"),
-        pytest.param(
-            {"execute": _noop, "output_schema": list[str]}, "output_schema", id="output-schema-generic"
-        ),
+        pytest.param({"execute": _noop, "output_schema": list[str]}, "output_schema", id="output-schema-generic"),
     ],
 )
-def test_rejected_combinations_raise_definition_error_naming_the_tool(
-    kwargs: dict[str, Any], fragment: str
-) -> None:
+def test_rejected_combinations_raise_definition_error_naming_the_tool(kwargs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(DefinitionError) as info:
         define_tool("my_tool", **kwargs)
     message = str(info.value)

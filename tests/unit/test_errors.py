@@ -368,9 +368,7 @@ def test_classify_passes_helix_errors_through() -> None:
         assert classify_error(error) is error
 
 
-@pytest.mark.parametrize(
-    "error", [asyncio.CancelledError(), asyncio.CancelledError("stop"), KeyboardInterrupt()]
-)
+@pytest.mark.parametrize("error", [asyncio.CancelledError(), asyncio.CancelledError("stop"), KeyboardInterrupt()])
 def test_classify_cancellation(error: BaseException) -> None:
     classified = classify_error(error)
     assert classified.code == "framework_cancelled"

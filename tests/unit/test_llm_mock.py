@@ -18,9 +18,7 @@ from helix_dbos.step_result import (
 )
 
 
-def _input(
-    messages: list[Message] | None = None, callbacks: LLMStreamCallbacks | None = None
-) -> LLMGenerateInput:
+def _input(messages: list[Message] | None = None, callbacks: LLMStreamCallbacks | None = None) -> LLMGenerateInput:
     return LLMGenerateInput(
         messages=messages if messages is not None else [UserMessage(content="hi")],
         tools=[],
@@ -146,9 +144,7 @@ async def test_async_callbacks_are_awaited() -> None:
     mock = MockLLMAdapter(
         [{"type": "tool_calls", "content": "x", "tool_calls": [{"id": "c1", "name": "a", "arguments": {}}]}]
     )
-    await mock.generate_step(
-        _input(callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_tool_call=on_tool))
-    )
+    await mock.generate_step(_input(callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_tool_call=on_tool)))
     assert seen == ["x", "c1"]
 
 

@@ -71,7 +71,8 @@ def test_tool_calls() -> None:
 
 def test_finish_tool_call() -> None:
     step = ToolCallsStepResult(
-        tool_calls=[ParsedToolCall(id="tc1", name="__finish__", arguments={"result": "done"})], sub_agent_calls=[]
+        tool_calls=[ParsedToolCall(id="tc1", name="__finish__", arguments={"result": "done"})],
+        sub_agent_calls=[],
     )
     plan = plan_step_processing(step, output_schema=ResultOut)
     assert plan.assistant_message_plan is not None
@@ -97,8 +98,16 @@ def test_finish_committed_history_is_paired() -> None:
     ]
     dumped = [m.model_dump(mode="json", exclude_none=True) for m in history]
     assert dumped == [
-        {"role": "assistant", "tool_calls": [{"id": "tc1", "name": "__finish__", "arguments": {"result": "done"}}]},
-        {"role": "tool", "tool_call_id": "tc1", "tool_name": "__finish__", "content": '{"acknowledged":true}'},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "tc1", "name": "__finish__", "arguments": {"result": "done"}}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "tc1",
+            "tool_name": "__finish__",
+            "content": '{"acknowledged":true}',
+        },
     ]
     assert find_unpaired_finish_call_id(history) is None
 

@@ -65,14 +65,24 @@ submit_answer_tool = define_tool(
 
 
 def test_finish_injected_without_finish_with_tools() -> None:
-    agent = define_agent("simple-agent", system_prompt="x", llm_config="openai/gpt-4o", tools=[search_tool], output_schema=Sentiment)
+    agent = define_agent(
+        "simple-agent",
+        system_prompt="x",
+        llm_config="openai/gpt-4o",
+        tools=[search_tool],
+        output_schema=Sentiment,
+    )
     assert [t.name for t in build_effective_tools(agent)] == ["search", "__finish__"]
     assert completion_tool_name(agent) == FINISH_TOOL_NAME
 
 
 def test_finish_not_injected_with_finish_with_tool() -> None:
     agent = define_agent(
-        "submission-agent", system_prompt="x", llm_config="openai/gpt-4o", tools=[submit_answer_tool], output_schema=Sentiment
+        "submission-agent",
+        system_prompt="x",
+        llm_config="openai/gpt-4o",
+        tools=[submit_answer_tool],
+        output_schema=Sentiment,
     )
     assert [t.name for t in build_effective_tools(agent)] == ["submit_answer"]
     assert completion_tool_name(agent) == "submit_answer"
@@ -120,7 +130,11 @@ def test_system_prompt_names_the_completion_tool() -> None:
     assert "`__finish__`" in messages[0].content
 
     with_submit = define_agent(
-        "b", system_prompt="Answer.", llm_config="openai/gpt-4o", tools=[submit_answer_tool], output_schema=Sentiment
+        "b",
+        system_prompt="Answer.",
+        llm_config="openai/gpt-4o",
+        tools=[submit_answer_tool],
+        output_schema=Sentiment,
     )
     messages = build_agent_messages_for_llm(with_submit, [UserMessage(content="hi")], {})
     assert "`submit_answer`" in messages[0].content and "`__finish__`" not in messages[0].content
@@ -128,7 +142,10 @@ def test_system_prompt_names_the_completion_tool() -> None:
 
 def test_dynamic_prompt_sees_typed_state() -> None:
     agent = define_agent(
-        "notes", system_prompt=lambda s: f"You have {len(s.notes)} notes.", llm_config="openai/gpt-4o", state_schema=Notes
+        "notes",
+        system_prompt=lambda s: f"You have {len(s.notes)} notes.",
+        llm_config="openai/gpt-4o",
+        state_schema=Notes,
     )
     messages = build_agent_messages_for_llm(agent, [], {"notes": ["a", "b"], "count": 2})
     assert messages == [SystemMessage(content="You have 2 notes.")]

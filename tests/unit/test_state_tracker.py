@@ -56,10 +56,7 @@ def assert_json_equal(actual: Any, expected: Any) -> None:
 def is_extension(old: Any, new: Any) -> bool:
     """True when ``new`` is ``old`` plus appended items (what the tracker records as an append)."""
     return (
-        isinstance(old, list)
-        and isinstance(new, list)
-        and len(new) > len(old)
-        and canon(new[: len(old)]) == canon(old)
+        isinstance(old, list) and isinstance(new, list) and len(new) > len(old) and canon(new[: len(old)]) == canon(old)
     )
 
 
@@ -96,9 +93,7 @@ def test_pure_append_is_an_append() -> None:
 
 
 def test_append_to_an_empty_list_is_an_append() -> None:
-    assert _writes({"notes": []}, lambda d: d["notes"].append("a")).ops == [
-        AppendOp(key="notes", items=["a"])
-    ]
+    assert _writes({"notes": []}, lambda d: d["notes"].append("a")).ops == [AppendOp(key="notes", items=["a"])]
 
 
 def test_append_without_array_delta_mode_is_a_replace() -> None:
@@ -202,9 +197,7 @@ def test_writes_do_not_alias_the_state() -> None:
 
 def test_diff_states_directly() -> None:
     assert diff_states({"a": [1]}, {"a": [1, 2]}).ops == [AppendOp(key="a", items=[2])]
-    assert diff_states({"a": [1]}, {"a": [1, 2]}, array_delta_mode=False).ops == [
-        ReplaceOp(key="a", value=[1, 2])
-    ]
+    assert diff_states({"a": [1]}, {"a": [1, 2]}, array_delta_mode=False).ops == [ReplaceOp(key="a", value=[1, 2])]
 
 
 # --------------------------------------------------------------------------- unit: RFC 6902
@@ -441,9 +434,7 @@ def test_append_to_a_non_list_is_dropped_with_a_warning() -> None:
 
 
 def test_append_to_a_missing_key_creates_the_list_and_delete_of_missing_is_a_noop() -> None:
-    state, warnings = apply_step_writes(
-        {}, StepWrites(ops=[AppendOp(key="a", items=[1]), DeleteOp(key="gone")])
-    )
+    state, warnings = apply_step_writes({}, StepWrites(ops=[AppendOp(key="a", items=[1]), DeleteOp(key="gone")]))
     assert state == {"a": [1]}
     assert warnings == []
 

@@ -83,9 +83,7 @@ EXAMPLES: list[StreamChunk] = [
     ExecutorSupersededChunk(**BASE),
     StepCommittedChunk(**BASE, step_count=3),
     StepDiscardedChunk(**BASE, step_count=4, reason="crash"),
-    StreamResyncChunk(
-        **BASE, checkpoint_id="cp-1", step_count=3, message_count=7, from_sequence=42, reason="rollback"
-    ),
+    StreamResyncChunk(**BASE, checkpoint_id="cp-1", step_count=3, message_count=7, from_sequence=42, reason="rollback"),
 ]
 
 

@@ -54,9 +54,7 @@ async def source(chunks: Sequence[StreamChunk]) -> AsyncIterator[StreamChunk]:
 
 
 def labels(chunks: list[StreamChunk]) -> list[str]:
-    return [
-        f"{c.type}:{c.content}" if isinstance(c, TextDeltaChunk | ThinkingChunk) else c.type for c in chunks
-    ]
+    return [f"{c.type}:{c.content}" if isinstance(c, TextDeltaChunk | ThinkingChunk) else c.type for c in chunks]
 
 
 async def test_collect_all_and_collect_text() -> None:
@@ -125,9 +123,7 @@ async def test_filters_compose_over_a_live_reader() -> None:
     writer = await manager.create_writer("s1", "run-1", "planner")
     reader = await manager.create_reader("s1")
     assert reader is not None
-    collected = asyncio.create_task(
-        collect_text(filter_by_agent_id(exclude_types(reader, ["thinking"]), "parent"))
-    )
+    collected = asyncio.create_task(collect_text(filter_by_agent_id(exclude_types(reader, ["thinking"]), "parent")))
     for chunk in MIXED:
         await writer.write(chunk)
         await asyncio.sleep(0)

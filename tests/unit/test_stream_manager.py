@@ -56,9 +56,7 @@ def manager() -> InMemoryStreamManager:
     return InMemoryStreamManager()
 
 
-async def require_reader(
-    manager: StreamManager, stream_id: str, from_sequence: int = 0
-) -> ResumableStreamReader:
+async def require_reader(manager: StreamManager, stream_id: str, from_sequence: int = 0) -> ResumableStreamReader:
     reader = await manager.create_resumable_reader(stream_id, from_sequence=from_sequence)
     assert reader is not None
     return reader
@@ -76,9 +74,7 @@ async def test_unknown_stream_has_no_reader_and_no_info(manager: InMemoryStreamM
 
 async def test_create_writer_creates_an_empty_active_stream(manager: InMemoryStreamManager) -> None:
     await manager.create_writer("s1", "run-1", "writer")
-    assert await manager.get_stream_info("s1") == StreamInfo(
-        status="active", latest_sequence=0, chunk_count=0
-    )
+    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=0, chunk_count=0)
     assert await manager.create_reader("s1") is not None
 
 
@@ -90,9 +86,7 @@ async def test_sequences_start_at_one_and_increase(manager: InMemoryStreamManage
     assert [r.sequence for r in records] == [1, 2, 3]
     assert contents([r.chunk for r in records]) == ["a", "b", "c"]
     assert [r.sequence for r in await manager.read_records("s1", after_sequence=2)] == [3]
-    assert await manager.get_stream_info("s1") == StreamInfo(
-        status="active", latest_sequence=3, chunk_count=3
-    )
+    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=3, chunk_count=3)
 
 
 async def test_stored_chunks_are_isolated_from_writer_and_reader_mutation(
@@ -215,9 +209,7 @@ async def test_new_writer_reactivates_an_ended_stream_for_the_next_turn(
     await manager.end_stream("s1")
 
     turn2 = await manager.create_writer("s1", "run-2", "writer")
-    assert (await manager.get_stream_info("s1")) == StreamInfo(
-        status="active", latest_sequence=1, chunk_count=1
-    )
+    assert (await manager.get_stream_info("s1")) == StreamInfo(status="active", latest_sequence=1, chunk_count=1)
     await turn2.write(text("turn-2"))
     assert [r.sequence for r in await manager.read_records("s1")] == [1, 2]
 
@@ -305,9 +297,7 @@ async def test_cleanup_removes_only_chunks_of_later_steps(manager: InMemoryStrea
     await manager.cleanup_to_step("s1", 1)
     records = await manager.read_records("s1")
     assert [(r.sequence, r.chunk.step) for r in records] == [(1, 1), (4, None)]
-    assert await manager.get_stream_info("s1") == StreamInfo(
-        status="active", latest_sequence=4, chunk_count=2
-    )
+    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=4, chunk_count=2)
 
     await writer.write(text("retry", step=2))
     # Sequences are never reused: the retried step gets 5, not 2.
@@ -414,9 +404,7 @@ async def test_reset_clears_chunks_reactivates_and_keeps_counting(manager: InMem
     await manager.end_stream("s1")
 
     await manager.reset_stream("s1")
-    assert await manager.get_stream_info("s1") == StreamInfo(
-        status="active", latest_sequence=2, chunk_count=0
-    )
+    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=2, chunk_count=0)
     assert await drain(attached) == []  # readers attached before the reset are detached
 
     await writer.write(text("new"))

@@ -42,8 +42,7 @@ def _database_url() -> str:
     )
     if not url:
         raise RuntimeError(
-            "No database URL: pass -x database_url=..., set HELIX_DATABASE_URL, "
-            "or set sqlalchemy.url in alembic.ini"
+            "No database URL: pass -x database_url=..., set HELIX_DATABASE_URL, or set sqlalchemy.url in alembic.ini"
         )
     return to_sqlalchemy_url(url)
 

@@ -112,9 +112,7 @@ def upgrade() -> None:
             "session_id", "run_id", "step_count", name="uq_helix_checkpoints_session_id_run_id_step_count"
         ),
     )
-    op.create_index(
-        "ix_helix_checkpoints_session_id_created_at", "helix_checkpoints", ["session_id", "created_at"]
-    )
+    op.create_index("ix_helix_checkpoints_session_id_created_at", "helix_checkpoints", ["session_id", "created_at"])
 
     op.create_table(
         "helix_sub_session_refs",
@@ -145,9 +143,7 @@ def upgrade() -> None:
         sa.Column("value", sa.Float(), nullable=True),
         sa.Column("success", sa.Boolean(), nullable=False),
         sa.Column("created_at", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint(
-            "session_id", "run_id", "step", "kind", "name", "ordinal", name="pk_helix_usage"
-        ),
+        sa.PrimaryKeyConstraint("session_id", "run_id", "step", "kind", "name", "ordinal", name="pk_helix_usage"),
     )
 
 
