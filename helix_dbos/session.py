@@ -9,9 +9,9 @@ A *session* is the conversation container (messages, custom state, checkpoints) 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.messages import Message, UserInputMessage
 
@@ -132,6 +132,41 @@ class AgentInput(_Data):
     """Overrides applied on top of the state schema's defaults for a new session."""
     messages: list[Message] | None = None
     """External conversation history to seed a new session with."""
+
+
+class ClientToolResult(_Data):
+    """The front end's result for a client-executed tool (``kind="client-tool-result"``)."""
+
+    kind: Literal["client-tool-result"] = "client-tool-result"
+    tool_call_id: str
+    result: Any = None
+    error: str | None = None
+    """Set when the client failed to run the tool; the model sees it as a tool error."""
+
+
+class ApprovalResponse(_Data):
+    """A user's decision on an approval-gated tool call (``kind="approval-response"``)."""
+
+    kind: Literal["approval-response"] = "approval-response"
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+    arguments_digest: str | None = None
+    """The digest from the ``tool_approval_request`` chunk; when given, the decision only applies if
+    the call's arguments still hash to it (an approval is bound to exactly what was shown)."""
+
+
+SubmitToolResult = Annotated[ClientToolResult | ApprovalResponse, Field(discriminator="kind")]
+"""What ``submit_tool_result`` accepts."""
+
+SubmitToolResultAdapter: TypeAdapter[SubmitToolResult] = TypeAdapter(SubmitToolResult)
+
+
+class CanResumeResult(_Data):
+    """Whether ``resume`` would accept the session, and why not."""
+
+    can_resume: bool
+    reason: str | None = None
 
 
 SendInput = str | list[UserInputMessage]

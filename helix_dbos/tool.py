@@ -156,6 +156,8 @@ class Tool(BaseModel):
     """Maps a ``finish_with`` tool's result to the agent's output; raising fails the run."""
     require_approval: bool | ApprovalPredicate = False
     """Gate execution behind a user decision; a predicate ``(input, ctx?) -> bool`` fails closed."""
+    timeout_ms: int | None = None
+    """How long a client-executed or approval-gated call waits for its answer before it times out."""
     finish_output_wrapped: bool = False
     """Internal: the ``__finish__`` arguments wrap a non-object output under ``"value"``."""
     parameters_schema: dict[str, Any] | None = None
@@ -203,6 +205,7 @@ def define_tool(
     finish_with: bool = False,
     finish_with_transform: Callable[[Any], Any] | None = None,
     require_approval: bool | ApprovalPredicate = False,
+    timeout_ms: int | None = None,
 ) -> Tool:
     """Define a tool; invalid combinations raise :class:`DefinitionError` here, not at run time."""
     _check_tool_name(name)
@@ -223,6 +226,10 @@ def define_tool(
         raise DefinitionError(f"tool {name!r}: require_approval cannot be combined with finish_with")
     if finish_with_transform is not None and not finish_with:
         raise DefinitionError(f"tool {name!r}: finish_with_transform requires finish_with=True")
+    if timeout_ms is not None and (execute != "client" and require_approval is False):
+        raise DefinitionError(f"tool {name!r}: timeout_ms applies only to client-executed or approval-gated tools")
+    if timeout_ms is not None and timeout_ms <= 0:
+        raise DefinitionError(f"tool {name!r}: timeout_ms must be positive")
     if not isinstance(require_approval, bool) and not callable(require_approval):
         raise DefinitionError(f"tool {name!r}: require_approval must be a bool or a predicate")
     return Tool(
@@ -235,6 +242,7 @@ def define_tool(
         finish_with=finish_with,
         finish_with_transform=finish_with_transform,
         require_approval=require_approval,
+        timeout_ms=timeout_ms,
     )
 
 

@@ -13,20 +13,29 @@ Every blocking method has an ``*_async`` twin, DBOS-style.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandle
-from pydantic import TypeAdapter
+from dbos._error import DBOSAwaitedWorkflowCancelledError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
-from helix_dbos.errors import AgentAlreadyRunningError, HelixError, SessionNotFoundError
+from helix_dbos.errors import (
+    AgentAlreadyRunningError,
+    AgentNotResumableError,
+    HelixError,
+    SessionNotFoundError,
+    StaleStateError,
+)
 from helix_dbos.llm.adapter import LLMAdapter
 from helix_dbos.logger import Logger, noop_logger
 from helix_dbos.messages import Message
@@ -37,14 +46,26 @@ from helix_dbos.orchestration.state_operations import (
     normalize_agent_input,
 )
 from helix_dbos.runtime import services
+from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, HITL_TOPIC
 from helix_dbos.runtime.loop import RunRequest
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.steps import OUTCOME_EVENT, now_ms
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workflow import agent_run_workflow
-from helix_dbos.session import AgentInput, AgentResult, AgentState
+from helix_dbos.session import (
+    AgentInput,
+    AgentResult,
+    AgentState,
+    ApprovalResponse,
+    CanResumeResult,
+    SendInput,
+    SessionStatus,
+    SubmitToolResult,
+    SubmitToolResultAdapter,
+)
 from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
+from helix_dbos.store.hitl import PendingToolCallNotFoundError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
 
@@ -94,11 +115,16 @@ class AgentExecutionHandle:
         awaited on its outcome event, which PostgreSQL's LISTEN/NOTIFY delivers in milliseconds.
         """
         local = self._executor._local_handles.get(self.workflow_id)
-        if local is not None and timeout_seconds is None:
-            outcome = local.get_result()
-            self._executor._local_handles.pop(self.workflow_id, None)
-        else:
-            outcome = self._executor._await_outcome(self.workflow_id, timeout_seconds)
+        try:
+            if local is not None and timeout_seconds is None:
+                outcome = local.get_result()
+                self._executor._local_handles.pop(self.workflow_id, None)
+            else:
+                outcome = self._executor._await_outcome(self.workflow_id, timeout_seconds)
+        except DBOSAwaitedWorkflowCancelledError:
+            session = self._executor.store.load_session(self.session_id)
+            error = session.error if session is not None and session.error else "cancelled"
+            return AgentResult(status="failed", error=error)
         return self._executor._to_result(self.agent_name, outcome)
 
     async def result_async(self, timeout_seconds: float | None = None) -> AgentResult:
@@ -137,6 +163,7 @@ class DBOSAgentExecutor:
         agents: Sequence[AgentConfig] = (),
         logger: Logger | None = None,
         max_tool_concurrency: int = 16,
+        hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
     ) -> None:
         if llm_adapter is None:
             from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
@@ -147,6 +174,7 @@ class DBOSAgentExecutor:
         self.registry = AgentRegistry()
         self.streams = RunStreams(stream_manager or InMemoryStreamManager(), self.logger)
         self._services = RuntimeServices(
+            hot_window_seconds=hot_window_seconds,
             store=store,
             llm=llm_adapter,
             registry=self.registry,
@@ -155,6 +183,8 @@ class DBOSAgentExecutor:
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
         )
         self._local_handles: dict[str, WorkflowHandle[Any]] = {}
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
         for agent in agents:
             self.register(agent)
         services.install(self._services)
@@ -248,7 +278,13 @@ class DBOSAgentExecutor:
         )
 
     def _start_workflow(
-        self, agent: AgentConfig, run: RunRecord, session: SessionRecord, hooks: AgentHooks | None
+        self,
+        agent: AgentConfig,
+        run: RunRecord,
+        session: SessionRecord,
+        hooks: AgentHooks | None,
+        *,
+        resume_messages: list[Message] | None = None,
     ) -> None:
         request = RunRequest(
             session_id=run.session_id,
@@ -262,6 +298,7 @@ class DBOSAgentExecutor:
             start_custom_state=session.custom_state,
             previous_run_id=run.previous_run_id,
             fingerprint=run.agent_fingerprint,
+            resume_messages=resume_messages or [],
         )
         if hooks is not None:
             self._services.call_hooks[run.workflow_id] = hooks
@@ -298,6 +335,282 @@ class DBOSAgentExecutor:
                 if run is not None:
                     started.append(run.run_id)
         return started
+
+    # -- human in the loop ----------------------------------------------------------------------------
+    def submit_tool_result(
+        self, session_id: str, submission: SubmitToolResult | dict[str, Any]
+    ) -> AgentExecutionHandle | None:
+        """Answer a pending client-executed or approval-gated tool call, exactly once.
+
+        The answer is recorded durably first. If the run is still waiting (hot), it is woken with
+        ``DBOS.send``; if it parked and this answer completes its batch, the continuation run starts
+        (deterministic id, so a retried submission can never start two). Returns a handle on the
+        run that will use the answer, or ``None`` while other calls of the batch are still open.
+        A second submission for the same call, an unknown session or call, or an answer of the wrong
+        kind raise a clear :class:`HelixError` and change nothing.
+        """
+        try:
+            parsed = SubmitToolResultAdapter.validate_python(submission)
+        except ValidationError as exc:
+            raise HelixError(f"Invalid tool submission: {exc}", code="validation_error", retryable=False) from exc
+        if self.store.load_session(session_id) is None:
+            raise SessionNotFoundError(session_id)
+        rows = self.store.pending.get(session_id, [parsed.tool_call_id])
+        if not rows:
+            raise PendingToolCallNotFoundError(session_id, parsed.tool_call_id)
+        row = rows[0]
+        expected = "client-tool-result" if row.kind == "client" else "approval-response"
+        if parsed.kind != expected:
+            what = "a client-executed tool" if row.kind == "client" else "an approval request"
+            raise HelixError(
+                f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
+                code="validation_error",
+                retryable=False,
+            )
+        if isinstance(parsed, ApprovalResponse) and parsed.arguments_digest not in (None, row.arguments_digest):
+            raise HelixError(
+                f"The approval for {parsed.tool_call_id!r} was given for different arguments than the call has "
+                "(arguments_digest mismatch); nothing was recorded",
+                code="validation_error",
+                retryable=False,
+            )
+        outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"))
+        if outcome.delivery == "hot":
+            self._wake(outcome.call.workflow_id, parsed.tool_call_id)
+            run = self.store.get_run(outcome.call.run_id)
+            session = self.store.load_session(session_id)
+            return AgentExecutionHandle(self, run, session.agent_type) if run and session else None
+        if outcome.batch_complete:
+            return self._continue_parked(session_id)
+        return None
+
+    async def submit_tool_result_async(
+        self, session_id: str, submission: SubmitToolResult | dict[str, Any]
+    ) -> AgentExecutionHandle | None:
+        """Async twin of :meth:`submit_tool_result`."""
+        return await asyncio.to_thread(self.submit_tool_result, session_id, submission)
+
+    def _wake(self, workflow_id: str, key: str) -> None:
+        try:
+            DBOS.send(workflow_id, {"wake": key}, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
+        except Exception as exc:  # the answer is durable; a lost wake-up only delays the run to its next check
+            self.logger.warn(
+                "[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)}
+            )
+
+    def _continue_parked(self, session_id: str) -> AgentExecutionHandle | None:
+        session = self.store.load_session(session_id)
+        run = self.store.get_current_run(session_id)
+        if session is None or run is None or run.status != "suspended":
+            return None
+        try:
+            return self._start_next_run(session, mode="resume", message=None)
+        except (AgentAlreadyRunningError, StaleStateError):
+            return self.get_handle(session_id)  # someone else started it: same deterministic run
+
+    def expire_parked_calls(self) -> list[str]:
+        """Time out parked calls past their deadline and continue runs whose batch is now complete.
+
+        Workers call this periodically (``start_background_tasks``); running it in several
+        processes at once is safe, as every transition is a compare-and-set.
+        """
+        continued: list[str] = []
+        now = now_ms()
+        for call in self.store.pending.expired_parked(now):
+            expired = self.store.pending.expire(call.session_id, [call.tool_call_id], now)
+            if expired and not self.store.pending.open_calls(call.session_id):
+                handle = self._continue_parked(call.session_id)
+                if handle is not None:
+                    continued.append(handle.run_id)
+        return continued
+
+    def start_background_tasks(self, *, interval_seconds: float = 1.0) -> None:
+        """Start the deadline sweeper thread (idempotent); ``close`` stops it."""
+        if self._sweeper is not None:
+            return
+        stop = self._sweeper_stop
+
+        def sweep() -> None:
+            while not stop.wait(interval_seconds):
+                try:
+                    self.expire_parked_calls()
+                except Exception as exc:
+                    self.logger.warn("[helix-dbos] deadline sweep failed", {"error": repr(exc)})
+
+        self._sweeper = threading.Thread(target=sweep, name="helix-deadline-sweeper", daemon=True)
+        self._sweeper.start()
+
+    # -- run control -------------------------------------------------------------------------------------
+    def interrupt(self, session_id: str, reason: str | None = None) -> bool:
+        """Ask the session's run to stop cleanly as ``interrupted`` at its next step (resumable).
+
+        The flag is durable, so it reaches the run from any process. Returns False when no run is
+        in flight.
+        """
+        if self.store.load_session(session_id) is None:
+            raise SessionNotFoundError(session_id)
+        requested = self.store.request_interrupt(session_id, reason, now_ms=now_ms())
+        if requested:
+            run = self.store.get_current_run(session_id)
+            if run is not None and run.status == "running":
+                self._wake(run.workflow_id, "interrupt")
+        return requested
+
+    def abort(self, session_id: str, reason: str | None = None) -> None:
+        """Stop the session's run now: status ``failed`` (aborted), not resumable.
+
+        The store is updated first (so even a parked run is aborted), open tool calls are cancelled,
+        a waiting run is woken (DBOS cancellation alone does not interrupt a blocking ``recv``), and
+        the workflow is cancelled at its next step boundary.
+        """
+        session = self.store.load_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        run = self.store.get_current_run(session_id)
+        if session.status != "active" or run is None:
+            raise AgentNotResumableError(session_id, session.status, "no run in flight to abort")
+        error = f"aborted: {reason}" if reason else "aborted"
+        self.store.finish_run(
+            session_id,
+            run.run_id,
+            session_status="failed",
+            run_status="failed",
+            error=error,
+            aborted=True,
+            abort_reason=reason,
+            now_ms=now_ms(),
+        )
+        self.store.pending.cancel_open(session_id)
+        self._wake(run.workflow_id, "abort")
+        with contextlib.suppress(Exception):
+            if DBOS.get_workflow_status(run.workflow_id) is not None:
+                DBOS.cancel_workflow(run.workflow_id)
+        self.streams.fail(session.stream_id, error)
+
+    def can_resume(self, session_id: str) -> CanResumeResult:
+        """Whether :meth:`resume` would accept the session, with the reason when not."""
+        session = self.store.load_session(session_id)
+        if session is None:
+            return CanResumeResult(can_resume=False, reason="session not found")
+        run = self.store.get_current_run(session_id)
+        if session.status == "interrupted":
+            return CanResumeResult(can_resume=True)
+        if session.status == "active" and run is not None and run.status == "suspended":
+            return CanResumeResult(can_resume=True)
+        if session.status == "active":
+            return CanResumeResult(can_resume=False, reason="a run is in flight")
+        if session.status == "completed":
+            return CanResumeResult(can_resume=False, reason="completed: continue it with execute()")
+        if session.aborted:
+            return CanResumeResult(can_resume=False, reason="aborted runs are not resumable")
+        return CanResumeResult(can_resume=False, reason=f"status {session.status!r}: use retry()")
+
+    def resume(
+        self, agent: AgentConfig | str, session_id: str, message: SendInput | None = None
+    ) -> AgentExecutionHandle:
+        """Continue an interrupted or suspended session in a new run (``previous_run_id`` links them)."""
+        config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
+        session = self.store.load_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        verdict = self.can_resume(session_id)
+        if not verdict.can_resume:
+            if session.status == "active":
+                raise AgentAlreadyRunningError(session_id, session.status)
+            raise AgentNotResumableError(session_id, session.status, verdict.reason)
+        if session.agent_type != config.name:
+            raise HelixError(
+                f"Session {session_id!r} belongs to agent {session.agent_type!r}, not {config.name!r}",
+                code="validation_error",
+            )
+        return self._start_next_run(session, mode="resume", message=message)
+
+    async def resume_async(
+        self, agent: AgentConfig | str, session_id: str, message: SendInput | None = None
+    ) -> AgentExecutionHandle:
+        """Async twin of :meth:`resume`."""
+        return await asyncio.to_thread(self.resume, agent, session_id, message)
+
+    def retry(
+        self, session_id: str, *, checkpoint_id: str | None = None, message: SendInput | None = None
+    ) -> AgentExecutionHandle:
+        """Start again from a checkpoint (the latest by default), discarding what followed it.
+
+        An explicit ``checkpoint_id`` that does not belong to the session is an error, never a
+        silent restart. A fresh run starting from the checkpoint's state is used rather than DBOS's
+        workflow fork: the checkpoint already is the boundary, and run records stay contiguous.
+        """
+        session = self.store.load_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        if session.status == "active":
+            raise AgentAlreadyRunningError(session_id, session.status)
+        if checkpoint_id is not None:
+            checkpoint = self.store.get_checkpoint(checkpoint_id)
+            if checkpoint is None or checkpoint.session_id != session_id:
+                raise HelixError(
+                    f"Checkpoint {checkpoint_id!r} does not exist in session {session_id!r}",
+                    code="validation_error",
+                    retryable=False,
+                )
+        else:
+            checkpoint = self.store.get_latest_checkpoint(session_id)
+            if checkpoint is None:
+                raise AgentNotResumableError(session_id, session.status, "no checkpoint to retry from")
+        return self._start_next_run(
+            session,
+            mode="retry",
+            message=message,
+            truncate_to=checkpoint.message_count,
+            reset_state=checkpoint.state.custom_state,
+        )
+
+    async def retry_async(
+        self, session_id: str, *, checkpoint_id: str | None = None, message: SendInput | None = None
+    ) -> AgentExecutionHandle:
+        """Async twin of :meth:`retry`."""
+        return await asyncio.to_thread(self.retry, session_id, checkpoint_id=checkpoint_id, message=message)
+
+    def _start_next_run(
+        self,
+        session: SessionRecord,
+        *,
+        mode: Literal["resume", "retry"],
+        message: SendInput | None,
+        truncate_to: int | None = None,
+        reset_state: dict[str, Any] | None = None,
+    ) -> AgentExecutionHandle:
+        agent = self.registry.require(session.agent_type)
+        turn = session.turn + 1
+        workflow_id = workflow_id_for(session.session_id, turn)
+        extra = input_messages(message) if message is not None else []
+        allowed: list[SessionStatus] = (
+            ["interrupted", "active"] if mode == "resume" else ["failed", "interrupted", "completed"]
+        )
+        start = StartRun(
+            session_id=session.session_id,
+            run_id=workflow_id,
+            workflow_id=workflow_id,
+            agent_type=agent.name,
+            mode=mode,
+            allowed_statuses=allowed,
+            expected_version=session.version,
+            input_messages=extra if mode == "retry" else [],
+            truncate_to=truncate_to,
+            reset_custom_state=reset_state,
+            previous_run_id=session.run_id,
+            request_key=f"{mode}:{turn}",
+            agent_fingerprint=self.registry.fingerprint(agent.name),
+            stream_start_sequence=self.streams.latest_sequence(session.stream_id),
+            now_ms=now_ms(),
+        )
+        started = self.store.start_run(start)
+        if started.existing:
+            self._start_if_orphaned(session.session_id)
+            return AgentExecutionHandle(self, started.run, agent.name)
+        resume_messages = extra if mode == "resume" else []
+        self._start_workflow(agent, started.run, started.session, None, resume_messages=resume_messages)
+        return AgentExecutionHandle(self, started.run, agent.name)
 
     # -- inspection ------------------------------------------------------------------------------------
     def get_handle(self, session_id: str) -> AgentExecutionHandle | None:
@@ -346,6 +659,9 @@ class DBOSAgentExecutor:
                 )
 
     def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
+        if outcome["status"] == "suspended_client_tool":
+            ids = outcome.get("pending_tool_call_ids") or []
+            return AgentResult(status="suspended_client_tool", suspended={"tool_call_ids": ids})
         output = outcome.get("output")
         agent = self.registry.get(agent_name)
         if output is not None and agent is not None and agent.output_schema is not None:
@@ -354,6 +670,7 @@ class DBOSAgentExecutor:
 
     def close(self) -> None:
         """Stop the tool pool and uninstall this executor (DBOS itself is the caller's to destroy)."""
+        self._sweeper_stop.set()
         self._services.tool_pool.shutdown(wait=False, cancel_futures=True)
         services.uninstall(self._services)
 

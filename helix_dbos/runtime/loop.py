@@ -14,6 +14,7 @@ finish_with tool completes the agent; later finish_with calls in the same batch 
 from __future__ import annotations
 
 import contextvars
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dbos import DBOS, StepOptions
@@ -21,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import extract_error_message
-from helix_dbos.messages import Message
+from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
 from helix_dbos.orchestration.message_builder import (
+    NOT_APPROVED_MESSAGE,
     SKIPPED_BY_FINISH_MESSAGE,
     create_assistant_message,
     create_finish_reminder_message,
@@ -44,6 +46,7 @@ from helix_dbos.orchestration.stop_checker import (
     should_stop_execution,
 )
 from helix_dbos.runtime import services
+from helix_dbos.runtime.hitl import HitlCall, await_answers, check_step, needs_approval, register_step
 from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, has_hook
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.steps import (
@@ -72,12 +75,16 @@ from helix_dbos.stream.chunks import (
     ErrorChunk,
     OutputChunk,
     RunInterruptedChunk,
+    RunPausedChunk,
     StatePatchChunk,
     StreamChunk,
+    ToolApprovalRequestChunk,
     ToolEndChunk,
     ToolStartChunk,
 )
-from helix_dbos.tool import Tool
+from helix_dbos.tool import FINISH_TOOL_NAME, Tool
+
+FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
 
 SUB_AGENTS_UNSUPPORTED = "Sub-agent calls are not supported by helix-dbos yet; continue without delegating."
 
@@ -98,6 +105,9 @@ class RunRequest(BaseModel):
     start_custom_state: dict[str, Any] = Field(default_factory=dict)
     previous_run_id: str | None = None
     fingerprint: str | None = None
+    resume_messages: list[Message] = Field(default_factory=list)
+    """Input of a ``resume``; appended after any outstanding tool batch is resolved, so a user
+    message never lands between a tool call and its result."""
 
 
 class RunOutcome(BaseModel):
@@ -107,10 +117,22 @@ class RunOutcome(BaseModel):
 
     session_id: str
     run_id: str
-    status: Literal["completed", "failed", "interrupted"]
+    status: FinalStatus
     output: Any = None
     error: str | None = None
     step_count: int = 0
+    pending_tool_call_ids: list[str] = Field(default_factory=list)
+    """Set when the run suspended waiting for client results or approvals."""
+
+
+@dataclass
+class BatchOutcome:
+    """How a batch of tool calls ended."""
+
+    winner: dict[str, Any] | None = None
+    """The output of the finish_with call that completed the agent, if one did."""
+    stop: Literal["suspended", "aborted", "interrupted"] | None = None
+    pending_ids: list[str] = field(default_factory=list)
 
 
 class _Run:
@@ -136,6 +158,8 @@ class _Run:
         self.step = 0
         self.last_text: str | None = None
         self.deferred_hooks: list[tuple[str, object]] = []
+        self.applied_pending: list[str] = []
+        """HITL answers turned into results since the last commit; marked applied with it."""
 
     # -- transcript --------------------------------------------------------------------------------
     def append(self, message: Message) -> None:
@@ -226,12 +250,27 @@ def _run_loop(request: RunRequest) -> RunOutcome:
     tools_by_name = {t.name: t for t in tools}
     finish_name = completion_tool_name(agent)
     stop_config = StopConfig(max_steps=agent.max_steps, stop_when=agent.stop_when)
-    pending: StepCommit | None = None
+
+    outstanding = _outstanding_calls(run.messages)
+    if outstanding:  # a continuation: answer the batch the previous run suspended on, first
+        batch = _execute_tools(run, outstanding, tools_by_name, resuming=True)
+        run.flush_hooks()
+        early = _after_batch(run, batch)
+        if early is not None:
+            return early
+    for message in request.resume_messages:
+        run.append(message)
+    # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
+    # an interrupt that arrives before the first model call is honoured too.
+    pending: StepCommit | None = run.pending_commit()
 
     while True:
         run.step += 1
         llm_messages = build_agent_messages_for_llm(agent, run.messages, run.custom_state)
-        out = DBOS.run_step({"name": f"{agent.name}.llm"}, llm_step, run.who, run.step, llm_messages, tools, pending)
+        applied, run.applied_pending = run.applied_pending, []
+        out = DBOS.run_step(
+            {"name": f"{agent.name}.llm"}, llm_step, run.who, run.step, llm_messages, tools, pending, applied
+        )
         pending = None
         _emit_checkpoint(run, out.get("commit"), run.step - 1)
         if out.get("interrupted"):
@@ -254,9 +293,9 @@ def _run_loop(request: RunRequest) -> RunOutcome:
                 return _finish(run, "failed", error=error)
             return _finish(run, "completed", output=plan.output)
 
-        finished_with: dict[str, Any] | None = None
+        batch = BatchOutcome()
         if plan.pending_tool_calls or plan.pending_sub_agent_calls:
-            finished_with = _execute_tools(run, plan.pending_tool_calls, tools_by_name)
+            batch = _execute_tools(run, plan.pending_tool_calls, tools_by_name)
             for call in plan.pending_sub_agent_calls:
                 run.append(
                     create_tool_result_message(
@@ -267,10 +306,9 @@ def _run_loop(request: RunRequest) -> RunOutcome:
                     )
                 )
         run.flush_hooks()
-        if finished_with is not None:
-            if finished_with.get("transform_error"):
-                return _finish(run, "failed", error=finished_with["transform_error"])
-            return _finish(run, "completed", output=finished_with.get("finish_output"))
+        early = _after_batch(run, batch)
+        if early is not None:
+            return early
 
         if finish_name and run.step < agent.max_steps:
             if needs_max_tokens_recovery(step_result, has_output_schema=True):
@@ -284,6 +322,34 @@ def _run_loop(request: RunRequest) -> RunOutcome:
         if should_stop_execution(step_result, run.step, stop_config):
             return _stop(run, step_result, finish_name)
         pending = run.pending_commit()
+
+
+def _after_batch(run: _Run, batch: BatchOutcome) -> RunOutcome | None:
+    """End the run when a batch completed the agent, suspended, or was stopped; else ``None``."""
+    if batch.stop == "suspended":
+        return _finish(run, "suspended_client_tool", pending_ids=batch.pending_ids)
+    if batch.stop == "interrupted":
+        return _finish(run, "interrupted", reason="interrupted while waiting for tool results")
+    if batch.stop == "aborted":
+        return _finish(run, "failed", error="aborted")
+    if batch.winner is not None:
+        if batch.winner.get("transform_error"):
+            return _finish(run, "failed", error=batch.winner["transform_error"])
+        return _finish(run, "completed", output=batch.winner.get("finish_output"))
+    return None
+
+
+def _outstanding_calls(messages: list[Message]) -> list[ParsedToolCall]:
+    """Calls of the last assistant message that have no result yet (a suspended batch)."""
+    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+    if last is None or not last.tool_calls:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)}
+    return [
+        ParsedToolCall(id=c.id, name=c.name, arguments=c.arguments)
+        for c in last.tool_calls
+        if c.id not in answered and c.name != FINISH_TOOL_NAME
+    ]
 
 
 def _stop(run: _Run, step_result: StepResult, finish_name: str | None) -> RunOutcome:
@@ -357,35 +423,85 @@ def _emit_checkpoint(run: _Run, commit: dict[str, Any] | None, step: int) -> Non
 # --- tools ------------------------------------------------------------------------------------------
 
 
-def _execute_tools(run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[str, Tool]) -> dict[str, Any] | None:
-    """Run a batch of tool calls in the seeds' phase order; returns the winning finish_with output."""
+def _execute_tools(
+    run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[str, Tool], *, resuming: bool = False
+) -> BatchOutcome:
+    """Run a batch of tool calls in the seeds' phase order.
+
+    Phase 1: regular server tools, in parallel, each its own step, merged by the seeds' contract.
+    Human-in-the-loop calls are registered and awaited meanwhile (approved calls then run as steps).
+    Phase 2: finish_with tools one after another on the merged state; the first success wins.
+    ``resuming`` answers the batch a suspended run left behind (its calls already streamed).
+    """
     results: dict[str, dict[str, Any]] = {}
     regular: list[tuple[ParsedToolCall, Tool]] = []
+    hitl: list[HitlCall] = []
     finishing: list[tuple[ParsedToolCall, Tool]] = []
+    known: dict[str, dict[str, Any]] = {}
+    if resuming:
+        known = DBOS.run_step({"name": f"{run.agent.name}.hitl.check"}, check_step, run.who, [c.id for c in calls])[
+            "rows"
+        ]
     for call in calls:
-        run.emit(
-            ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=call.arguments)
-        )
-        tool = tools_by_name.get(call.name)
-        if tool is None or tool.execute is None:
-            results[call.id] = _unknown_tool_result(call, tools_by_name)
-        elif tool.is_client:
-            results[call.id] = _error_result(
-                call, "Client-executed tools are not supported by this helix-dbos version yet."
+        if not resuming:
+            run.emit(
+                ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=call.arguments)
             )
+        tool = tools_by_name.get(call.name)
+        if tool is None:
+            results[call.id] = _unknown_tool_result(call, tools_by_name)
+        elif call.id in known:
+            hitl.append(HitlCall(call, tool, known[call.id]["kind"]))
+        elif tool.is_client:
+            hitl.append(HitlCall(call, tool, "client"))
+        elif tool.execute is None:
+            results[call.id] = _unknown_tool_result(call, tools_by_name)
         elif tool.finish_with:
             finishing.append((call, tool))
+        elif tool.require_approval is not False and needs_approval(run.agent.name, tool, call, run.who.session_id):
+            hitl.append(HitlCall(call, tool, "approval"))
         else:
             regular.append((call, tool))
 
+    registration: dict[str, Any] | None = None
+    if hitl:
+        registration = DBOS.run_step(
+            {"name": f"{run.agent.name}.hitl.register"},
+            register_step,
+            run.who,
+            hitl,
+            run.rt.hot_window_seconds,
+            run.hooks,
+        )
+        if not resuming:
+            _emit_hitl_requests(run, hitl, registration)
+
     base = dict(run.custom_state)
     phase1 = _run_tool_steps(run, regular, base)
-    merged, warnings = merge_step_writes(base, [StepWritesAdapter.validate_python(o["writes"]) for o in phase1])
-    for warning in warnings:
-        run.rt.logger.warn(f"[helix-dbos] state merge: {warning}", {"run_id": run.who.run_id})
-    run.custom_state = merged
+    _merge_into_run(run, base, phase1)
     for output in phase1:
         results[output["tool_call_id"]] = output
+
+    if hitl and registration is not None:
+        wait, rows = await_answers(
+            run.who,
+            [h.call.id for h in hitl],
+            registration,
+            hooks=run.hooks,
+            previous_run_id=run.request.previous_run_id if resuming else run.who.run_id,
+        )
+        if wait != "resolved":
+            for call in calls:  # record what did run; the human calls stay open
+                if call.id in results:
+                    _record_tool_result(run, call, results[call.id])
+            stop: Literal["suspended", "aborted", "interrupted"] = "suspended" if wait == "parked" else wait
+            return BatchOutcome(stop=stop, pending_ids=[h.call.id for h in hitl if h.call.id not in results])
+        approved = _answers_to_results(run, hitl, rows, results)
+        executed = _run_tool_steps(run, approved, dict(run.custom_state))
+        _merge_into_run(run, dict(run.custom_state), executed)
+        for output in executed:
+            results[output["tool_call_id"]] = output
+        run.applied_pending.extend(h.call.id for h in hitl)
 
     winner: dict[str, Any] | None = None
     for call, tool in finishing:
@@ -395,15 +511,71 @@ def _execute_tools(run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[s
             )
             continue
         (output,) = _run_tool_steps(run, [(call, tool)], dict(run.custom_state))
-        merged, _ = merge_step_writes(run.custom_state, [StepWritesAdapter.validate_python(output["writes"])])
-        run.custom_state = merged
+        _merge_into_run(run, dict(run.custom_state), [output])
         results[call.id] = output
         if output["success"] or output.get("transform_error"):
             winner = output
 
     for call in calls:  # messages, chunks and deferred hooks in input order
         _record_tool_result(run, call, results[call.id])
-    return winner
+    return BatchOutcome(winner=winner)
+
+
+def _merge_into_run(run: _Run, base: dict[str, Any], outputs: list[dict[str, Any]]) -> None:
+    if not outputs:
+        return
+    merged, warnings = merge_step_writes(base, [StepWritesAdapter.validate_python(o["writes"]) for o in outputs])
+    for warning in warnings:
+        run.rt.logger.warn(f"[helix-dbos] state merge: {warning}", {"run_id": run.who.run_id})
+    run.custom_state = merged
+
+
+def _emit_hitl_requests(run: _Run, hitl: list[HitlCall], registration: dict[str, Any]) -> None:
+    for h in hitl:
+        if h.kind == "approval":
+            run.emit(
+                ToolApprovalRequestChunk(
+                    **run.chunk_base(),
+                    tool_call_id=h.call.id,
+                    tool_name=h.tool.name,
+                    arguments=h.call.arguments if isinstance(h.call.arguments, dict) else {},
+                    arguments_digest=registration["digests"][h.call.id],
+                    deadline=registration["deadlines"].get(h.call.id),
+                )
+            )
+    run.emit(
+        RunPausedChunk(
+            **run.chunk_base(), reason="awaiting_tool_results", pending_tool_call_ids=[h.call.id for h in hitl]
+        )
+    )
+
+
+def _answers_to_results(
+    run: _Run, hitl: list[HitlCall], rows: dict[str, dict[str, Any]], results: dict[str, dict[str, Any]]
+) -> list[tuple[ParsedToolCall, Tool]]:
+    """Turn recorded answers into tool results; returns the approved calls, which must now run."""
+    approved: list[tuple[ParsedToolCall, Tool]] = []
+    for h in hitl:
+        row = rows[h.call.id]
+        submission = row.get("submission") or {}
+        if row["status"] == "expired":
+            waited = f" after {h.tool.timeout_ms} ms" if h.tool.timeout_ms else ""
+            who = "the client" if h.kind == "client" else "approval"
+            results[h.call.id] = _error_result(h.call, f"Tool call timed out waiting for {who}{waited}")
+        elif h.kind == "client":
+            if submission.get("error"):
+                results[h.call.id] = _error_result(h.call, str(submission["error"]))
+            else:
+                results[h.call.id] = {
+                    **_error_result(h.call, None),
+                    "success": True,
+                    "result": submission.get("result"),
+                }
+        elif submission.get("approved") and submission.get("arguments_digest") in (None, row["arguments_digest"]):
+            approved.append((h.call, h.tool))
+        else:
+            results[h.call.id] = {**_error_result(h.call, NOT_APPROVED_MESSAGE), "after_tool": False}
+    return approved
 
 
 def _run_tool_steps(
@@ -428,7 +600,7 @@ def _unknown_tool_result(call: ParsedToolCall, tools_by_name: dict[str, Tool]) -
     return _error_result(call, f"Unknown tool '{call.name}'. Available tools: {available}.")
 
 
-def _error_result(call: ParsedToolCall, error: str) -> dict[str, Any]:
+def _error_result(call: ParsedToolCall, error: str | None) -> dict[str, Any]:
     return {
         "tool_call_id": call.id,
         "tool_name": call.name,
@@ -472,7 +644,7 @@ def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any])
     run.pending_usage.append(
         UsageRecord(kind="tool", name=call.name, step=run.step, value=output["duration_ms"], success=success)
     )
-    if has_hook(run.hooks, "after_tool"):
+    if has_hook(run.hooks, "after_tool") and output.get("after_tool", True):
         run.deferred_hooks.append(
             (
                 "after_tool",
@@ -497,27 +669,46 @@ def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any])
 
 def _finish(
     run: _Run,
-    status: Literal["completed", "failed", "interrupted"],
+    status: FinalStatus,
     *,
     output: Any = None,
     error: str | None = None,
     reason: str | None = None,
+    pending_ids: list[str] | None = None,
 ) -> RunOutcome:
-    """Commit the last iteration with the final status, emit the closing chunks, fire the hooks."""
+    """Commit the last iteration with the final status, emit the closing chunks, fire the hooks.
+
+    A suspended run leaves the session ``active`` (the seeds' contract: open pending calls are the
+    signal) and its stream open, since the continuation writes to the same stream.
+    """
     run.flush_hooks()
-    session_status: SessionStatus = status
-    commit = run.pending_commit(
-        session_status=session_status, run_status=status, output=output, error=error, checkpoint_status=status
+    if status == "suspended_client_tool":
+        commit = run.pending_commit(run_status="suspended", checkpoint_status="suspended_client_tool")
+    else:
+        session_status: SessionStatus = status
+        commit = run.pending_commit(
+            session_status=session_status, run_status=status, output=output, error=error, checkpoint_status=status
+        )
+    payload = RunPayload(
+        run.who.session_id,
+        run.who.run_id,
+        run.agent.name,
+        status,
+        output=output,
+        error=error,
+        extra={"pending_tool_call_ids": pending_ids or []},
     )
-    payload = RunPayload(run.who.session_id, run.who.run_id, run.agent.name, status, output=output, error=error)
-    out = DBOS.run_step({"name": f"{run.agent.name}.finalize"}, finalize_step, run.who, commit, run.hooks, payload)
+    applied, run.applied_pending = run.applied_pending, []
+    out = DBOS.run_step(
+        {"name": f"{run.agent.name}.finalize"}, finalize_step, run.who, commit, run.hooks, payload, applied
+    )
     _emit_checkpoint(run, out.get("commit"), run.step)
     if status == "completed":
         run.emit(OutputChunk(**run.chunk_base(), output=output))
         run.rt.streams.end(run.who.stream_id, output)
     elif status == "interrupted":
         run.emit(RunInterruptedChunk(**run.chunk_base(), reason=reason))
-    else:
+    elif status == "failed":
         run.rt.streams.fail(run.who.stream_id, error or "failed")
     return RunOutcome(
         session_id=run.who.session_id,
@@ -526,6 +717,7 @@ def _finish(
         output=output,
         error=error,
         step_count=run.step,
+        pending_tool_call_ids=pending_ids or [],
     )
 
 

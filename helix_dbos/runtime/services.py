@@ -32,6 +32,8 @@ class RuntimeServices:
     streams: RunStreams
     logger: Logger
     tool_pool: ThreadPoolExecutor
+    hot_window_seconds: float = 60.0
+    """How long a run waits in ``DBOS.recv`` for HITL answers before it parks (ends its workflow)."""
     call_hooks: dict[str, AgentHooks] = field(default_factory=dict)
     """Per-call hooks by workflow id; process-local, so a run recovered elsewhere has only agent hooks."""
 

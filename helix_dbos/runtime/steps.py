@@ -62,7 +62,12 @@ class RunIdentity:
 
 
 def llm_step(
-    who: RunIdentity, step: int, messages: list[Message], tools: list[Tool], pending: StepCommit | None
+    who: RunIdentity,
+    step: int,
+    messages: list[Message],
+    tools: list[Tool],
+    pending: StepCommit | None,
+    applied_pending: list[str] | None = None,
 ) -> dict[str, Any]:
     """Commit the previous iteration, honour a pending interrupt, then call the model once."""
     rt = services.current()
@@ -70,6 +75,8 @@ def llm_step(
     if pending is not None:
         result = rt.store.commit_step(pending.model_copy(update={"now_ms": now_ms()}))
         commit = result.model_dump(mode="json")
+        if applied_pending:
+            rt.store.pending.mark_applied(who.session_id, applied_pending)
         if result.interrupt_requested:
             return {"commit": commit, "interrupted": True, "interrupt_reason": result.interrupt_reason}
     agent = who.agent
@@ -239,12 +246,18 @@ def hooks_step(who: RunIdentity, hook_sets: list[AgentHooks], events: list[tuple
 
 
 def finalize_step(
-    who: RunIdentity, commit: StepCommit, hook_sets: list[AgentHooks], payload: RunPayload
+    who: RunIdentity,
+    commit: StepCommit,
+    hook_sets: list[AgentHooks],
+    payload: RunPayload,
+    applied_pending: list[str] | None = None,
 ) -> dict[str, Any]:
     """Commit the last iteration with the final status, then fire the completion hook exactly once."""
     rt = services.current()
     stamp = now_ms()
     result = rt.store.commit_step(commit.model_copy(update={"now_ms": stamp}))
+    if applied_pending:
+        rt.store.pending.mark_applied(who.session_id, applied_pending)
     if not result.applied and commit.session_status is not None and commit.run_status is not None:
         # This step was already committed by the LLM step (an interrupt stops before the model call),
         # so the final status needs its own write. finish_run is idempotent, like the commit.
@@ -257,7 +270,7 @@ def finalize_step(
             error=commit.error,
             now_ms=stamp,
         )
-    publish_outcome(payload.status, payload.output, payload.error, who)
+    publish_outcome(payload.status, payload.output, payload.error, who, payload.extra)
     hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
     if hook is not None:
         fire(hook_sets, hook, payload, rt.logger)
@@ -276,9 +289,13 @@ OUTCOME_EVENT = "helix.outcome"
 """DBOS event carrying a run's final outcome; waiters in other processes wake on it (LISTEN/NOTIFY)."""
 
 
-def publish_outcome(status: str, output: Any, error: str | None, who: RunIdentity) -> None:
+def publish_outcome(
+    status: str, output: Any, error: str | None, who: RunIdentity, extra: dict[str, Any] | None = None
+) -> None:
     """Set the outcome event from inside a step: no extra checkpoint, and idempotent (last value wins)."""
-    DBOS.set_event(OUTCOME_EVENT, {"status": status, "output": output, "error": error, "run_id": who.run_id})
+    DBOS.set_event(
+        OUTCOME_EVENT, {"status": status, "output": output, "error": error, "run_id": who.run_id, **(extra or {})}
+    )
 
 
 __all__ = [

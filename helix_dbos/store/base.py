@@ -31,6 +31,7 @@ from helix_dbos.session import (
     SessionStatus,
     SubSessionRef,
 )
+from helix_dbos.store.hitl import PendingToolCallStore
 
 
 class _Data(BaseModel):
@@ -369,6 +370,11 @@ class SessionStore(Protocol):
 
     def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
         """Usage records of the session (or of one run)."""
+        ...
+
+    @property
+    def pending(self) -> PendingToolCallStore:
+        """Pending client-executed and approval-gated tool calls."""
         ...
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -176,5 +176,34 @@ usage = sa.Table(
     sa.Column("created_at", sa.BigInteger(), nullable=False),
 )
 
-ALL_TABLES: tuple[sa.Table, ...] = (sessions, messages, runs, checkpoints, sub_session_refs, usage)
+pending_tool_calls = sa.Table(
+    "helix_pending_tool_calls",
+    metadata,
+    # One row per client-executed or approval-gated call; see ``helix_dbos.store.hitl``.
+    sa.Column("session_id", sa.String(), primary_key=True),
+    sa.Column("tool_call_id", sa.String(), primary_key=True),
+    sa.Column("run_id", sa.String(), nullable=False),
+    sa.Column("workflow_id", sa.String(), nullable=False),
+    sa.Column("tool_name", sa.String(), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("arguments", verbatim_json_type(), nullable=False),
+    sa.Column("arguments_digest", sa.String(64), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("delivery", sa.String(16), nullable=False),
+    sa.Column("submission", json_type(), nullable=True),
+    sa.Column("deadline_ms", sa.BigInteger(), nullable=True),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("answered_at", sa.BigInteger(), nullable=True),
+    sa.Index("ix_helix_pending_tool_calls_open", "status", "delivery", "deadline_ms"),
+)
+
+ALL_TABLES: tuple[sa.Table, ...] = (
+    sessions,
+    messages,
+    runs,
+    checkpoints,
+    sub_session_refs,
+    usage,
+    pending_tool_calls,
+)
 """Every helix table (the alembic version table excluded)."""

@@ -64,6 +64,7 @@ from helix_dbos.store.base import (
     StepCommit,
     UsageRecord,
 )
+from helix_dbos.store.hitl import PendingToolCallStore
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
 
@@ -290,6 +291,7 @@ class SqlSessionStore:
                 code="framework_not_supported",
             )
         self._postgres = backend == "postgresql"
+        self._pending = PendingToolCallStore(self._engine)
         if check_schema:
             try:
                 check_migrated(self._engine, self.url)
@@ -306,6 +308,11 @@ class SqlSessionStore:
     def url(self) -> str:
         """The database URL with the password masked."""
         return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def pending(self) -> PendingToolCallStore:
+        """Pending client-executed and approval-gated tool calls (see ``helix_dbos.store.hitl``)."""
+        return self._pending
 
     def close(self) -> None:
         """Release connections (the engine is disposed only when the store created it)."""

@@ -489,7 +489,8 @@ def test_usage_and_checkpoints_are_recorded_per_step(make_executor: ExecutorFact
     ]
     assert [u.name for u in usage if u.kind == "tool"] == ["noop"]
     checkpoints = executor.store.list_checkpoints(handle.session_id)
-    assert sorted(c.step_count for c in checkpoints.items) == [1, 2]
+    # Step 0 is the run's genesis checkpoint (what retry-from-the-start restores), then one per step.
+    assert sorted(c.step_count for c in checkpoints.items) == [0, 1, 2]
     assert all(c.id.startswith(f"cpv1-{handle.session_id}-s") for c in checkpoints.items)
 
 

@@ -1,0 +1,214 @@
+"""Human in the loop inside the agent workflow: approval gates, pending calls, waiting, parking.
+
+A batch of tool calls that contains client-executed or approval-gated calls goes like this:
+
+1. gates: a predicate ``require_approval`` is evaluated in its own step (``{agent}.approval_gate.{tool}``)
+   so its boolean is checkpointed; a predicate that raises requires approval (fail closed);
+2. ``{agent}.hitl.register`` records the calls in the store as pending and fixes the hot-window
+   deadline (both checkpointed, so a recovered run waits against the same clock);
+3. the *hot* wait: ``DBOS.recv`` on the run's HITL topic, woken by ``submit_tool_result``. Each wake
+   (or timeout) is followed by ``{agent}.hitl.check``, which reads the answers from the store, expires
+   calls past their deadline, and records the time it looked, so every decision the loop takes on
+   replay comes from recorded values;
+4. when the hot window ends with answers missing, ``{agent}.hitl.park`` flips the rows to ``parked``
+   in one compare-and-set and the run ends as ``suspended_client_tool``; its workflow (and thread) are
+   gone. The submission that completes the batch starts the continuation run.
+
+Answers are always read from the store; DBOS messages are only wake-ups, so a message that arrives
+late, twice, or never cannot change a result.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dbos import DBOS
+
+from helix_dbos.agent import AgentHooks
+from helix_dbos.runtime import services
+from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.hooks import RunPayload, fire
+from helix_dbos.runtime.steps import RunIdentity, now_ms
+from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.store.hitl import PendingKind, PendingToolCall
+from helix_dbos.stream.chunks import canonical_arguments_digest
+from helix_dbos.tool import Tool
+
+HITL_TOPIC = "helix.hitl"
+"""The DBOS message topic a waiting run listens on (wake-ups only; answers live in the store)."""
+
+DEFAULT_HOT_WINDOW_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class HitlCall:
+    """A call that needs a human: the front end runs it, or a user approves it."""
+
+    call: ParsedToolCall
+    tool: Tool
+    kind: PendingKind
+
+
+def evaluate_gate_step(tool: Tool, arguments: dict[str, Any], session_id: str) -> dict[str, Any]:
+    """Evaluate a predicate ``require_approval``; any exception means approval is required."""
+    predicate = tool.require_approval
+    try:
+        tool_input = tool.validate_input(arguments)
+        assert callable(predicate)
+        params = len(inspect.signature(predicate).parameters)
+        result = predicate(tool_input, {"session_id": session_id}) if params >= 2 else predicate(tool_input)
+        if inspect.isawaitable(result):
+            awaitable: Any = result
+
+            async def _await() -> Any:
+                return await awaitable
+
+            result = background_loop.run(_await())
+        return {"required": bool(result), "error": None}
+    except Exception as exc:  # fail closed
+        return {"required": True, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def needs_approval(run_agent: str, tool: Tool, call: ParsedToolCall, session_id: str) -> bool:
+    """Workflow code: decide the gate for one call (a checkpointed step for predicates)."""
+    if tool.require_approval is True:
+        return True
+    if tool.require_approval is False:
+        return False
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    out = DBOS.run_step(
+        {"name": f"{run_agent}.approval_gate.{tool.name}"}, evaluate_gate_step, tool, arguments, session_id
+    )
+    return bool(out["required"])
+
+
+def register_step(
+    who: RunIdentity, calls: list[HitlCall], hot_window_seconds: float, hooks: list[AgentHooks]
+) -> dict[str, Any]:
+    """Record the calls as pending (idempotent) and fix the hot-window deadline."""
+    rt = services.current()
+    now = now_ms()
+    rows = [
+        PendingToolCall(
+            session_id=who.session_id,
+            tool_call_id=c.call.id,
+            run_id=who.run_id,
+            workflow_id=who.workflow_id,
+            tool_name=c.tool.name,
+            kind=c.kind,
+            arguments=c.call.arguments if isinstance(c.call.arguments, dict) else {},
+            arguments_digest=canonical_arguments_digest(c.call.arguments),
+            deadline_ms=now + c.tool.timeout_ms if c.tool.timeout_ms else None,
+            created_at=now,
+        )
+        for c in calls
+    ]
+    rt.store.pending.register(rows)
+    fire(
+        hooks,
+        "on_agent_suspended",
+        RunPayload(
+            who.session_id,
+            who.run_id,
+            who.agent.name,
+            "suspended_client_tool",
+            extra={"tool_call_ids": [c.call.id for c in calls], "reason": "client_tool"},
+        ),
+        rt.logger,
+    )
+    current = {r.tool_call_id: r for r in rt.store.pending.get(who.session_id, [c.call.id for c in calls])}
+    return {
+        "hot_deadline_ms": now + int(hot_window_seconds * 1000),
+        "deadlines": {cid: r.deadline_ms for cid, r in current.items()},
+        "digests": {cid: r.arguments_digest for cid, r in current.items()},
+    }
+
+
+def check_step(who: RunIdentity, call_ids: list[str]) -> dict[str, Any]:
+    """Read the answers, expire calls past their deadline, and report the session's control flags."""
+    rt = services.current()
+    now = now_ms()
+    rows = rt.store.pending.get(who.session_id, call_ids)
+    due = [r.tool_call_id for r in rows if r.status == "pending" and r.deadline_ms is not None and r.deadline_ms <= now]
+    if due:
+        rt.store.pending.expire(who.session_id, due, now)
+        rows = rt.store.pending.get(who.session_id, call_ids)
+    session = rt.store.load_session(who.session_id)
+    return {
+        "now_ms": now,
+        "rows": {r.tool_call_id: r.model_dump(mode="json") for r in rows},
+        "aborted": bool(session and (session.aborted or session.status == "failed")),
+        "interrupted": bool(session and session.interrupt_requested),
+    }
+
+
+def park_step(who: RunIdentity, call_ids: list[str]) -> dict[str, Any]:
+    """End the hot window: unanswered calls become parked; answered ones are returned for use."""
+    rt = services.current()
+    rows = [r for r in rt.store.pending.park(who.session_id, who.run_id) if r.tool_call_id in set(call_ids)]
+    return {"rows": {r.tool_call_id: r.model_dump(mode="json") for r in rows}}
+
+
+def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str | None) -> dict[str, Any]:
+    """Fire ``on_agent_resumed`` once the answers are in (``previous_run_id`` is the suspended run)."""
+    rt = services.current()
+    fire(
+        hooks,
+        "on_agent_resumed",
+        RunPayload(who.session_id, who.run_id, who.agent.name, "running", previous_run_id=previous_run_id),
+        rt.logger,
+    )
+    return {}
+
+
+WaitResult = Literal["resolved", "parked", "aborted", "interrupted"]
+
+
+def await_answers(
+    who: RunIdentity,
+    call_ids: list[str],
+    registration: dict[str, Any],
+    *,
+    hooks: list[AgentHooks],
+    previous_run_id: str | None,
+) -> tuple[WaitResult, dict[str, dict[str, Any]]]:
+    """Workflow code: wait (hot) for every call to be answered or expired, or park.
+
+    Returns the outcome and the rows by call id. Deterministic under replay: every decision reads
+    recorded step outputs (including the time each check looked at the clock).
+    """
+    agent = who.agent.name
+    hot_deadline = int(registration["hot_deadline_ms"])
+    while True:
+        check = DBOS.run_step({"name": f"{agent}.hitl.check"}, check_step, who, call_ids)
+        rows: dict[str, dict[str, Any]] = check["rows"]
+        if check["aborted"]:
+            return "aborted", rows
+        if all(rows[cid]["status"] != "pending" for cid in call_ids):
+            if hooks:
+                DBOS.run_step({"name": f"{agent}.hitl.resumed"}, resumed_step, who, hooks, previous_run_id)
+            return "resolved", rows
+        if check["interrupted"]:
+            DBOS.run_step({"name": f"{agent}.hitl.park"}, park_step, who, call_ids)
+            return "interrupted", rows
+        now = int(check["now_ms"])
+        if now >= hot_deadline:
+            parked = DBOS.run_step({"name": f"{agent}.hitl.park"}, park_step, who, call_ids)
+            rows = parked["rows"]
+            if all(rows[cid]["status"] != "pending" for cid in call_ids):
+                return "resolved", rows  # answers won the race with the end of the hot window
+            return "parked", rows
+        pending_deadlines = [
+            int(rows[cid]["deadline_ms"])
+            for cid in call_ids
+            if rows[cid]["status"] == "pending" and rows[cid]["deadline_ms"] is not None
+        ]
+        wake_at = min([hot_deadline, *pending_deadlines])
+        DBOS.recv(HITL_TOPIC, timeout_seconds=max(0.01, (wake_at - now) / 1000))
+
+
+def hot_window_seconds() -> float:
+    """The configured hot window of this process's runtime."""
+    return services.current().hot_window_seconds

@@ -1,0 +1,289 @@
+"""Durable pending tool calls: the source of truth for human-in-the-loop answers.
+
+A client-executed or approval-gated tool call is a row here from the moment the run asks for it.
+Every transition is one compare-and-set on that row, which is what makes submission exactly-once
+and decides, without races, how an answer reaches its run:
+
+- ``pending`` -> ``answered`` by :meth:`PendingToolCallStore.submit` (one winner; a second
+  submission, same payload or not, is rejected and changes nothing);
+- ``pending`` -> ``expired`` by :meth:`PendingToolCallStore.expire` when a deadline passes;
+- ``answered``/``expired`` -> ``applied`` when a run turns the answer into a tool result.
+
+Independently, ``delivery`` says where the waiting run is: ``hot`` while its workflow is blocked
+in ``DBOS.recv`` (a submitter wakes it with ``DBOS.send``), ``parked`` once the workflow ended
+after its hot window (a submitter that completes the batch starts the continuation). The workflow
+parks through :meth:`PendingToolCallStore.park`, a CAS on the same rows, so an answer that races
+the end of the hot window is seen by exactly one side: the submitter (it saw ``parked``) or the
+workflow (its park found the row answered). DBOS messages are only wake-ups; the answer itself is
+always read from here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.engine import Connection, Engine
+
+from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.store.schema import pending_tool_calls, sessions
+
+PendingKind = Literal["client", "approval"]
+PendingStatus = Literal["pending", "answered", "expired", "applied", "cancelled"]
+Delivery = Literal["hot", "parked"]
+
+
+class PendingToolCallNotFoundError(HelixError):
+    """No pending tool call with this id exists in the session."""
+
+    def __init__(self, session_id: str, tool_call_id: str) -> None:
+        super().__init__(
+            f"Session {session_id!r} has no pending tool call {tool_call_id!r}",
+            code="validation_error",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.tool_call_id = tool_call_id
+
+
+class ToolCallAlreadyAnsweredError(HelixError):
+    """The tool call was already answered (or expired); submissions are exactly-once."""
+
+    def __init__(self, session_id: str, tool_call_id: str, status: str) -> None:
+        super().__init__(
+            f"Tool call {tool_call_id!r} of session {session_id!r} is no longer pending (status {status!r}); "
+            "a tool call accepts exactly one submission",
+            code="state_concurrency_conflict",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.tool_call_id = tool_call_id
+        self.status = status
+
+
+class PendingToolCall(BaseModel):
+    """One row: a call waiting for (or holding) a human's answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    tool_call_id: str
+    run_id: str
+    workflow_id: str
+    tool_name: str
+    kind: PendingKind
+    arguments: dict[str, Any]
+    arguments_digest: str
+    status: PendingStatus = "pending"
+    delivery: Delivery = "hot"
+    submission: dict[str, Any] | None = None
+    deadline_ms: int | None = None
+    created_at: int
+    answered_at: int | None = None
+
+
+class SubmitOutcome(BaseModel):
+    """What :meth:`PendingToolCallStore.submit` decided."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call: PendingToolCall
+    delivery: Delivery
+    """``hot``: wake the waiting workflow. ``parked``: start the continuation if ``batch_complete``."""
+    batch_complete: bool
+    """Every call of the run is now answered or expired."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _row(row: Any) -> PendingToolCall:
+    return PendingToolCall.model_validate(dict(row._mapping))
+
+
+class PendingToolCallStore:
+    """Pending tool calls over the store's engine (PostgreSQL or SQLite)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def _begin(self) -> Any:
+        from helix_dbos.store.sql import _begin_write
+
+        return _begin_write(self._engine)
+
+    def register(self, calls: list[PendingToolCall]) -> None:
+        """Record calls as pending, idempotently.
+
+        A call that already has a row keeps its arguments, digest, deadline and any answer; if it is
+        still open it is handed to the registering run (a continuation taking over a parked batch),
+        which is now the one to wake.
+        """
+        if not calls:
+            return
+        session_id = calls[0].session_id
+        with self._begin() as conn:
+            self._lock_session(conn, session_id)
+            existing = {
+                r.tool_call_id
+                for r in conn.execute(
+                    sa.select(pending_tool_calls.c.tool_call_id).where(
+                        pending_tool_calls.c.session_id == session_id,
+                        pending_tool_calls.c.tool_call_id.in_([c.tool_call_id for c in calls]),
+                    )
+                )
+            }
+            fresh = [c.model_dump(mode="json") for c in calls if c.tool_call_id not in existing]
+            if fresh:
+                conn.execute(pending_tool_calls.insert(), fresh)
+            for call in calls:
+                if call.tool_call_id in existing:
+                    conn.execute(
+                        sa.update(pending_tool_calls)
+                        .where(
+                            pending_tool_calls.c.session_id == session_id,
+                            pending_tool_calls.c.tool_call_id == call.tool_call_id,
+                            pending_tool_calls.c.status == "pending",
+                        )
+                        .values(run_id=call.run_id, workflow_id=call.workflow_id, delivery="hot")
+                    )
+
+    def get(self, session_id: str, tool_call_ids: list[str] | None = None) -> list[PendingToolCall]:
+        """Rows of the session (optionally only these ids), oldest first."""
+        query = sa.select(pending_tool_calls).where(pending_tool_calls.c.session_id == session_id)
+        if tool_call_ids is not None:
+            query = query.where(pending_tool_calls.c.tool_call_id.in_(tool_call_ids))
+        with self._engine.connect() as conn:
+            return [_row(r) for r in conn.execute(query.order_by(pending_tool_calls.c.created_at))]
+
+    def open_calls(self, session_id: str) -> list[PendingToolCall]:
+        """Calls still waiting for an answer."""
+        return [c for c in self.get(session_id) if c.status == "pending"]
+
+    def submit(self, session_id: str, tool_call_id: str, submission: dict[str, Any]) -> SubmitOutcome:
+        """Record an answer exactly once (see the module docstring)."""
+        with self._begin() as conn:
+            self._lock_session(conn, session_id)
+            row = conn.execute(
+                sa.select(pending_tool_calls).where(
+                    pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id == tool_call_id
+                )
+            ).first()
+            if row is None:
+                raise PendingToolCallNotFoundError(session_id, tool_call_id)
+            call = _row(row)
+            if call.status != "pending":
+                raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, call.status)
+            now = _now_ms()
+            changed = conn.execute(
+                sa.update(pending_tool_calls)
+                .where(
+                    pending_tool_calls.c.session_id == session_id,
+                    pending_tool_calls.c.tool_call_id == tool_call_id,
+                    pending_tool_calls.c.status == "pending",
+                )
+                .values(status="answered", submission=submission, answered_at=now)
+            ).rowcount
+            if changed != 1:
+                raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, "answered")
+            remaining = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(pending_tool_calls)
+                .where(
+                    pending_tool_calls.c.session_id == session_id,
+                    pending_tool_calls.c.run_id == call.run_id,
+                    pending_tool_calls.c.status == "pending",
+                )
+            ).scalar_one()
+        answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
+        return SubmitOutcome(call=answered, delivery=call.delivery, batch_complete=remaining == 0)
+
+    def park(self, session_id: str, run_id: str) -> list[PendingToolCall]:
+        """The workflow's end of the hot window: mark unanswered calls parked; return all rows of the run."""
+        with self._begin() as conn:
+            self._lock_session(conn, session_id)
+            conn.execute(
+                sa.update(pending_tool_calls)
+                .where(
+                    pending_tool_calls.c.session_id == session_id,
+                    pending_tool_calls.c.run_id == run_id,
+                    pending_tool_calls.c.status == "pending",
+                )
+                .values(delivery="parked")
+            )
+            rows = conn.execute(
+                sa.select(pending_tool_calls).where(
+                    pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.run_id == run_id
+                )
+            )
+            return [_row(r) for r in rows]
+
+    def expire(self, session_id: str, tool_call_ids: list[str], now_ms: int) -> list[str]:
+        """Expire calls whose deadline passed (CAS from ``pending``); returns the ids this call expired."""
+        with self._begin() as conn:
+            self._lock_session(conn, session_id)
+            result = conn.execute(
+                sa.update(pending_tool_calls)
+                .where(
+                    pending_tool_calls.c.session_id == session_id,
+                    pending_tool_calls.c.tool_call_id.in_(tool_call_ids),
+                    pending_tool_calls.c.status == "pending",
+                    pending_tool_calls.c.deadline_ms.is_not(None),
+                    pending_tool_calls.c.deadline_ms <= now_ms,
+                )
+                .values(status="expired", answered_at=now_ms)
+                .returning(pending_tool_calls.c.tool_call_id)
+            )
+            return [r.tool_call_id for r in result]
+
+    def expired_parked(self, now_ms: int, limit: int = 100) -> list[PendingToolCall]:
+        """Parked calls past their deadline (for the deadline sweeper)."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(pending_tool_calls)
+                .where(
+                    pending_tool_calls.c.status == "pending",
+                    pending_tool_calls.c.delivery == "parked",
+                    pending_tool_calls.c.deadline_ms.is_not(None),
+                    pending_tool_calls.c.deadline_ms <= now_ms,
+                )
+                .limit(limit)
+            )
+            return [_row(r) for r in rows]
+
+    def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
+        """Answers turned into tool results (idempotent)."""
+        if not tool_call_ids:
+            return
+        with self._begin() as conn:
+            conn.execute(
+                sa.update(pending_tool_calls)
+                .where(
+                    pending_tool_calls.c.session_id == session_id,
+                    pending_tool_calls.c.tool_call_id.in_(tool_call_ids),
+                    pending_tool_calls.c.status.in_(["answered", "expired"]),
+                )
+                .values(status="applied")
+            )
+
+    def cancel_open(self, session_id: str) -> list[str]:
+        """Cancel every open call of the session (abort); returns their ids."""
+        with self._begin() as conn:
+            result = conn.execute(
+                sa.update(pending_tool_calls)
+                .where(pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.status == "pending")
+                .values(status="cancelled")
+                .returning(pending_tool_calls.c.tool_call_id)
+            )
+            return [r.tool_call_id for r in result]
+
+    def _lock_session(self, conn: Connection, session_id: str) -> None:
+        """Serialise HITL transitions of one session (row lock on PostgreSQL; SQLite writes are serial)."""
+        query = sa.select(sessions.c.session_id).where(sessions.c.session_id == session_id)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()
+        if conn.execute(query).first() is None:
+            raise SessionNotFoundError(session_id)
