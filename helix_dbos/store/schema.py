@@ -17,6 +17,9 @@ Design notes:
 - Message bodies use plain ``JSON`` (text) even on PostgreSQL: ``JSONB`` reorders object keys,
   and a tool call's arguments must come back byte-for-byte so that a replayed prompt stays
   identical (provider prompt caches key on the exact bytes). State-like columns use ``JSONB``.
+- Streams (``helix_streams``, ``helix_stream_chunks``; revision 0003) belong to
+  :class:`helix_dbos.stream.sql.SqlStreamManager`, whose module docstring explains the columns.
+  Chunk bodies are plain ``JSON`` like message bodies: they go out over SSE as stored.
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
   compares them.
 """
@@ -28,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -197,6 +200,49 @@ pending_tool_calls = sa.Table(
     sa.Index("ix_helix_pending_tool_calls_open", "status", "delivery", "deadline_ms"),
 )
 
+streams = sa.Table(
+    "helix_streams",
+    metadata,
+    sa.Column("stream_id", sa.String(), primary_key=True),
+    # active | paused | ended | failed
+    sa.Column("status", sa.String(16), nullable=False),
+    # Highest sequence ever assigned; its row lock is what orders concurrent writers.
+    sa.Column("latest_sequence", sa.BigInteger(), nullable=False),
+    sa.Column("chunk_count", sa.BigInteger(), nullable=False),
+    # Bumped when an ended stream is reactivated or a stream is reset: a reader attached before
+    # that finishes at ``end_sequence`` instead of following the next turn.
+    sa.Column("activation", sa.Integer(), nullable=False),
+    # ``latest_sequence`` at the last end/fail/reset and that end's failure message; both survive
+    # a reactivation.
+    sa.Column("end_sequence", sa.BigInteger(), nullable=True),
+    sa.Column("error", sa.Text(), nullable=True),
+    # The truncation marker of cleanup_to_step (seed 002, G4 on marker/poll transports): how many
+    # cleanups removed chunks, the step of the last one, the high-water mark at it and the highest
+    # sequence it removed.
+    sa.Column("truncation_epoch", sa.Integer(), nullable=False),
+    sa.Column("truncated_at_step", sa.Integer(), nullable=True),
+    sa.Column("truncation_sequence", sa.BigInteger(), nullable=True),
+    sa.Column("truncation_max_removed", sa.BigInteger(), nullable=True),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("updated_at", sa.BigInteger(), nullable=False),
+)
+
+stream_chunks = sa.Table(
+    "helix_stream_chunks",
+    metadata,
+    sa.Column("stream_id", sa.String(), primary_key=True),
+    sa.Column("sequence", sa.BigInteger(), primary_key=True),
+    sa.Column("run_id", sa.String(), nullable=True),
+    # The chunk's ``step``: cleanup_to_step deletes by it (NULL: a cleanup never removes the chunk).
+    sa.Column("step", sa.Integer(), nullable=True),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("chunk", verbatim_json_type(), nullable=False),
+    # Idempotency key of a chunk that a replayed workflow writes again; NULLs never collide.
+    sa.Column("dedupe_key", sa.String(), nullable=True),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.UniqueConstraint("stream_id", "dedupe_key"),
+)
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,
@@ -205,5 +251,7 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     sub_session_refs,
     usage,
     pending_tool_calls,
+    streams,
+    stream_chunks,
 )
 """Every helix table (the alembic version table excluded)."""
