@@ -27,7 +27,7 @@ def runtime_db(pg_server_url: str) -> Iterator[str]:
     DBOS.destroy()
     DBOS(
         config={
-            "name": "helix-dbos-tests",
+            "name": "helix-dbos",
             "system_database_url": dbos_system_database_url(url),
             "application_version": APPLICATION_VERSION,
             "executor_id": "pytest",

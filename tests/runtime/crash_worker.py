@@ -5,7 +5,10 @@ Tools write their side effects to a file so the test can count them across proce
 ``append_line`` appends one line; ``slow_append`` writes a ``start`` marker, sleeps, then appends;
 ``submit`` (a finish_with tool) does the same before returning the final answer.
 
-Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start]
+With ``--hitl`` the agent instead asks the client for its location (a client-executed tool) and
+finishes with the answer; the test submits that answer from its own process.
+
+Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--hitl]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from helix_dbos.runtime.launch import launch, shutdown
 
 DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
 START = "--start" in sys.argv
+HITL = "--hitl" in sys.argv
 SLOW_SECONDS = 1.5
 
 
@@ -70,7 +74,12 @@ agent = define_agent(
     max_steps=10,
 )
 
-executor = launch(DATABASE_URL, agents=[agent], executor_id="crash-worker")
+if HITL:
+    from tests.runtime.crash_agents import hitl_agent
+
+    agent = hitl_agent(LLM_BASE_URL)
+
+executor = launch(DATABASE_URL, agents=[agent], executor_id="crash-worker-hitl" if HITL else "crash-worker")
 if START:
     executor.execute(agent, "go", session_id=SESSION_ID)
     print("started", flush=True)

@@ -61,8 +61,8 @@ def crash_env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"crash-{unique_name('s')}"}
 
 
-def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), env["url"], base_url, str(env["effects"]), env["session"]]
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool, extra: list[str] | None = None) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WORKER), env["url"], base_url, str(env["effects"]), env["session"], *(extra or [])]
     if start:
         args.append("--start")
     return subprocess.Popen(
@@ -160,3 +160,54 @@ def test_kill_while_a_finish_with_tool_runs(crash_env: dict[str, Any]) -> None:
     assert effects["submit:done"] == 1 and effects["start:submit:done"] == 2
     assert server.request_count == BASELINE_LLM_CALLS
     _check_transcript(crash_env)
+
+
+def test_kill_while_waiting_for_a_client_then_submit_after_restart(
+    runtime_db: str, make_executor: Any, tmp_path: Path
+) -> None:
+    """The worker dies while its run waits in DBOS.recv; the restarted worker waits again, and a
+    submission from another process (this one) wakes it."""
+
+    def model(body: dict[str, Any]) -> dict[str, Any]:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if not results:
+            return {"tool_calls": [{"id": "loc1", "name": "get_location", "arguments": {"text": "?"}}]}
+        return {"tool_calls": [{"id": "fin", "name": "__finish__", "arguments": {"answer": results[0]["content"]}}]}
+
+    from helix_dbos import LiteLLMAdapter
+    from tests.runtime.crash_agents import hitl_agent
+
+    env = {"url": runtime_db, "effects": tmp_path / "effects.txt", "session": f"hitl-crash-{unique_name('s')}"}
+    server = ScriptedOpenAIServer(handler=model)
+    base_url = server.start()
+    # This process submits; like any process of the app it registers the agents, since DBOS may hand
+    # the recovered workflow to any live process on the system database.
+    submitter = make_executor(LiteLLMAdapter(), [hitl_agent(base_url)])
+    first = _spawn(env, base_url, start=True, extra=["--hitl"])
+    second = None
+    try:
+        _wait_for(
+            lambda: [c.tool_call_id for c in submitter.store.pending.open_calls(env["session"])] == ["loc1"],
+            60,
+            "the pending call",
+            first,
+        )
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        second = _spawn(env, base_url, start=False, extra=["--hitl"])
+        time.sleep(2.5)  # recovery re-enters the workflow about 1 s after launch, then waits again
+        submitter.submit_tool_result(
+            env["session"], {"kind": "client-tool-result", "tool_call_id": "loc1", "result": "Oslo"}
+        )
+        out, _ = second.communicate(timeout=60)
+        assert second.returncode == 0 and "finished completed" in out, out  # the session completed
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        server.stop()
+    state = submitter.store.load_state(env["session"])
+    assert state is not None and state.output == {"answer": '"Oslo"'}
+    assert find_unpaired_tool_call_ids(state.messages) == []
+    assert server.request_count == 2  # the LLM step before the wait was not repeated by the recovery
+    assert [(r.turn, r.status) for r in submitter.store.list_runs(env["session"])] == [(1, "completed")]

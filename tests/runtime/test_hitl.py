@@ -86,7 +86,9 @@ def client_agent(name: str = "client-agent", **kwargs: Any) -> Any:
 
 def test_client_tool_round_trip_hot(make_executor: ExecutorFactory) -> None:
     agent = client_agent()
-    executor = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
     handle = executor.execute(agent, "where am I?")
     wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
     continued = executor.submit_tool_result(
@@ -138,7 +140,9 @@ def test_parked_run_costs_nothing_and_resumes_on_submission(make_executor: Execu
 def test_approve_runs_the_tool_with_the_original_input(make_executor: ExecutorFactory) -> None:
     tool = define_tool("delete_file", input_schema=CityIn, execute=delete_file, require_approval=True)
     agent = define_agent("approver", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[tool])
-    executor = make_executor(MockLLMAdapter([calls(("d1", "delete_file", {"city": "a.txt"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("d1", "delete_file", {"city": "a.txt"})), finish_with_results]), [agent]
+    )
     deleted.clear()
     handle = executor.execute(agent, "delete a.txt")
 
@@ -155,7 +159,12 @@ def test_approve_runs_the_tool_with_the_original_input(make_executor: ExecutorFa
     assert deleted == []  # nothing runs before the decision
     executor.submit_tool_result(
         handle.session_id,
-        {"kind": "approval-response", "tool_call_id": "d1", "approved": True, "arguments_digest": chunk.arguments_digest},
+        {
+            "kind": "approval-response",
+            "tool_call_id": "d1",
+            "approved": True,
+            "arguments_digest": chunk.arguments_digest,
+        },
     )
     assert handle.result().output == Out(answer='{"deleted":"a.txt"}')
     assert deleted == ["a.txt"]
@@ -164,7 +173,9 @@ def test_approve_runs_the_tool_with_the_original_input(make_executor: ExecutorFa
 def test_deny_never_runs_the_tool(make_executor: ExecutorFactory) -> None:
     tool = define_tool("delete_file", input_schema=CityIn, execute=delete_file, require_approval=True)
     agent = define_agent("denier", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[tool])
-    executor = make_executor(MockLLMAdapter([calls(("d1", "delete_file", {"city": "b.txt"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("d1", "delete_file", {"city": "b.txt"})), finish_with_results]), [agent]
+    )
     deleted.clear()
     handle = executor.execute(agent, "delete b.txt")
     wait_for(lambda: open_ids(executor, handle.session_id) == ["d1"])
@@ -178,7 +189,9 @@ def test_deny_never_runs_the_tool(make_executor: ExecutorFactory) -> None:
 def test_approval_bound_to_the_arguments_shown(make_executor: ExecutorFactory) -> None:
     tool = define_tool("delete_file", input_schema=CityIn, execute=delete_file, require_approval=True)
     agent = define_agent("digest", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[tool])
-    executor = make_executor(MockLLMAdapter([calls(("d1", "delete_file", {"city": "c.txt"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("d1", "delete_file", {"city": "c.txt"})), finish_with_results]), [agent]
+    )
     handle = executor.execute(agent, "delete c.txt")
     wait_for(lambda: open_ids(executor, handle.session_id) == ["d1"])
     with pytest.raises(HelixError, match="different arguments"):
@@ -202,7 +215,9 @@ def test_predicate_gate(make_executor: ExecutorFactory, predicate: Any, gated: b
     if gated:
         wait_for(lambda: open_ids(executor, handle.session_id) == ["d1"])
         assert deleted == []
-        executor.submit_tool_result(handle.session_id, {"kind": "approval-response", "tool_call_id": "d1", "approved": True})
+        executor.submit_tool_result(
+            handle.session_id, {"kind": "approval-response", "tool_call_id": "d1", "approved": True}
+        )
     assert handle.result().status == "completed"
     assert deleted == ["secret"]
     steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)]
@@ -215,7 +230,9 @@ def test_raising_predicate_fails_closed(make_executor: ExecutorFactory) -> None:
 
     tool = define_tool("delete_file", input_schema=CityIn, execute=delete_file, require_approval=broken)
     agent = define_agent("closed", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[tool])
-    executor = make_executor(MockLLMAdapter([calls(("d1", "delete_file", {"city": "x"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("d1", "delete_file", {"city": "x"})), finish_with_results]), [agent]
+    )
     deleted.clear()
     handle = executor.execute(agent, "go")
     wait_for(lambda: open_ids(executor, handle.session_id) == ["d1"])  # approval required
@@ -225,7 +242,9 @@ def test_raising_predicate_fails_closed(make_executor: ExecutorFactory) -> None:
 
 def test_duplicate_and_concurrent_submissions_exactly_one_wins(make_executor: ExecutorFactory) -> None:
     agent = client_agent("dupes")
-    executor = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
     handle = executor.execute(agent, "go")
     wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
     outcomes: list[str] = []
@@ -251,12 +270,16 @@ def test_duplicate_and_concurrent_submissions_exactly_one_wins(make_executor: Ex
     result = handle.result()
     assert result.output == Out(answer=f'"answer-{winners[0][3:]}"')  # the winner's payload, applied once
     with pytest.raises(ToolCallAlreadyAnsweredError):  # a later, identical submission changes nothing
-        executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "x"})
+        executor.submit_tool_result(
+            handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "x"}
+        )
 
 
 def test_unknown_ids_and_wrong_kinds_are_clear_errors(make_executor: ExecutorFactory) -> None:
     agent = client_agent("unknowns")
-    executor = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
     with pytest.raises(SessionNotFoundError):
         executor.submit_tool_result("no-such-session", {"kind": "client-tool-result", "tool_call_id": "c1"})
     handle = executor.execute(agent, "go")
@@ -264,7 +287,9 @@ def test_unknown_ids_and_wrong_kinds_are_clear_errors(make_executor: ExecutorFac
     with pytest.raises(PendingToolCallNotFoundError):
         executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "nope"})
     with pytest.raises(HelixError, match="submit a 'client-tool-result'"):
-        executor.submit_tool_result(handle.session_id, {"kind": "approval-response", "tool_call_id": "c1", "approved": True})
+        executor.submit_tool_result(
+            handle.session_id, {"kind": "approval-response", "tool_call_id": "c1", "approved": True}
+        )
     with pytest.raises(HelixError, match="Invalid tool submission"):
         executor.submit_tool_result(handle.session_id, {"kind": "bogus", "tool_call_id": "c1"})
     executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": 1})
@@ -282,7 +307,9 @@ def test_deadline_expiry_appends_a_tool_error_and_continues(make_executor: Execu
         tools=[slow],
         hooks={"after_tool": after.append},
     )
-    executor = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
     handle = executor.execute(agent, "go")
     result = handle.result()
     assert result.status == "completed"
@@ -303,8 +330,15 @@ def test_submission_racing_the_end_of_the_hot_window_is_applied_exactly_once(mak
         store.pending.register(
             [
                 PendingToolCall(
-                    session_id=session_id, tool_call_id="c1", run_id="r", workflow_id="w", tool_name="get_location",
-                    kind="client", arguments={}, arguments_digest="d", created_at=1,
+                    session_id=session_id,
+                    tool_call_id="c1",
+                    run_id="r",
+                    workflow_id="w",
+                    tool_name="get_location",
+                    kind="client",
+                    arguments={},
+                    arguments_digest="d",
+                    created_at=1,
                 )
             ]
         )
@@ -339,7 +373,10 @@ def test_interrupt_then_resume(make_executor: ExecutorFactory) -> None:
         return calls(("t1", "noop", {}))
 
     agent = define_agent(
-        "interruptible", system_prompt="x", llm_config="openai/fake", output_schema=Out,
+        "interruptible",
+        system_prompt="x",
+        llm_config="openai/fake",
+        output_schema=Out,
         tools=[define_tool("noop", execute=lambda i, c: {"ok": True})],
     )
     executor = make_executor(MockLLMAdapter([slow_tool_call, finish_with_results]), [agent])
@@ -383,7 +420,10 @@ def test_retry_from_latest_and_explicit_checkpoint(make_executor: ExecutorFactor
     from helix_dbos import ErrorStepResult
 
     agent = define_agent(
-        "retrier", system_prompt="x", llm_config="openai/fake", output_schema=Out,
+        "retrier",
+        system_prompt="x",
+        llm_config="openai/fake",
+        output_schema=Out,
         tools=[define_tool("noop", execute=lambda i, c: {"ok": True})],
     )
     model = MockLLMAdapter(

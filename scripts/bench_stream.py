@@ -1,0 +1,190 @@
+"""Throughput and latency of SqlStreamManager on PostgreSQL (NOTIFY, polling) and SQLite.
+
+Throughput: one writer queues N text_delta chunks as fast as it can, then flushes; chunks/s is N
+over the time from the first write to the end of the flush (every chunk committed).
+
+Latency: a writer emits M chunks about `--interval-ms` apart; a reader on another thread, with an
+event loop of its own, follows the stream live. Latency is receive time minus emit time (one clock,
+one process). "two managers" gives the reader its own manager, as a reader in another process
+would have, so it is woken by NOTIFY or by polling; "one manager" shares the writer's manager, as
+an SSE handler in the runtime's process does, so it is woken directly after the commit.
+
+Usage:  python scripts/bench_stream.py [--chunks 20000] [--latency-chunks 500] [--interval-ms 5]
+Without HELIX_BENCH_DATABASE_URL (a PostgreSQL server URL on which the script may create a
+database) it starts a throw-away cluster (tests/pg.py). SQLite runs in a temporary file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helix_dbos.store.migrate import upgrade
+from helix_dbos.stream.chunks import TextDeltaChunk
+from helix_dbos.stream.sql import SqlStreamManager
+from tests import pg
+
+
+def delta(n: int) -> TextDeltaChunk:
+    return TextDeltaChunk(agent_id="bench", agent_type="writer", content=f"{n} token", step=1)
+
+
+async def throughput(url: str, chunks: int, **options: Any) -> float:
+    manager = SqlStreamManager(url, **options)
+    try:
+        stream_id = f"tp-{time.monotonic_ns()}"
+        writer = await manager.create_writer(stream_id, "run", "writer")
+        started = time.perf_counter()
+        for n in range(chunks):
+            await writer.write(delta(n), dedupe_key=f"run:{n}")
+        await writer.flush()
+        elapsed = time.perf_counter() - started
+        info = await manager.get_stream_info(stream_id)
+        assert info is not None and info.chunk_count == chunks, info
+        return chunks / elapsed
+    finally:
+        await manager.aclose()
+
+
+@dataclass
+class Latency:
+    p50_ms: float
+    p95_ms: float
+    max_ms: float
+
+
+async def latency(
+    url: str,
+    count: int,
+    interval: float,
+    *,
+    shared: bool,
+    writer_options: dict[str, Any],
+    reader_options: dict[str, Any],
+) -> Latency:
+    writer_side = SqlStreamManager(url, **writer_options)
+    reader_side = writer_side if shared else SqlStreamManager(url, **reader_options)
+    stream_id = f"lat-{time.monotonic_ns()}"
+    emitted: dict[int, float] = {}
+    received: dict[int, float] = {}
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    async def follow() -> None:
+        reader = await reader_side.create_reader(stream_id)
+        assert reader is not None
+        ready.set()
+        async for chunk in reader:
+            assert isinstance(chunk, TextDeltaChunk)
+            received[int(chunk.content.split()[0])] = time.perf_counter()
+
+    def run_reader() -> None:
+        try:
+            asyncio.run(follow())
+        except BaseException as exc:  # reported below
+            failure.append(exc)
+            ready.set()
+
+    try:
+        writer = await writer_side.create_writer(stream_id, "run", "writer")
+        thread = threading.Thread(target=run_reader, daemon=True)
+        thread.start()
+        await asyncio.to_thread(ready.wait, 10)
+        await asyncio.sleep(0.3)  # let the reader park (and its LISTEN connection come up)
+        for n in range(count):
+            emitted[n] = time.perf_counter()
+            await writer.write(delta(n))
+            await asyncio.sleep(interval)
+        await writer_side.end_stream(stream_id)
+        await asyncio.to_thread(thread.join, 30)
+        if failure:
+            raise failure[0]
+    finally:
+        await writer_side.aclose()
+        if not shared:
+            await reader_side.aclose()
+    assert len(received) == count, f"reader got {len(received)} of {count}"
+    samples = sorted((received[n] - emitted[n]) * 1000 for n in range(count))
+    return Latency(
+        p50_ms=statistics.median(samples),
+        p95_ms=samples[int(len(samples) * 0.95) - 1],
+        max_ms=samples[-1],
+    )
+
+
+async def bench(pg_url: str, sqlite_url: str, args: argparse.Namespace) -> None:
+    interval = args.interval_ms / 1000
+    print(f"Throughput: {args.chunks} text_delta chunks from one writer, batch 64 (default), dedupe keys on")
+    for name, url, options in [
+        ("PostgreSQL, NOTIFY", pg_url, {}),
+        ("PostgreSQL, no NOTIFY", pg_url, {"notify": False}),
+        ("SQLite", sqlite_url, {}),
+    ]:
+        rate = await throughput(url, args.chunks, **options)
+        print(f"  {name:<24} {rate:>10,.0f} chunks/s")
+
+    print(
+        f"\nLatency emit -> reader: {args.latency_chunks} chunks {args.interval_ms:g} ms apart, "
+        "reader on another thread and loop (p50 / p95 / max, ms)"
+    )
+    no_notify = {"notify": False}
+    cases: list[tuple[str, str, bool, dict[str, Any], dict[str, Any]]] = [
+        ("PostgreSQL, two managers, NOTIFY", pg_url, False, {}, {}),
+        ("PostgreSQL, two managers, NOTIFY, delay 0", pg_url, False, {"batch_max_delay": 0.0}, {}),
+        ("PostgreSQL, two managers, polling 50 ms", pg_url, False, no_notify, no_notify),
+        ("PostgreSQL, one manager", pg_url, True, {}, {}),
+        ("SQLite, two managers, polling 50 ms", sqlite_url, False, {}, {}),
+        ("SQLite, one manager", sqlite_url, True, {}, {}),
+    ]
+    for name, url, shared, writer_options, reader_options in cases:
+        result = await latency(
+            url,
+            args.latency_chunks,
+            interval,
+            shared=shared,
+            writer_options=writer_options,
+            reader_options=reader_options,
+        )
+        print(f"  {name:<42} {result.p50_ms:7.1f} / {result.p95_ms:7.1f} / {result.max_ms:7.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--latency-chunks", type=int, default=500)
+    parser.add_argument("--interval-ms", type=float, default=5.0)
+    args = parser.parse_args()
+
+    server_url = os.environ.get("HELIX_BENCH_DATABASE_URL")
+    cluster = None
+    if not server_url:
+        print("Starting a throw-away PostgreSQL cluster (set HELIX_BENCH_DATABASE_URL to use a server)...")
+        cluster = pg.start_local_cluster()
+        server_url = cluster.url
+    name = pg.unique_name("helix_bench_stream")
+    pg_url = pg.create_database(server_url, name)
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite_url = f"sqlite:///{tmp}/bench.sqlite"
+        try:
+            upgrade(pg_url)
+            upgrade(sqlite_url)
+            asyncio.run(bench(pg_url, sqlite_url, args))
+        finally:
+            pg.drop_database(server_url, name)
+            if cluster is not None:
+                cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

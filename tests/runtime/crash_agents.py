@@ -1,0 +1,31 @@
+"""Agents shared by the crash-test worker process and the test process.
+
+DBOS 3.4 re-enqueues a recovered workflow on an internal queue that every DBOS process on the
+system database dequeues from, so any process of the app may finish it: they must all register
+the same agents (as a real deployment does).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from helix_dbos import AgentConfig, define_agent, define_tool
+
+
+class LocationIn(BaseModel):
+    text: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+def hitl_agent(llm_base_url: str) -> AgentConfig:
+    """Asks the client for its location (a client-executed tool), then finishes with it."""
+    return define_agent(
+        "hitl-crash-agent",
+        system_prompt="Ask for the location, then finish.",
+        llm_config={"model": "openai/fake", "api_base": llm_base_url, "api_key": "test", "max_retries": 0},
+        tools=[define_tool("get_location", input_schema=LocationIn, execute="client")],
+        output_schema=Answer,
+    )
