@@ -85,8 +85,7 @@ def demo(
         console.print_json(json.dumps(output))
         state = handle.get_state()
         console.print(
-            f"\n{len(state.messages)} messages, {state.step_count} steps, "
-            f"custom state: {json.dumps(state.custom_state)}"
+            f"\n{len(state.messages)} messages, {state.step_count} steps, custom state: {_json(state.custom_state)}"
         )
         for run in executor.list_runs(handle.session_id):
             console.print(f"run {run.run_id}: turn {run.turn}, {run.status}, {run.step_count} steps")
@@ -94,6 +93,10 @@ def demo(
             raise typer.Exit(1)
     finally:
         shutdown(executor)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 async def _watch(handle: Any) -> Any:
@@ -106,13 +109,13 @@ async def _watch(handle: Any) -> Any:
             if chunk.type == "text_delta":
                 console.print(chunk.content, end="", style="white")
             elif chunk.type == "tool_start":
-                console.print(f"\n[yellow]→ {chunk.tool_name}[/yellow] {json.dumps(chunk.arguments)}")
+                console.print(f"\n[yellow]→ {chunk.tool_name}[/yellow] {_json(chunk.arguments)}")
             elif chunk.type == "tool_end":
                 colour = "green" if chunk.success else "red"
                 shown = chunk.result if chunk.success else chunk.error
-                console.print(f"[{colour}]← {chunk.tool_name}[/{colour}] {json.dumps(shown)}")
+                console.print(f"[{colour}]← {chunk.tool_name}[/{colour}] {_json(shown)}")
             elif chunk.type == "custom":
-                console.print(f"[magenta]• {chunk.event_name}[/magenta] {json.dumps(chunk.data)}")
+                console.print(f"[magenta]• {chunk.event_name}[/magenta] {_json(chunk.data)}")
             elif chunk.type == "output":
                 console.print("\n[bold green]output[/bold green]")
 
@@ -204,7 +207,7 @@ def sessions_show(session_id: str, database_url: DatabaseUrl = None) -> None:
         console.print(f"  run {run.run_id}: turn {run.turn} {run.status} ({run.step_count} steps)")
     for i, m in enumerate(state.messages):
         console.print(f"  [{i}] {m.role}: {m.model_dump_json(exclude_none=True, exclude={'role'})[:200]}")
-    console.print(f"custom state: {json.dumps(state.custom_state)}")
+    console.print(f"custom state: {_json(state.custom_state)}")
 
 
 def main() -> None:

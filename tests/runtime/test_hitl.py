@@ -22,7 +22,6 @@ from helix_dbos import (
     MockLLMAdapter,
     ParsedToolCall,
     SessionNotFoundError,
-    TextStepResult,
     ToolCallsStepResult,
     ToolResultMessage,
     define_agent,
@@ -345,11 +344,11 @@ def test_submission_racing_the_end_of_the_hot_window_is_applied_exactly_once(mak
         barrier = threading.Barrier(2)
         seen: dict[str, Any] = {}
 
-        def park(sid: str = session_id) -> None:
+        def park(sid: str = session_id, barrier: threading.Barrier = barrier, seen: dict[str, Any] = seen) -> None:
             barrier.wait()
             seen["park"] = store.pending.park(sid, "r")
 
-        def submit(sid: str = session_id) -> None:
+        def submit(sid: str = session_id, barrier: threading.Barrier = barrier, seen: dict[str, Any] = seen) -> None:
             barrier.wait()
             seen["submit"] = store.pending.submit(sid, "c1", {"kind": "client-tool-result", "tool_call_id": "c1"})
 
