@@ -25,6 +25,7 @@ from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.adapter import LLMAdapter
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.sql import SqlSessionStore
 from helix_dbos.stream.manager import StreamManager
@@ -100,6 +101,8 @@ def launch(
     executor_id: str | None = None,
     migrate: bool = True,
     logger: Logger | None = None,
+    hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
+    background_tasks: bool = True,
     dbos_overrides: dict[str, Any] | None = None,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
@@ -119,10 +122,17 @@ def launch(
         config.update(dbos_overrides)  # type: ignore[typeddict-item]
     DBOS(config=config)
     executor = DBOSAgentExecutor(
-        store, llm_adapter=llm_adapter, stream_manager=stream_manager, agents=agents, logger=logger
+        store,
+        llm_adapter=llm_adapter,
+        stream_manager=stream_manager,
+        agents=agents,
+        logger=logger,
+        hot_window_seconds=hot_window_seconds,
     )
     DBOS.launch()
     executor.recover_orphaned_runs()
+    if background_tasks:
+        executor.start_background_tasks()
     return executor
 
 

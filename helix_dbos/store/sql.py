@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pydantic_core
@@ -110,6 +111,9 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
     backend = make_url(sa_url).get_backend_name()
     if backend == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False}
+        database = make_url(sa_url).database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).parent.mkdir(parents=True, exist_ok=True)  # the embedded default lives in .helix/
     else:
         # One cheap round trip per checkout buys surviving a server restart or failover: without
         # it the first statement on each stale pooled connection fails, inside a workflow step.

@@ -87,13 +87,11 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
-from sqlalchemy.dialects import postgresql, sqlite
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
 from helix_dbos.store.migrate import check_migrated
-from helix_dbos.store.schema import stream_chunks
 from helix_dbos.store.sql import _begin_write, create_engine_for
-from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, StreamChunk, StreamChunkAdapter, chunk_from_json
+from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, StreamChunk, chunk_from_json, chunk_to_json
 from helix_dbos.stream.manager import ChunkRecord, StreamInfo, StreamStatus
 
 if TYPE_CHECKING:
@@ -147,9 +145,31 @@ _PG_NOTIFY_RETURNING = (
     "THEN '*' ELSE 'c:' || stream_id END)"
 )
 
-_SELECT_KEYS = sa.text(
-    "SELECT dedupe_key FROM helix_stream_chunks WHERE stream_id = :sid AND dedupe_key IN :keys"
-).bindparams(sa.bindparam("keys", expanding=True))
+# One statement with one array per column: a short query text that psycopg and the server parse
+# once, where a 64-row VALUES list costs milliseconds of query conversion on every batch.
+_PG_INSERT_CHUNKS = sa.text(
+    """
+INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at)
+SELECT :sid, t.sequence, t.run_id, t.step, t.type, CAST(t.chunk AS JSON), t.dedupe_key, :now
+FROM unnest(
+    CAST(:sequences AS BIGINT[]), CAST(:run_ids AS VARCHAR[]), CAST(:steps AS INTEGER[]),
+    CAST(:types AS VARCHAR[]), CAST(:chunks AS TEXT[]), CAST(:dedupe_keys AS VARCHAR[])
+) AS t(sequence, run_id, step, type, chunk, dedupe_key)
+ON CONFLICT (stream_id, dedupe_key) DO NOTHING
+RETURNING sequence
+"""
+)
+
+_SQLITE_INSERT_CHUNK = (
+    "INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id, dedupe_key) DO NOTHING"
+)
+
+_SEQUENCES_AFTER = sa.text(
+    "SELECT sequence FROM helix_stream_chunks WHERE stream_id = :sid AND sequence > :after ORDER BY sequence"
+)
+
+_RENUMBER = sa.text("UPDATE helix_stream_chunks SET sequence = :new WHERE stream_id = :sid AND sequence = :old")
 
 _FIX_COUNTERS = sa.text(
     "UPDATE helix_streams SET latest_sequence = latest_sequence - :unused, chunk_count = chunk_count - :missing "
@@ -391,7 +411,8 @@ class _PendingChunk:
     run_id: str | None
     chunk_type: str
     step: int | None
-    body: Any
+    body: str
+    """The chunk's JSON (the wire format), serialised when it was written."""
     dedupe_key: str | None
     status: StreamStatus | None
     """The stream status this chunk switches to (``run_paused`` / ``run_resumed``), if any."""
@@ -783,10 +804,6 @@ class SqlStreamManager:
         self._append_sql = sa.text(
             _APPEND.format(columns=_STREAM_COLUMNS, notify=_PG_NOTIFY_RETURNING if self.notify else "")
         )
-        insert = postgresql.insert(stream_chunks) if self._is_postgres else sqlite.insert(stream_chunks)
-        self._insert_chunks = insert.on_conflict_do_nothing(
-            index_elements=[stream_chunks.c.stream_id, stream_chunks.c.dedupe_key]
-        ).returning(stream_chunks.c.sequence)
         self._signals = _Signals()
         self._flusher = _Flusher(
             self._commit_batch, max_chunks=batch_max_chunks, max_delay=batch_max_delay, name="helix-stream-flusher"
@@ -860,7 +877,7 @@ class SqlStreamManager:
             run_id=run_id,
             chunk_type=chunk.type,
             step=chunk.step,
-            body=StreamChunkAdapter.dump_python(chunk, mode="json"),
+            body=chunk_to_json(chunk),
             dedupe_key=dedupe_key,
             status=status,
             writer=writer,
@@ -904,8 +921,8 @@ class SqlStreamManager:
     def _append(self, conn: Connection, stream_id: str, items: list[_PendingChunk], now: int) -> bool:
         """Store one stream's share of a batch; ``False`` when the stream has ended."""
         unique = items
-        keys: set[str] = set()
         if any(item.dedupe_key is not None for item in items):
+            keys: set[str] = set()
             unique = []
             for item in items:
                 if item.dedupe_key is not None:
@@ -919,30 +936,57 @@ class SqlStreamManager:
         if row is None:
             return False
         base = int(row[0]) - reserved
-        if keys:
-            # Under the row lock taken above: no other writer can add one of these keys meanwhile.
-            stored = {r[0] for r in conn.execute(_SELECT_KEYS, {"sid": stream_id, "keys": sorted(keys)})}
-            if stored:
-                unique = [item for item in unique if item.dedupe_key is None or item.dedupe_key not in stored]
-        rows = [
-            {
-                "stream_id": stream_id,
-                "sequence": base + offset,
-                "run_id": item.run_id,
-                "step": item.step,
-                "type": item.chunk_type,
-                "chunk": item.body,
-                "dedupe_key": item.dedupe_key,
-                "created_at": now,
-            }
-            for offset, item in enumerate(unique, start=1)
-        ]
-        inserted = len(conn.execute(self._insert_chunks, rows).all()) if rows else 0
-        unused = reserved - len(unique)
-        missing = reserved - inserted
-        if unused or missing:
-            conn.execute(_FIX_COUNTERS, {"sid": stream_id, "unused": unused, "missing": missing})
+        if self._is_postgres:
+            stored = self._insert_postgres(conn, stream_id, base, unique, now)
+        else:
+            stored = self._insert_sqlite(conn, stream_id, base, unique, now)
+        if stored is not None:
+            # Some keys were stored already (a replay). The row lock is still ours, so close the
+            # holes they left: move the new rows down, lowest first, and give the numbers back.
+            renumber = [
+                {"sid": stream_id, "old": old, "new": base + rank}
+                for rank, old in enumerate(stored, start=1)
+                if old != base + rank
+            ]
+            if renumber:
+                conn.execute(_RENUMBER, renumber)
+            unused = reserved - len(stored)
+            conn.execute(_FIX_COUNTERS, {"sid": stream_id, "unused": unused, "missing": unused})
         return True
+
+    @staticmethod
+    def _insert_postgres(
+        conn: Connection, stream_id: str, base: int, items: list[_PendingChunk], now: int
+    ) -> list[int] | None:
+        """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences."""
+        result = conn.execute(
+            _PG_INSERT_CHUNKS,
+            {
+                "sid": stream_id,
+                "now": now,
+                "sequences": list(range(base + 1, base + 1 + len(items))),
+                "run_ids": [item.run_id for item in items],
+                "steps": [item.step for item in items],
+                "types": [item.chunk_type for item in items],
+                "chunks": [item.body for item in items],
+                "dedupe_keys": [item.dedupe_key for item in items],
+            },
+        )
+        stored = sorted(int(sequence) for sequence in result.scalars())
+        return None if len(stored) == len(items) else stored
+
+    @staticmethod
+    def _insert_sqlite(
+        conn: Connection, stream_id: str, base: int, items: list[_PendingChunk], now: int
+    ) -> list[int] | None:
+        """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences."""
+        rows = [
+            (stream_id, base + offset, item.run_id, item.step, item.chunk_type, item.body, item.dedupe_key, now)
+            for offset, item in enumerate(items, start=1)
+        ]
+        if conn.exec_driver_sql(_SQLITE_INSERT_CHUNK, rows).rowcount == len(items):
+            return None
+        return [int(s) for s in conn.execute(_SEQUENCES_AFTER, {"sid": stream_id, "after": base}).scalars()]
 
     # readers ------------------------------------------------------------------------------------
 
