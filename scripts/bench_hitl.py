@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dbos import DBOS  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
+from dbos import DBOS
+from pydantic import BaseModel
 
-from helix_dbos import (  # noqa: E402
+from helix_dbos import (
     DBOSAgentExecutor,
     LLMGenerateInput,
     ParsedToolCall,
@@ -40,7 +40,7 @@ from helix_dbos import (  # noqa: E402
     define_tool,
     upgrade,
 )
-from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url  # noqa: E402
+from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
 
 
 class AskIn(BaseModel):
@@ -53,7 +53,7 @@ seen_at: dict[str, float] = {}
 class Model:
     """Asks the client once, then stops; records when it first sees the client's answer."""
 
-    async def generate_step(self, input: LLMGenerateInput) -> StepResult:  # noqa: A002
+    async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         if not any(isinstance(m, ToolResultMessage) for m in input.messages):
             return ToolCallsStepResult(
                 tool_calls=[ParsedToolCall(id="ask", name="ask_user", arguments={"question": "ok?"})],
