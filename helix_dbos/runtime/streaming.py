@@ -20,7 +20,7 @@ from typing import Any
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.stream.chunks import StreamChunk
-from helix_dbos.stream.manager import StreamManager, StreamReader
+from helix_dbos.stream.manager import ChunkRecord, StreamManager, StreamReader
 
 
 class RunStreams:
@@ -109,6 +109,41 @@ class RunStreams:
         if reader is None:
             return None
         return _bridge(reader, bg)
+
+    async def records(self, stream_id: str, *, after_sequence: int = 0) -> AsyncIterator[ChunkRecord] | None:
+        """Like :meth:`read`, but yields ``ChunkRecord(sequence, chunk)``: what SSE needs for event ids.
+
+        Ends when the stream ends; raises ``HelixError`` (``transport_error``) after the chunks of a
+        failed stream, and ``StreamTruncatedError`` when chunks the reader had not reached were removed.
+        """
+        bg = background_loop.loop
+        reader = await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(
+                self.manager.create_resumable_reader(stream_id, from_sequence=after_sequence), bg
+            )
+        )
+        if reader is None:
+            return None
+        return _bridge_records(reader, bg)
+
+
+async def _bridge_records(reader: Any, loop: asyncio.AbstractEventLoop) -> AsyncIterator[ChunkRecord]:
+    async def next_record() -> ChunkRecord:
+        if hasattr(reader, "next_record"):
+            record: ChunkRecord = await reader.next_record()
+            return record
+        chunk = await reader.__anext__()
+        return ChunkRecord(sequence=reader.current_sequence, chunk=chunk)
+
+    try:
+        while True:
+            try:
+                record = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(next_record(), loop))
+            except StopAsyncIteration:
+                return
+            yield record
+    finally:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(reader.close(), loop))
 
 
 async def _bridge(reader: StreamReader, loop: asyncio.AbstractEventLoop) -> AsyncIterator[StreamChunk]:
