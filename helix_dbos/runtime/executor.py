@@ -424,21 +424,75 @@ class DBOSAgentExecutor:
                     continued.append(handle.run_id)
         return continued
 
-    def start_background_tasks(self, *, interval_seconds: float = 1.0) -> None:
-        """Start the deadline sweeper thread (idempotent); ``close`` stops it."""
+    def start_background_tasks(
+        self, *, interval_seconds: float = 1.0, takeover_after_seconds: float | None = 30.0
+    ) -> None:
+        """Start the background thread (idempotent; ``close`` stops it).
+
+        Every ``interval_seconds`` it writes this worker's heartbeat, times out parked tool calls past
+        their deadline, and takes over the runs of workers whose heartbeat is older than
+        ``takeover_after_seconds`` (``None`` disables takeover).
+        """
         if self._sweeper is not None:
             return
         stop = self._sweeper_stop
 
         def sweep() -> None:
-            while not stop.wait(interval_seconds):
-                try:
-                    self.expire_parked_calls()
-                except Exception as exc:
-                    self.logger.warn("[helix-dbos] deadline sweep failed", {"error": repr(exc)})
+            while True:
+                for task in (self.heartbeat, self.expire_parked_calls):
+                    try:
+                        task()
+                    except Exception as exc:
+                        self.logger.warn(
+                            "[helix-dbos] background task failed", {"task": task.__name__, "error": repr(exc)}
+                        )
+                if takeover_after_seconds is not None:
+                    try:
+                        self.take_over_dead_workers(dead_after_seconds=takeover_after_seconds)
+                    except Exception as exc:
+                        self.logger.warn("[helix-dbos] takeover check failed", {"error": repr(exc)})
+                if stop.wait(interval_seconds):
+                    return
 
         self._sweeper = threading.Thread(target=sweep, name="helix-deadline-sweeper", daemon=True)
         self._sweeper.start()
+
+    # -- workers -----------------------------------------------------------------------------------------
+    @property
+    def executor_id(self) -> str:
+        """The DBOS executor id of this process."""
+        from dbos._utils import GlobalParams
+
+        return str(GlobalParams.executor_id)
+
+    def heartbeat(self) -> None:
+        """Record that this worker is alive."""
+        self.store.workers.heartbeat(self.executor_id, str(DBOS.application_version), now_ms())
+
+    def take_over_dead_workers(self, *, dead_after_seconds: float) -> list[str]:
+        """Recover the in-flight runs of workers whose heartbeat stopped; returns their executor ids.
+
+        DBOS recovers an executor's workflows only when a process with the same executor id starts;
+        for a worker that never comes back, this re-enqueues its pending workflows so that any live
+        worker (this one included) picks them up. The same as ``helix-dbos recover --executor-id``.
+        """
+        dead = self.store.workers.claim_dead(
+            me=self.executor_id,
+            app_version=str(DBOS.application_version),
+            now_ms=now_ms(),
+            dead_after_ms=int(dead_after_seconds * 1000),
+        )
+        if dead:
+            self.recover_executors(dead)
+        return dead
+
+    def recover_executors(self, executor_ids: list[str]) -> int:
+        """Re-enqueue the pending workflows of these executors for any live worker; returns how many."""
+        handles = DBOS._recover_pending_workflows(executor_ids)
+        self.logger.warn(
+            "[helix-dbos] took over runs of dead workers", {"executors": executor_ids, "runs": len(handles)}
+        )
+        return len(handles)
 
     # -- run control -------------------------------------------------------------------------------------
     def interrupt(self, session_id: str, reason: str | None = None) -> bool:

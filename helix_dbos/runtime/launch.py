@@ -103,6 +103,7 @@ def launch(
     logger: Logger | None = None,
     hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
     background_tasks: bool = True,
+    takeover_after_seconds: float | None = 30.0,
     dbos_overrides: dict[str, Any] | None = None,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
@@ -132,7 +133,7 @@ def launch(
     DBOS.launch()
     executor.recover_orphaned_runs()
     if background_tasks:
-        executor.start_background_tasks()
+        executor.start_background_tasks(takeover_after_seconds=takeover_after_seconds)
     return executor
 
 

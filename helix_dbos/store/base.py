@@ -32,6 +32,7 @@ from helix_dbos.session import (
     SubSessionRef,
 )
 from helix_dbos.store.hitl import PendingToolCallStore
+from helix_dbos.store.workers import WorkerRegistry
 
 
 class _Data(BaseModel):
@@ -375,6 +376,11 @@ class SessionStore(Protocol):
     @property
     def pending(self) -> PendingToolCallStore:
         """Pending client-executed and approval-gated tool calls."""
+        ...
+
+    @property
+    def workers(self) -> WorkerRegistry:
+        """Worker heartbeats."""
         ...
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-SCHEMA_REVISION = "0003"
+SCHEMA_REVISION = "0004"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -243,6 +243,20 @@ stream_chunks = sa.Table(
     sa.UniqueConstraint("stream_id", "dedupe_key"),
 )
 
+workers = sa.Table(
+    "helix_workers",
+    metadata,
+    # One row per executor id: heartbeats, so a live worker can take over the runs of a dead one.
+    sa.Column("executor_id", sa.String(), primary_key=True),
+    sa.Column("app_version", sa.String(), nullable=False),
+    sa.Column("hostname", sa.String(), nullable=False),
+    sa.Column("pid", sa.Integer(), nullable=False),
+    sa.Column("started_at", sa.BigInteger(), nullable=False),
+    sa.Column("heartbeat_at", sa.BigInteger(), nullable=False),
+    sa.Column("recovered_at", sa.BigInteger(), nullable=True),
+    sa.Column("recovered_by", sa.String(), nullable=True),
+)
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,
@@ -253,5 +267,6 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     pending_tool_calls,
     streams,
     stream_chunks,
+    workers,
 )
 """Every helix table (the alembic version table excluded)."""

@@ -68,6 +68,7 @@ from helix_dbos.store.base import (
 from helix_dbos.store.hitl import PendingToolCallStore
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
+from helix_dbos.store.workers import WorkerRegistry
 
 if TYPE_CHECKING:
     from helix_dbos.store.base import SessionStore
@@ -312,6 +313,11 @@ class SqlSessionStore:
     def url(self) -> str:
         """The database URL with the password masked."""
         return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def workers(self) -> WorkerRegistry:
+        """Worker heartbeats (see ``helix_dbos.store.workers``)."""
+        return WorkerRegistry(self._engine)
 
     @property
     def pending(self) -> PendingToolCallStore:

@@ -1,0 +1,88 @@
+"""Worker heartbeats: how a live worker knows another one died for good.
+
+DBOS recovers a process's in-flight workflows when a process with the *same* executor id starts
+again. A worker that never comes back needs someone else to declare it dead: every worker writes a
+heartbeat here, and a worker that sees another's heartbeat older than the takeover threshold asks
+DBOS to re-enqueue that executor's pending workflows (which any live worker then dequeues).
+
+Claiming a dead executor is a compare-and-set on its row, so several live workers do not all
+recover it; DBOS's re-enqueue is itself idempotent, so a duplicate would be harmless anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.engine import Engine
+
+from helix_dbos.store.schema import workers
+
+
+class WorkerRecord(BaseModel):
+    """One worker's heartbeat row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executor_id: str
+    app_version: str
+    hostname: str
+    pid: int
+    started_at: int
+    heartbeat_at: int
+    recovered_at: int | None = None
+    recovered_by: str | None = None
+
+
+class WorkerRegistry:
+    """Heartbeats and dead-worker claims over the store's engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def heartbeat(self, executor_id: str, app_version: str, now_ms: int) -> None:
+        """Record that ``executor_id`` is alive (and clear an old takeover claim: it came back)."""
+        values: dict[str, Any] = {
+            "app_version": app_version,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "heartbeat_at": now_ms,
+            "recovered_at": None,
+            "recovered_by": None,
+        }
+        with self._engine.begin() as conn:
+            updated = conn.execute(
+                sa.update(workers).where(workers.c.executor_id == executor_id).values(values)
+            ).rowcount
+            if updated == 0:
+                insert = workers.insert().values(executor_id=executor_id, started_at=now_ms, **values)
+                try:
+                    with conn.begin_nested():
+                        conn.execute(insert)
+                except sa.exc.IntegrityError:
+                    conn.execute(sa.update(workers).where(workers.c.executor_id == executor_id).values(values))
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """Every known worker."""
+        with self._engine.connect() as conn:
+            return [WorkerRecord.model_validate(dict(r._mapping)) for r in conn.execute(sa.select(workers))]
+
+    def claim_dead(self, *, me: str, app_version: str, now_ms: int, dead_after_ms: int) -> list[str]:
+        """Claim workers of this app version whose heartbeat is older than ``dead_after_ms``."""
+        threshold = now_ms - dead_after_ms
+        with self._engine.begin() as conn:
+            result = conn.execute(
+                sa.update(workers)
+                .where(
+                    workers.c.executor_id != me,
+                    workers.c.app_version == app_version,
+                    workers.c.heartbeat_at < threshold,
+                    workers.c.recovered_at.is_(None),
+                )
+                .values(recovered_at=now_ms, recovered_by=me)
+                .returning(workers.c.executor_id)
+            )
+            return [r.executor_id for r in result]
