@@ -8,7 +8,11 @@ Tools write their side effects to a file so the test can count them across proce
 With ``--hitl`` the agent instead asks the client for its location (a client-executed tool) and
 finishes with the answer; the test submits that answer from its own process.
 
+``--executor-id=ID`` and ``--takeover-after=SECONDS`` run it as one of several workers that take
+over the runs of a worker whose heartbeat stopped.
+
 Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--hitl]
+       [--executor-id=ID] [--takeover-after=SECONDS]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from helix_dbos.runtime.launch import launch, shutdown
 DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
 START = "--start" in sys.argv
 HITL = "--hitl" in sys.argv
+OPTIONS = dict(a[2:].split("=", 1) for a in sys.argv if a.startswith("--") and "=" in a)
 SLOW_SECONDS = 1.5
 
 
@@ -79,7 +84,12 @@ if HITL:
 
     agent = hitl_agent(LLM_BASE_URL)
 
-executor = launch(DATABASE_URL, agents=[agent], executor_id="crash-worker-hitl" if HITL else "crash-worker")
+executor = launch(
+    DATABASE_URL,
+    agents=[agent],
+    executor_id=OPTIONS.get("executor-id", "crash-worker-hitl" if HITL else "crash-worker"),
+    takeover_after_seconds=float(OPTIONS.get("takeover-after", "30")),
+)
 if START:
     executor.execute(agent, "go", session_id=SESSION_ID)
     print("started", flush=True)

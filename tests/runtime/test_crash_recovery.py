@@ -211,3 +211,37 @@ def test_kill_while_waiting_for_a_client_then_submit_after_restart(
     assert find_unpaired_tool_call_ids(state.messages) == []
     assert server.request_count == 2  # the LLM step before the wait was not repeated by the recovery
     assert [(r.turn, r.status) for r in submitter.store.list_runs(env["session"])] == [(1, "completed")]
+
+
+def test_three_workers_one_killed_for_good_its_run_is_taken_over(crash_env: dict[str, Any]) -> None:
+    """Worker A runs the session and dies, never to return; B and C notice its heartbeat stopped,
+    one of them re-enqueues A's runs, and the run completes with no completed step repeated."""
+    server = ScriptedOpenAIServer(handler=Model())
+    base_url = server.start()
+    common = ["--takeover-after=2"]
+    a = _spawn(crash_env, base_url, start=True, extra=["--executor-id=worker-a", *common])
+    others: list[subprocess.Popen[str]] = []
+    try:
+        _wait_for(lambda: _effects(crash_env)["start:two"] >= 1, 60, "worker A inside slow_append", a)
+        others = [_spawn(crash_env, base_url, start=False, extra=[f"--executor-id=worker-{n}", *common]) for n in "bc"]
+        a.send_signal(signal.SIGKILL)  # and never restart it
+        a.wait(10)
+        outputs = [p.communicate(timeout=90)[0] for p in others]
+        assert all(p.returncode == 0 and "finished completed" in out for p, out in zip(others, outputs, strict=True)), (
+            outputs
+        )
+    finally:
+        for proc in (a, *others):
+            if proc.poll() is None:
+                proc.kill()
+        server.stop()
+    effects = _effects(crash_env)
+    assert effects["append:one"] == 1 and effects["append:two"] == 1 and effects["submit:done"] == 1
+    assert server.request_count == BASELINE_LLM_CALLS
+    _check_transcript(crash_env)
+    store = SqlSessionStore(crash_env["url"])
+    try:
+        workers = {w.executor_id: w for w in store.workers.list_workers()}
+        assert workers["worker-a"].recovered_by in ("worker-b", "worker-c")
+    finally:
+        store.close()
