@@ -166,6 +166,61 @@ def worker(
         shutdown(executor)
 
 
+@app.command()
+def serve(
+    agents: Annotated[str, typer.Option(help="module:attribute naming your agents (an AgentConfig or a list).")],
+    database_url: DatabaseUrl = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    executor_id: Annotated[
+        str | None,
+        typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live server, stable across its restarts."),
+    ] = None,
+    token: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--token",
+            help="A bearer token clients must send (repeatable). Default: HELIX_API_TOKENS, comma-separated.",
+        ),
+    ] = None,
+    allow_unauthenticated: Annotated[
+        bool, typer.Option("--allow-unauthenticated", help="Serve without authentication, on purpose.")
+    ] = False,
+    llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
+    hot_window_seconds: Annotated[float | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Serve agents over HTTP + SSE (PostgreSQL-only mode: one database URL; SQLite for local use).
+
+    Refuses to start unless --token (or HELIX_API_TOKENS) or --allow-unauthenticated is given. Any
+    number of servers and workers may share one PostgreSQL database.
+    """
+    from helix_dbos.service.auth import ServiceAuthConfigError
+    from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
+
+    tokens = list(token or []) or tokens_from_env()
+    try:
+        check_auth(tokens, allow_unauthenticated)
+    except ServiceAuthConfigError as exc:
+        typer.echo(f"helix-dbos serve: {exc.message}. Use --token TOKEN (or HELIX_API_TOKENS=t1,t2).", err=True)
+        raise typer.Exit(2) from None
+    if allow_unauthenticated and not is_loopback(host):
+        typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
+    loaded = _load_agents(agents)
+    adapter = load_object(llm_adapter) if llm_adapter else None
+    typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
+    run_server(
+        agents=loaded,
+        database_url=_url(database_url),
+        host=host,
+        port=port,
+        executor_id=executor_id,
+        tokens=tokens,
+        allow_unauthenticated=allow_unauthenticated,
+        llm_adapter=adapter,
+        hot_window_seconds=hot_window_seconds,
+    )
+
+
 def _store(database_url: str | None) -> Any:
     from helix_dbos.store.sql import SqlSessionStore
 

@@ -31,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helix_dbos.store.migrate import upgrade
+from helix_dbos.store.sql import create_engine_for
 from helix_dbos.stream.chunks import TextDeltaChunk
 from helix_dbos.stream.sql import SqlStreamManager
 from tests import pg
@@ -40,19 +41,29 @@ def delta(n: int) -> TextDeltaChunk:
     return TextDeltaChunk(agent_id="bench", agent_type="writer", content=f"{n} token", step=1)
 
 
-async def throughput(url: str, chunks: int, **options: Any) -> float:
+async def throughput(url: str, chunks: int, streams: int = 1, **options: Any) -> float:
+    """Chunks/s for ``chunks`` text deltas spread over ``streams`` concurrent writers."""
     manager = SqlStreamManager(url, **options)
     try:
-        stream_id = f"tp-{time.monotonic_ns()}"
-        writer = await manager.create_writer(stream_id, "run", "writer")
+        prefix = f"tp-{time.monotonic_ns()}"
+        writers = [await manager.create_writer(f"{prefix}-{i}", "run", "writer") for i in range(streams)]
+        per_stream = chunks // streams
+
+        async def produce(index: int) -> None:
+            writer = writers[index]
+            for n in range(per_stream):
+                await writer.write(delta(n), dedupe_key=f"run:{n}")
+                if streams > 1 and n % 16 == 15:
+                    await asyncio.sleep(0)  # let the writers interleave, as concurrent runs do
+
         started = time.perf_counter()
-        for n in range(chunks):
-            await writer.write(delta(n), dedupe_key=f"run:{n}")
-        await writer.flush()
+        await asyncio.gather(*(produce(i) for i in range(streams)))
+        await manager.flush()
         elapsed = time.perf_counter() - started
-        info = await manager.get_stream_info(stream_id)
-        assert info is not None and info.chunk_count == chunks, info
-        return chunks / elapsed
+        for i in range(streams):
+            info = await manager.get_stream_info(f"{prefix}-{i}")
+            assert info is not None and info.chunk_count == per_stream, info
+        return per_stream * streams / elapsed
     finally:
         await manager.aclose()
 
@@ -125,13 +136,20 @@ async def latency(
 
 async def bench(pg_url: str, sqlite_url: str, args: argparse.Namespace) -> None:
     interval = args.interval_ms / 1000
-    print(f"Throughput: {args.chunks} text_delta chunks from one writer, batch 64 (default), dedupe keys on")
-    for name, url, options in [
-        ("PostgreSQL, NOTIFY", pg_url, {}),
-        ("PostgreSQL, no NOTIFY", pg_url, {"notify": False}),
-        ("SQLite", sqlite_url, {}),
+    engine = create_engine_for(pg_url)
+    with engine.connect() as conn:
+        settings = {name: conn.exec_driver_sql(f"SHOW {name}").scalar() for name in ("fsync", "synchronous_commit")}
+    engine.dispose()
+    print(f"PostgreSQL server: fsync={settings['fsync']}, synchronous_commit={settings['synchronous_commit']}")
+    print(f"Throughput: {args.chunks} text_delta chunks, batch 64 (default), dedupe keys on")
+    for name, url, streams, options in [
+        ("PostgreSQL, NOTIFY", pg_url, 1, {}),
+        ("PostgreSQL, no NOTIFY", pg_url, 1, {"notify": False}),
+        ("PostgreSQL, 16 streams", pg_url, 16, {}),
+        ("SQLite", sqlite_url, 1, {}),
+        ("SQLite, 16 streams", sqlite_url, 16, {}),
     ]:
-        rate = await throughput(url, args.chunks, **options)
+        rate = await throughput(url, args.chunks, streams, **options)
         print(f"  {name:<24} {rate:>10,.0f} chunks/s")
 
     print(

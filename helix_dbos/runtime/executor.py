@@ -299,6 +299,7 @@ class DBOSAgentExecutor:
             previous_run_id=run.previous_run_id,
             fingerprint=run.agent_fingerprint,
             resume_messages=resume_messages or [],
+            stream_start_sequence=run.stream_start_sequence,
         )
         if hooks is not None:
             self._services.call_hooks[run.workflow_id] = hooks

@@ -24,11 +24,13 @@ from dbos import DBOS, DBOSConfig
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.adapter import LLMAdapter
 from helix_dbos.logger import Logger
+from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.sql import SqlSessionStore
 from helix_dbos.stream.manager import StreamManager
+from helix_dbos.stream.sql import SqlStreamManager
 
 DATABASE_URL_ENV = "HELIX_DATABASE_URL"
 EXECUTOR_ID_ENV = "HELIX_EXECUTOR_ID"
@@ -118,6 +120,8 @@ def launch(
     if migrate:
         upgrade(url)
     store = SqlSessionStore(url)
+    if stream_manager is None:
+        stream_manager = SqlStreamManager(store.engine)  # durable, resumable streams next to the store
     config = dbos_config_for(url, executor_id=executor_id)
     if dbos_overrides:
         config.update(dbos_overrides)  # type: ignore[typeddict-item]
@@ -138,11 +142,18 @@ def launch(
 
 
 def shutdown(executor: DBOSAgentExecutor | None = None) -> None:
-    """Stop DBOS (keeping workflow registrations, so a later ``launch`` in this process works)."""
+    """Stop DBOS (keeping workflow registrations, so a later ``launch`` in this process works).
+
+    Queued stream chunks are flushed before the store's connections close.
+    """
     if executor is not None:
         executor.close()
-        executor.store.close()
+        manager = executor.streams.manager
+        if isinstance(manager, SqlStreamManager):
+            background_loop.run(manager.aclose())
     DBOS.destroy()
+    if executor is not None:
+        executor.store.close()
 
 
 def hostname_executor_id() -> str:

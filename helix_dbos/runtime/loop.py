@@ -105,6 +105,7 @@ class RunRequest(BaseModel):
     start_custom_state: dict[str, Any] = Field(default_factory=dict)
     previous_run_id: str | None = None
     fingerprint: str | None = None
+    stream_start_sequence: int = 0
     resume_messages: list[Message] = Field(default_factory=list)
     """Input of a ``resume``; appended after any outstanding tool batch is resolved, so a user
     message never lands between a tool call and its result."""
@@ -148,6 +149,7 @@ class _Run:
             workflow_id=request.workflow_id,
             stream_id=request.stream_id,
             agent=agent,
+            stream_start_sequence=request.stream_start_sequence,
         )
         self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
         self.messages = messages
@@ -159,6 +161,7 @@ class _Run:
         self.last_text: str | None = None
         self.deferred_hooks: list[tuple[str, object]] = []
         self.applied_pending: list[str] = []
+        self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
 
     # -- transcript --------------------------------------------------------------------------------
@@ -170,7 +173,13 @@ class _Run:
             self.deferred_hooks.append(("on_message", payload))
 
     def emit(self, chunk: StreamChunk) -> None:
-        self.rt.streams.write(self.who.stream_id, chunk)
+        """Write a chunk from workflow code, keyed by its position in the run.
+
+        Workflow code re-runs on recovery and emits the same chunks in the same order, so
+        ``{run_id}:{ordinal}`` lets a durable stream keep exactly one copy of each.
+        """
+        self.emitted += 1
+        self.rt.streams.write(self.who.stream_id, chunk, dedupe_key=f"{self.who.run_id}:{self.emitted}")
 
     def chunk_base(self) -> dict[str, Any]:
         return {"agent_id": self.who.run_id, "agent_type": self.agent.name, "step": self.step}

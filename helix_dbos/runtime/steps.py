@@ -38,7 +38,7 @@ from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayl
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResultAdapter
 from helix_dbos.store.base import StepCommit
-from helix_dbos.stream.chunks import TextDeltaChunk, ThinkingChunk
+from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
 
 
@@ -56,6 +56,8 @@ class RunIdentity:
     workflow_id: str
     stream_id: str
     agent: AgentConfig
+    stream_start_sequence: int = 0
+    """Where this run's chunks start in the session's stream."""
 
 
 # --- LLM step -------------------------------------------------------------------------------------
@@ -77,6 +79,10 @@ def llm_step(
         commit = result.model_dump(mode="json")
         if applied_pending:
             rt.store.pending.mark_applied(who.session_id, applied_pending)
+        if not result.applied:
+            # Our commit was already there: an earlier attempt of this very step got past it and
+            # died, possibly mid-stream. Tell readers to drop what it streamed.
+            _announce_resync(who, step, result.checkpoint_id, pending)
         if result.interrupt_requested:
             return {"commit": commit, "interrupted": True, "interrupt_reason": result.interrupt_reason}
     agent = who.agent
@@ -116,6 +122,36 @@ def llm_step(
         "step_result": StepResultAdapter.dump_python(step_result, mode="json"),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def _announce_resync(who: RunIdentity, step: int, checkpoint_id: str, pending: StepCommit) -> None:
+    rt = services.current()
+
+    async def _dead_attempt_start() -> int | None:
+        records = await rt.streams.manager.read_records(who.stream_id, who.stream_start_sequence)
+        dead = [
+            r.sequence
+            for r in records
+            if r.chunk.agent_id == who.run_id and r.chunk.step == step and r.chunk.type in ("text_delta", "thinking")
+        ]
+        return min(dead) - 1 if dead else None
+
+    from_sequence = background_loop.run(_dead_attempt_start())
+    if from_sequence is None:
+        return
+    rt.streams.write(
+        who.stream_id,
+        StreamResyncChunk(
+            agent_id=who.run_id,
+            agent_type=who.agent.name,
+            step=step,
+            checkpoint_id=checkpoint_id,
+            step_count=step - 1,
+            message_count=pending.first_sequence + len(pending.messages),
+            from_sequence=from_sequence,
+            reason="crash_recovery",
+        ),
+    )
 
 
 # --- tool step ------------------------------------------------------------------------------------

@@ -30,21 +30,29 @@ class RunStreams:
         self.manager = manager
         self._logger = logger
 
-    async def write_async(self, stream_id: str, chunk: StreamChunk) -> None:
-        """Write from code already running on the background loop (LLM callbacks)."""
+    async def write_async(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None = None) -> None:
+        """Write from code already running on the background loop (LLM callbacks).
+
+        ``dedupe_key`` makes a durable manager store the chunk once even when a replayed workflow
+        writes it again (managers without keyed writes ignore it).
+        """
         if chunk.timestamp is None:
             chunk = chunk.model_copy(update={"timestamp": int(time.time() * 1000)})
+        write_keyed = getattr(self.manager, "write_keyed", None)
+        if dedupe_key is not None and write_keyed is not None:
+            await write_keyed(stream_id, chunk, dedupe_key, run_id=chunk.agent_id)
+            return
         writer = await self.manager.create_writer(stream_id, chunk.agent_id, chunk.agent_type)
         await writer.write(chunk)
 
-    def write(self, stream_id: str, chunk: StreamChunk) -> None:
+    def write(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None = None) -> None:
         """Write from a workflow or step thread without waiting for the write.
 
         The background loop runs submitted writes in submission order, so chunks keep their order;
         not waiting keeps stream latency off the run's critical path. Failures are logged, never
         fatal to the run. :meth:`flush` waits for everything submitted so far.
         """
-        future = asyncio.run_coroutine_threadsafe(self.write_async(stream_id, chunk), background_loop.loop)
+        future = asyncio.run_coroutine_threadsafe(self.write_async(stream_id, chunk, dedupe_key), background_loop.loop)
         future.add_done_callback(self._log_failure)
 
     def flush(self) -> None:

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable
 
 from helix_dbos.errors import HelixError
-from helix_dbos.stream.chunks import STREAM_CHUNK_TYPES, StreamChunk, TextDeltaChunk
+from helix_dbos.stream.chunks import STREAM_CHUNK_TYPES, StreamChunk, StreamResyncChunk, TextDeltaChunk
 
 __all__ = [
     "collect_all",
@@ -166,9 +166,15 @@ async def collect_all(stream: AsyncIterable[StreamChunk]) -> list[StreamChunk]:
 
 
 async def collect_text(stream: AsyncIterable[StreamChunk]) -> str:
-    """Consume the stream to its end and return the concatenated ``text_delta`` content."""
-    parts: list[str] = []
+    """Consume the stream to its end and return the concatenated ``text_delta`` content.
+
+    A ``stream_resync`` chunk voids the text its step had streamed so far (the attempt that wrote it
+    died and the step ran again), so the result holds each step's final text once.
+    """
+    parts: list[tuple[str, int | None, str]] = []
     async for chunk in stream:
         if isinstance(chunk, TextDeltaChunk):
-            parts.append(chunk.content)
-    return "".join(parts)
+            parts.append((chunk.agent_id, chunk.step, chunk.content))
+        elif isinstance(chunk, StreamResyncChunk):
+            parts = [p for p in parts if not (p[0] == chunk.agent_id and p[1] == chunk.step)]
+    return "".join(content for _, _, content in parts)

@@ -163,6 +163,13 @@ class StreamManager(Protocol):
         """Return the stream's status and counters, or ``None`` for an unknown stream."""
         ...
 
+    async def read_records(self, stream_id: str, after_sequence: int = 0) -> list[ChunkRecord]:
+        """A snapshot of the stored chunks after ``after_sequence``, with their sequences.
+
+        The runtime uses it to find a dead step attempt's chunks when it announces a resync.
+        """
+        ...
+
 
 @dataclass(frozen=True)
 class _Terminal:

@@ -219,6 +219,8 @@ ON CONFLICT (stream_id) DO UPDATE SET
 
 _DELETE_ALL = sa.text("DELETE FROM helix_stream_chunks WHERE stream_id = :sid")
 
+_DELETE_STREAM = sa.text("DELETE FROM helix_streams WHERE stream_id = :sid")
+
 _LOCK_STREAM = sa.text("UPDATE helix_streams SET updated_at = :now WHERE stream_id = :sid RETURNING latest_sequence")
 
 _DELETE_AFTER_STEP = sa.text(
@@ -1059,6 +1061,17 @@ class SqlStreamManager:
         self._set_local(stream_id, "active")
         self._signals.bump(stream_id, control=True)
 
+    async def delete_stream(self, stream_id: str) -> None:
+        """Delete the stream and its chunks (retention, session deletion); attached readers stop.
+
+        Nothing expires on its own: streams live until deleted, so call this when their session goes.
+        """
+        self._check_open()
+        await self.flush()
+        await asyncio.to_thread(self._delete, stream_id)
+        self._local_status.pop(stream_id, None)
+        self._signals.bump(stream_id, control=True)
+
     async def get_stream_info(self, stream_id: str) -> StreamInfo | None:
         """Return the stream's status and counters (after queued chunks), or ``None`` if unknown."""
         await self.flush()
@@ -1196,6 +1209,12 @@ class SqlStreamManager:
             )
             self._send_notify(conn, stream_id, control=True)
         return True
+
+    def _delete(self, stream_id: str) -> None:
+        with _begin_write(self._engine) as conn:
+            conn.execute(_DELETE_STREAM, {"sid": stream_id})
+            conn.execute(_DELETE_ALL, {"sid": stream_id})
+            self._send_notify(conn, stream_id, control=True)
 
     def _reset(self, stream_id: str) -> None:
         with _begin_write(self._engine) as conn:

@@ -732,3 +732,95 @@ async def test_iterating_a_reader_concurrently_with_writes_from_threads(manager:
     assert len(seen) == 90
     for index in range(3):
         assert [c for c in seen if c.startswith(f"{index}:")] == [f"{index}:{n}" for n in range(30)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_readers_poll_while_the_listen_connection_is_down_and_it_comes_back(
+    make_manager: MakeManager,
+) -> None:
+    writer_side, reader_side = make_manager(), make_manager()
+    writer = await writer_side.create_writer("s1", "run-1", "writer")
+    reader = await require_reader(reader_side, "s1")
+    deadline = time.monotonic() + TIMEOUT
+    while not reader_side.listening and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    with writer_side.engine.connect() as conn:
+        killed = conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query LIKE 'LISTEN helix_streams%'"
+            )
+        ).all()
+    assert killed == [(True,)]
+    await writer.write(text("while down"))
+    assert contents([await next_chunk(reader)]) == ["while down"]
+    deadline = time.monotonic() + TIMEOUT
+    while not reader_side.listening and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert reader_side.listening  # reconnected
+    await writer.write(text("after"))
+    assert contents([await next_chunk(reader)]) == ["after"]
+
+
+# --- failures and limits -------------------------------------------------------------------------
+
+
+async def test_a_failed_commit_is_reported_by_the_writer_and_writing_goes_on(
+    manager: SqlStreamManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    original = manager._append
+
+    def broken(*args: Any) -> bool:
+        raise sa.exc.OperationalError("INSERT", {}, Exception("connection lost"))
+
+    monkeypatch.setattr(manager, "_append", broken)
+    await writer.write(text("lost"))
+    with pytest.raises(HelixError, match="connection lost") as caught:
+        await writer.flush()
+    assert caught.value.code == "transport_error"
+    monkeypatch.setattr(manager, "_append", original)
+    await writer.write(text("kept"))
+    await writer.flush()
+    assert contents([r.chunk for r in await manager.read_records("s1")]) == ["kept"]
+
+
+async def test_writes_wait_for_the_flusher_above_max_pending(make_manager: MakeManager) -> None:
+    manager = make_manager(max_pending_chunks=10, batch_max_chunks=4)
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    for n in range(100):
+        await writer.write(text(str(n)))
+        assert manager._flusher._chunks <= 11
+    assert [r.sequence for r in await manager.read_records("s1")] == list(range(1, 101))
+
+
+async def test_closing_the_manager_stops_waiting_readers_and_refuses_calls(make_manager: MakeManager) -> None:
+    manager = make_manager()
+    await manager.create_writer("s1", "run-1", "writer")
+    reader = await require_reader(manager, "s1")
+    consumer = asyncio.create_task(drain(reader))
+    await idle()
+    await manager.aclose()
+    assert await consumer == []
+    with pytest.raises(HelixError, match="closed"):
+        await manager.create_writer("s1", "run-1", "writer")
+
+
+async def test_an_unmigrated_database_is_refused(tmp_path: Any) -> None:
+    with pytest.raises(HelixError, match="helix-dbos db upgrade"):
+        SqlStreamManager(f"sqlite:///{tmp_path / 'empty.sqlite'}")
+
+
+async def test_delete_stream_removes_it_and_stops_readers(manager: SqlStreamManager) -> None:
+    writer = await manager.create_writer("s1", "run-1", "writer")
+    await writer.write(text("a"))
+    reader = await require_reader(manager, "s1")
+    consumer = asyncio.create_task(drain(reader))
+    await idle()
+    await manager.delete_stream("s1")
+    assert contents(await consumer) == ["a"]
+    assert await manager.get_stream_info("s1") is None
+    assert await manager.read_records("s1") == []
+    await manager.create_writer("s1", "run-2", "writer")  # the id can be used again, from scratch
+    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=0, chunk_count=0)

@@ -1,0 +1,12 @@
+"""The durable agent service: HTTP + SSE over a :class:`~helix_dbos.runtime.executor.DBOSAgentExecutor`.
+
+``create_app(executor, bearer_tokens=[...])`` returns a FastAPI app; ``helix-dbos serve`` launches
+helix-dbos and serves it with uvicorn. See :mod:`helix_dbos.service.app` for the routes and how
+they map to the seeds' ``AgentServer`` operations. Needs the ``service`` extra (FastAPI,
+sse-starlette, uvicorn).
+"""
+
+from helix_dbos.service.app import create_app
+from helix_dbos.service.auth import AnonymousPrincipal, AuthenticateHook, BearerPrincipal, ServiceAuthConfigError
+
+__all__ = ["AnonymousPrincipal", "AuthenticateHook", "BearerPrincipal", "ServiceAuthConfigError", "create_app"]

@@ -1,0 +1,140 @@
+"""Fail-closed authentication for the service.
+
+The seeds' ``AgentServer`` throws at construction unless an ``authenticate`` hook or an explicit
+``allowUnauthenticated: true`` is configured; :class:`Authenticator` does the same, and adds static
+bearer tokens (``Authorization: Bearer <token>``) as a built-in scheme, because a shared secret per
+client is what most deployments of a worker API start with.
+
+A request is let in when a configured scheme accepts it: a bearer token that matches one of
+``bearer_tokens``, or an ``authenticate(request)`` hook (sync or async) that returns a principal
+(anything but ``None``). The principal is stored on ``request.state.principal`` for handlers and
+hooks downstream. A hook that raises denies the request (the exception becomes a 500 response,
+logged); it never lets it through.
+
+Tokens are compared in constant time: both sides are hashed to a fixed length first (so the length
+of a configured token does not leak either) and every configured token is compared, matched or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from helix_dbos.errors import HelixError
+
+AuthenticateHook = Callable[[Request], Any | Awaitable[Any]]
+"""``(request) -> principal | None``, sync or async; ``None`` means "not authenticated"."""
+
+
+class ServiceAuthConfigError(HelixError, ValueError):
+    """The service was built without an authentication decision (or with contradictory ones)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="validation_error", retryable=False)
+
+
+@dataclass(frozen=True)
+class BearerPrincipal:
+    """A request authenticated by a configured bearer token.
+
+    Carries the token's position in ``bearer_tokens``, never the token, so logging a principal
+    cannot leak a secret.
+    """
+
+    token_index: int
+
+
+@dataclass(frozen=True)
+class AnonymousPrincipal:
+    """A request let in because the service was built with ``allow_unauthenticated=True``."""
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class Authenticator:
+    """Decides, for each request, who is calling or that nobody is (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        authenticate: AuthenticateHook | None = None,
+        bearer_tokens: Iterable[str] | None = None,
+        allow_unauthenticated: bool = False,
+    ) -> None:
+        tokens = list(bearer_tokens) if bearer_tokens is not None else []
+        for token in tokens:
+            if not isinstance(token, str) or not token.strip() or token != token.strip():
+                raise ServiceAuthConfigError("bearer_tokens must be non-empty strings without surrounding whitespace")
+        if authenticate is None and not tokens and not allow_unauthenticated:
+            raise ServiceAuthConfigError(
+                "Refusing to build an unauthenticated agent service: pass authenticate=(request -> principal | None) "
+                "or bearer_tokens=[...], or allow_unauthenticated=True to serve without authentication on purpose"
+            )
+        if allow_unauthenticated and (authenticate is not None or tokens):
+            raise ServiceAuthConfigError(
+                "allow_unauthenticated=True contradicts the authenticate/bearer_tokens also given: choose one"
+            )
+        self._hook = authenticate
+        self._token_digests = [_digest(token) for token in tokens]
+        self.allow_unauthenticated = allow_unauthenticated
+
+    @property
+    def uses_bearer_tokens(self) -> bool:
+        """Whether static bearer tokens are configured (the OpenAPI schema then documents the scheme)."""
+        return bool(self._token_digests)
+
+    def match_token(self, token: str) -> int | None:
+        """Index of the configured token equal to ``token``, compared in constant time."""
+        presented = _digest(token)
+        matched: int | None = None
+        for index, digest in enumerate(self._token_digests):
+            if hmac.compare_digest(presented, digest) and matched is None:
+                matched = index
+        return matched
+
+    async def authenticate(self, request: Request) -> Any | None:
+        """The request's principal, or ``None`` when no configured scheme accepts it."""
+        if self.allow_unauthenticated:
+            return AnonymousPrincipal()
+        if self._token_digests:
+            token = bearer_token(request)
+            if token is not None:
+                index = self.match_token(token)
+                if index is not None:
+                    return BearerPrincipal(token_index=index)
+        if self._hook is not None:
+            principal = self._hook(request)
+            if inspect.isawaitable(principal):
+                principal = await principal
+            return principal
+        return None
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (scheme case-insensitive), if any."""
+    header = request.headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+__all__ = [
+    "AnonymousPrincipal",
+    "AuthenticateHook",
+    "Authenticator",
+    "BearerPrincipal",
+    "ServiceAuthConfigError",
+    "bearer_token",
+]

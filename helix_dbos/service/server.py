@@ -1,0 +1,103 @@
+"""Run the service in this process: launch helix-dbos, serve the app with uvicorn, shut down cleanly.
+
+This is what ``helix-dbos serve`` calls. The process is a full worker as well as an HTTP server:
+runs it starts execute here, and runs of this executor id that were in flight when it last died
+are recovered at launch. Authentication is decided *before* anything touches the database, so a
+misconfigured server exits without side effects.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from helix_dbos.agent import AgentConfig
+from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.service.auth import Authenticator
+
+API_TOKENS_ENV = "HELIX_API_TOKENS"
+"""Comma-separated bearer tokens, for when ``--token`` is not given."""
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def tokens_from_env(environ: dict[str, str] | None = None) -> list[str]:
+    """Bearer tokens from ``HELIX_API_TOKENS`` (comma-separated; blanks ignored)."""
+    raw = (environ if environ is not None else dict(os.environ)).get(API_TOKENS_ENV, "")
+    return [token.strip() for token in raw.split(",") if token.strip()]
+
+
+def load_object(spec: str) -> Any:
+    """``module:attribute`` -> the attribute (called first if it is a factory function)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{spec!r} must look like module:attribute")
+    value = getattr(importlib.import_module(module_name), attr)
+    if callable(value) and not hasattr(value, "generate_step") and not isinstance(value, type):
+        value = value()
+    return value
+
+
+def check_auth(tokens: Sequence[str], allow_unauthenticated: bool) -> Authenticator:
+    """Decide authentication up front; raises ``ServiceAuthConfigError`` when nothing (or too much) is set."""
+    return Authenticator(bearer_tokens=list(tokens) or None, allow_unauthenticated=allow_unauthenticated)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    # uvicorn handles SIGTERM while it serves, then re-raises it once it stopped; raising here turns
+    # that into a normal exit, so the executor and DBOS are shut down by the ``finally`` below.
+    raise SystemExit(0)
+
+
+def run_server(
+    *,
+    agents: Sequence[AgentConfig],
+    database_url: str,
+    host: str,
+    port: int,
+    executor_id: str | None,
+    tokens: Sequence[str],
+    allow_unauthenticated: bool,
+    llm_adapter: LLMAdapter | None = None,
+    hot_window_seconds: float | None = None,
+    log_level: str = "info",
+) -> None:
+    """Launch helix-dbos on ``database_url`` and serve the app until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from helix_dbos.runtime.launch import launch, shutdown
+    from helix_dbos.service.app import create_app
+
+    check_auth(tokens, allow_unauthenticated)
+    if threading.current_thread() is threading.main_thread():  # only there can handlers be installed
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    extra: dict[str, Any] = {}
+    if hot_window_seconds is not None:
+        extra["hot_window_seconds"] = hot_window_seconds
+    executor = launch(database_url, agents=agents, llm_adapter=llm_adapter, executor_id=executor_id, **extra)
+    try:
+        app = create_app(executor, bearer_tokens=list(tokens) or None, allow_unauthenticated=allow_unauthenticated)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            ws="none",  # no websocket routes; also keeps the websockets package (and its warnings) unloaded
+            lifespan="on",
+            log_level=log_level,
+            timeout_graceful_shutdown=5,
+        )
+        uvicorn.Server(config).run()
+    finally:
+        shutdown(executor)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts local connections (an unauthenticated server is tolerable there)."""
+    return host in _LOOPBACK
+
+
+__all__ = ["API_TOKENS_ENV", "check_auth", "is_loopback", "load_object", "run_server", "tokens_from_env"]

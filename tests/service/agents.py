@@ -1,0 +1,83 @@
+"""Agents and a transcript-driven scripted model for the service tests.
+
+``helix-dbos serve --agents tests.service.agents:agents --llm-adapter tests.service.agents:model``
+loads them in server subprocesses. The model decides from the transcript alone, never from how
+many calls it has seen, so whichever process continues a run (the one it started in, or another
+that picked up a parked run) answers the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from helix_dbos import (
+    LLMGenerateInput,
+    MockLLMAdapter,
+    ParsedToolCall,
+    TextStepResult,
+    ToolCallsStepResult,
+    ToolContext,
+    ToolResultMessage,
+    UserMessage,
+    define_agent,
+    define_tool,
+)
+
+
+class CityIn(BaseModel):
+    city: str
+
+
+class NoteIn(BaseModel):
+    text: str
+
+
+def save_note(inp: NoteIn, ctx: ToolContext) -> dict[str, Any]:
+    return {"saved": inp.text}
+
+
+get_location = define_tool(
+    "get_location", description="Ask the browser where the user is", input_schema=CityIn, execute="client"
+)
+note = define_tool("note", description="Save a note", input_schema=NoteIn, execute=save_note)
+
+locator = define_agent(
+    "locator",
+    system_prompt="Find out where the user is, then tell them.",
+    llm_config="scripted/locator",
+    tools=[note, get_location],
+)
+echo = define_agent("echo", system_prompt="Repeat what the user says.", llm_config="scripted/echo")
+
+agents = [locator, echo]
+
+
+def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
+    """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers."""
+    last = inp.messages[-1]
+    n = len(inp.messages)
+    if inp.agent_type == "echo":
+        said = last.content if isinstance(last, UserMessage) else "?"
+        return TextStepResult(content=f"echo: {said}", should_stop=True, stop_reason="end_turn")
+    if isinstance(last, ToolResultMessage) and last.tool_name == "get_location":
+        city = json.loads(last.content).get("city", "?") if last.content.startswith("{") else last.content
+        return TextStepResult(content=f"You are in {city}.", should_stop=True, stop_reason="end_turn")
+    if isinstance(last, ToolResultMessage):
+        return ToolCallsStepResult(
+            content="Now I ask your browser.",
+            tool_calls=[ParsedToolCall(id=f"loc-{n}", name="get_location", arguments={"city": "?"})],
+            stop_reason="tool_use",
+        )
+    return ToolCallsStepResult(
+        content="Let me take a note first.",
+        tool_calls=[ParsedToolCall(id=f"note-{n}", name="note", arguments={"text": "asked for location"})],
+        stop_reason="tool_use",
+    )
+
+
+def model() -> MockLLMAdapter:
+    """A fresh scripted model whose every call is decided by :func:`decide`."""
+    return MockLLMAdapter([decide] * 10_000)
