@@ -29,3 +29,12 @@ def hitl_agent(llm_base_url: str) -> AgentConfig:
         tools=[define_tool("get_location", input_schema=LocationIn, execute="client")],
         output_schema=Answer,
     )
+
+
+def text_agent(llm_base_url: str) -> AgentConfig:
+    """Answers with streamed text (no tools), for the streamed-step crash test."""
+    return define_agent(
+        "stream-crash-agent",
+        system_prompt="Answer.",
+        llm_config={"model": "openai/fake", "api_base": llm_base_url, "api_key": "test", "max_retries": 0},
+    )

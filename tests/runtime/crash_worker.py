@@ -83,6 +83,10 @@ if HITL:
     from tests.runtime.crash_agents import hitl_agent
 
     agent = hitl_agent(LLM_BASE_URL)
+if "--text" in sys.argv:
+    from tests.runtime.crash_agents import text_agent
+
+    agent = text_agent(LLM_BASE_URL)
 
 executor = launch(
     DATABASE_URL,

@@ -10,6 +10,7 @@ the same answer: ``append_line(one)`` -> ``slow_append(two)`` -> ``submit(done)`
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import signal
@@ -245,3 +246,64 @@ def test_three_workers_one_killed_for_good_its_run_is_taken_over(crash_env: dict
         assert workers["worker-a"].recovered_by in ("worker-b", "worker-c")
     finally:
         store.close()
+
+
+FINAL_TEXT = "Durable agents finish what they start, even when a worker dies mid-sentence."
+
+
+def test_kill_during_a_streamed_llm_step_reader_sees_resync_and_final_text_once(crash_env: dict[str, Any]) -> None:
+    from helix_dbos import StreamResyncChunk, TextDeltaChunk, collect_text
+    from helix_dbos.stream.sql import SqlStreamManager
+
+    calls = {"n": 0}
+
+    def model(body: dict[str, Any]) -> dict[str, Any]:
+        calls["n"] += 1
+        if calls["n"] == 1:  # the first attempt streams slowly and is killed mid-way
+            return {"text": FINAL_TEXT, "chunk_delay_seconds": 1.0}
+        return {"text": FINAL_TEXT}
+
+    server = ScriptedOpenAIServer(handler=model)
+    base_url = server.start()
+    manager = SqlStreamManager(crash_env["url"])
+
+    async def deltas() -> int:
+        records = await manager.read_records(crash_env["session"])
+        return sum(isinstance(r.chunk, TextDeltaChunk) for r in records)
+
+    first = _spawn(crash_env, base_url, start=True, extra=["--text"])
+    second = None
+    try:
+        _wait_for(lambda: asyncio.run(deltas()) >= 1, 60, "a streamed delta", first)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        second = _spawn(crash_env, base_url, start=False, extra=["--text"])
+        out, _ = second.communicate(timeout=90)
+        assert second.returncode == 0 and "finished completed" in out, out
+
+        async def read_all() -> list[Any]:
+            stream = await manager.create_reader(crash_env["session"])
+            assert stream is not None
+            return [chunk async for chunk in stream]
+
+        chunks = asyncio.run(read_all())
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        server.stop()
+        manager.close()
+    resyncs = [c for c in chunks if isinstance(c, StreamResyncChunk)]
+    assert len(resyncs) == 1 and resyncs[0].reason == "crash_recovery" and resyncs[0].step == 1
+    raw = "".join(c.content for c in chunks if isinstance(c, TextDeltaChunk))
+    assert raw != FINAL_TEXT and raw.endswith(FINAL_TEXT)  # the dead attempt's text is there, then resynced
+
+    async def replay() -> str:
+        async def gen() -> Any:
+            for c in chunks:
+                yield c
+
+        return await collect_text(gen())
+
+    assert asyncio.run(replay()) == FINAL_TEXT  # the final text, once
+    assert chunks[-1].type == "output"
