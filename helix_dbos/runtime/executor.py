@@ -236,6 +236,12 @@ class DBOSAgentExecutor:
             )
         else:
             turn = existing.turn + 1
+            current = self.registry.fingerprint(config.name)
+            if existing.agent_fingerprint and current and existing.agent_fingerprint != current:
+                self.logger.warn(
+                    "[helix-dbos] continuing a session whose agent definition changed since its last run",
+                    {"session_id": session_id, "agent": config.name, "was": existing.agent_fingerprint, "now": current},
+                )
             history = self.store.get_message_prefix(session_id, existing.message_count)
             heal: list[Message] = list(heal_unpaired_finish(history))
             start = StartRun(
@@ -677,8 +683,15 @@ class DBOSAgentExecutor:
         return AgentExecutionHandle(self, run, session.agent_type)
 
     def get_state(self, session_id: str) -> AgentState | None:
-        """The session's state with its full transcript."""
-        return self.store.load_state(session_id)
+        """The session's state with its full transcript.
+
+        While tool calls wait for a client or an approval, ``status`` is ``suspended_client_tool``
+        (the session itself stays ``active`` in the store, as the seeds say).
+        """
+        state = self.store.load_state(session_id)
+        if state is not None and state.status == "running" and self.store.pending.open_calls(session_id):
+            state = state.model_copy(update={"status": "suspended_client_tool"})
+        return state
 
     async def get_state_async(self, session_id: str) -> AgentState | None:
         """Async twin of :meth:`get_state`."""

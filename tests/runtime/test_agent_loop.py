@@ -523,3 +523,41 @@ def test_stream_carries_tool_and_text_chunks(make_executor: ExecutorFactory) -> 
     assert types.index("tool_start") < types.index("state_patch") < types.index("tool_end")
     assert "".join(c.content for c in chunks if c.type == "text_delta") == "all done"
     assert types[-1] == "output"
+
+
+def test_per_call_hooks_fire_after_agent_hooks(make_executor: ExecutorFactory) -> None:
+    order: list[str] = []
+    agent = define_agent(
+        "per-call",
+        system_prompt="x",
+        llm_config="openai/fake",
+        hooks={"on_agent_complete": lambda p: order.append("agent")},
+    )
+    executor = make_executor(
+        MockLLMAdapter([TextStepResult(content="hi", should_stop=True, stop_reason="end_turn")]), [agent]
+    )
+    handle = executor.execute(agent, "go", hooks=AgentHooks(on_agent_complete=lambda p: order.append("call")))
+    assert handle.result().status == "completed"
+    assert order == ["agent", "call"]
+
+
+def test_continuing_with_a_changed_definition_logs_a_warning(make_executor: ExecutorFactory) -> None:
+    warnings: list[tuple[str, Any]] = []
+
+    class Recorder:
+        def debug(self, message: str, data: Any = None) -> None: ...
+        def info(self, message: str, data: Any = None) -> None: ...
+        def warn(self, message: str, data: Any = None) -> None:
+            warnings.append((message, data))
+
+        def error(self, message: str, data: Any = None) -> None: ...
+
+    reply = TextStepResult(content="ok", should_stop=True, stop_reason="end_turn")
+    v1 = define_agent("evolving", system_prompt="Version one.", llm_config="openai/fake")
+    executor = make_executor(MockLLMAdapter([reply, reply]), [v1], logger=Recorder())
+    first = executor.execute(v1, "one")
+    first.result()
+    v2 = define_agent("evolving", system_prompt="Version two.", llm_config="openai/fake")
+    second = executor.execute(v2, "two", session_id=first.session_id)
+    assert second.result().status == "completed"
+    assert any("agent definition changed" in message for message, _ in warnings)

@@ -90,6 +90,8 @@ def test_client_tool_round_trip_hot(make_executor: ExecutorFactory) -> None:
     )
     handle = executor.execute(agent, "where am I?")
     wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
+    state = executor.get_state(handle.session_id)
+    assert state is not None and state.status == "suspended_client_tool"  # while it waits
     continued = executor.submit_tool_result(
         handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": {"city": "Lyon"}}
     )
