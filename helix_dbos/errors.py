@@ -11,6 +11,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── SessionNotFoundError            state_session_not_found
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
     ├── DatabaseNotMigratedError        framework_internal_error    run `helix-dbos db upgrade`
+    ├── RunNotFinishedError             transport_error       a result wait timed out (the run goes on)
     ├── StaleStateError                 state_concurrency_conflict  lost a compare-and-set race
     ├── ExecutorSupersededError         state_concurrency_conflict  graceful hand-over, not a failure
     ├── FencingTokenMismatchError       state_concurrency_conflict
@@ -208,6 +209,19 @@ class DatabaseNotMigratedError(HelixError):
             retryable=False,
         )
         self.url = url
+
+
+class RunNotFinishedError(HelixError):
+    """Waiting for a run's result timed out; the run goes on (ask again to keep waiting)."""
+
+    def __init__(self, run_id: str, timeout_seconds: float) -> None:
+        super().__init__(
+            f"Run {run_id} did not finish within {timeout_seconds:g} s; it is still running",
+            code="transport_error",
+            retryable=True,
+        )
+        self.run_id = run_id
+        self.timeout_seconds = timeout_seconds
 
 
 class StaleStateError(HelixError):

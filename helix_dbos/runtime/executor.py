@@ -19,6 +19,7 @@ import json
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -33,6 +34,7 @@ from helix_dbos.errors import (
     AgentAlreadyRunningError,
     AgentNotResumableError,
     HelixError,
+    RunNotFinishedError,
     SessionNotFoundError,
     StaleStateError,
 )
@@ -68,6 +70,8 @@ from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartR
 from helix_dbos.store.hitl import PendingToolCallNotFoundError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
+
+_MAX_LOCAL_HANDLES = 4096
 
 
 def workflow_id_for(session_id: str, turn: int) -> str:
@@ -118,9 +122,9 @@ class AgentExecutionHandle:
         try:
             if local is not None and timeout_seconds is None:
                 outcome = local.get_result()
-                self._executor._local_handles.pop(self.workflow_id, None)
             else:
                 outcome = self._executor._await_outcome(self.workflow_id, timeout_seconds)
+            self._executor._local_handles.pop(self.workflow_id, None)
         except DBOSAwaitedWorkflowCancelledError:
             session = self._executor.store.load_session(self.session_id)
             error = session.error if session is not None and session.error else "cancelled"
@@ -182,7 +186,10 @@ class DBOSAgentExecutor:
             logger=self.logger,
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
         )
-        self._local_handles: dict[str, WorkflowHandle[Any]] = {}
+        self._local_handles: OrderedDict[str, WorkflowHandle[Any]] = OrderedDict()
+        """In-process futures of runs this process started (the fast way to wait); bounded, because a
+        long-running server starts runs nobody waits on here. A dropped entry falls back to the
+        outcome event."""
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
         for agent in agents:
@@ -313,6 +320,8 @@ class DBOSAgentExecutor:
         with SetWorkflowID(run.workflow_id):
             handle = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
         self._local_handles[run.workflow_id] = handle
+        while len(self._local_handles) > _MAX_LOCAL_HANDLES:
+            self._local_handles.popitem(last=False)
 
     def _start_if_orphaned(self, session_id: str) -> bool:
         """Start the workflow of an active run whose workflow never started (crash after the store write)."""
@@ -722,9 +731,7 @@ class DBOSAgentExecutor:
                     "error": f"workflow {status.status}: {status.error}",
                 }
             if deadline is not None and time.monotonic() >= deadline:
-                raise HelixError(
-                    f"Run {workflow_id} did not finish within {timeout_seconds} s", code="provider_timeout"
-                )
+                raise RunNotFinishedError(workflow_id, timeout_seconds or 0.0)
 
     def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
         if outcome["status"] == "suspended_client_tool":

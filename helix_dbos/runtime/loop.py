@@ -76,6 +76,7 @@ from helix_dbos.stream.chunks import (
     OutputChunk,
     RunInterruptedChunk,
     RunPausedChunk,
+    RunResumedChunk,
     StatePatchChunk,
     StreamChunk,
     ToolApprovalRequestChunk,
@@ -452,10 +453,6 @@ def _execute_tools(
             "rows"
         ]
     for call in calls:
-        if not resuming:
-            run.emit(
-                ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=call.arguments)
-            )
         tool = tools_by_name.get(call.name)
         if tool is None:
             results[call.id] = _unknown_tool_result(call, tools_by_name)
@@ -472,6 +469,13 @@ def _execute_tools(
         else:
             regular.append((call, tool))
 
+    if not resuming:
+        # A human-in-the-loop call's tool_start goes out after the call is registered (below), so a
+        # client that answers as soon as it sees tool_start always finds its pending call.
+        waiting = {h.call.id for h in hitl}
+        for call in calls:
+            if call.id not in waiting:
+                run.emit(_tool_start(run, call))
     registration: dict[str, Any] | None = None
     if hitl:
         registration = DBOS.run_step(
@@ -505,6 +509,8 @@ def _execute_tools(
                     _record_tool_result(run, call, results[call.id])
             stop: Literal["suspended", "aborted", "interrupted"] = "suspended" if wait == "parked" else wait
             return BatchOutcome(stop=stop, pending_ids=[h.call.id for h in hitl if h.call.id not in results])
+        previous = run.request.previous_run_id if resuming else run.who.run_id
+        run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))
         approved = _answers_to_results(run, hitl, rows, results)
         executed = _run_tool_steps(run, approved, dict(run.custom_state))
         _merge_into_run(run, dict(run.custom_state), executed)
@@ -539,8 +545,14 @@ def _merge_into_run(run: _Run, base: dict[str, Any], outputs: list[dict[str, Any
     run.custom_state = merged
 
 
+def _tool_start(run: _Run, call: ParsedToolCall) -> ToolStartChunk:
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    return ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=arguments)
+
+
 def _emit_hitl_requests(run: _Run, hitl: list[HitlCall], registration: dict[str, Any]) -> None:
     for h in hitl:
+        run.emit(_tool_start(run, h.call))
         if h.kind == "approval":
             run.emit(
                 ToolApprovalRequestChunk(

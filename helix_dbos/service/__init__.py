@@ -2,8 +2,7 @@
 
 ``create_app(executor, bearer_tokens=[...])`` returns a FastAPI app; ``helix-dbos serve`` launches
 helix-dbos and serves it with uvicorn. See :mod:`helix_dbos.service.app` for the routes and how
-they map to the seeds' ``AgentServer`` operations. Needs the ``service`` extra (FastAPI,
-sse-starlette, uvicorn).
+they map to the seeds' ``AgentServer`` operations.
 """
 
 from helix_dbos.service.app import create_app

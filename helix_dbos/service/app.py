@@ -33,8 +33,8 @@ body is even parsed, so an unauthenticated request gets a 401 and changes nothin
 writes that reach the run from any process on the same database (wake-ups go through
 ``DBOS.send``), so any number of server processes can sit behind one load balancer. Streams are
 shared between processes when the executor's stream manager is durable
-(:class:`~helix_dbos.stream.sql.SqlStreamManager`); with the in-memory one, read a run's stream
-from the process that runs it.
+(:class:`~helix_dbos.stream.sql.SqlStreamManager`, what ``launch()`` uses); with the in-memory
+one, read a run's stream from the process that runs it.
 
 Executor calls block on the database, so they run in a thread pool owned by the app, never on
 the event loop; waits for results use a pool of their own, so slow waits cannot starve other
@@ -46,6 +46,7 @@ requests.
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, TypeVar
@@ -54,14 +55,16 @@ from fastapi import Body, Depends, FastAPI, Header, Path, Query, Request, Respon
 from fastapi.routing import APIRoute, APIRouter
 from fastapi.security import HTTPBearer
 from sse_starlette import EventSourceResponse
+from starlette.requests import ClientDisconnect
 
-from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.errors import HelixError, RunNotFinishedError, SessionNotFoundError
 from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable
 from helix_dbos.service.auth import AuthenticateHook, Authenticator
 from helix_dbos.service.errors import (
     ERROR_RESPONSES,
     AgentNotFoundError,
     ResultTimeoutError,
+    error_response,
     install_error_handlers,
     is_handled,
     unauthenticated_response,
@@ -90,14 +93,61 @@ from helix_dbos.service.schemas import (
 from helix_dbos.service.sse import event_source, parse_after, stream_info
 from helix_dbos.session import SubmitToolResult
 from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
+from helix_dbos.store.hitl import PendingToolCallNotFoundError
 
 T = TypeVar("T")
+
+API_DESCRIPTION = """
+Durable AI agents on DBOS over HTTP and server-sent events. Every run is a DBOS workflow; every
+answer, interrupt and abort is a durable write, so any server process on the database can take
+any request.
+
+| Route | Seeds' `AgentServer` operation |
+| --- | --- |
+| `POST /v1/runs` | `POST /start` |
+| `GET /v1/sessions/{id}` | `GET /status` |
+| `GET /v1/sessions/{id}/stream` | `GET /sse` (resume with `Last-Event-ID`) |
+| `POST /v1/sessions/{id}/resume` | `POST /resume` |
+| `POST /v1/sessions/{id}/interrupt` | `POST /interrupt` |
+| `POST /v1/sessions/{id}/abort` | `POST /abort` |
+| `POST /v1/sessions/{id}/tool-results` | `POST /submit-tool-result` |
+| `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
+| `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
+
+Every route but `/healthz` and these docs needs credentials (a 401 otherwise, and nothing changes).
+Errors are `{"error": {"code", "message", "retryable"}}` with the seeds' error codes.
+"""
 
 SessionIdPath = Annotated[str, Path(description="The session id.")]
 
 
-def _guarded_route_class(authenticator: Authenticator) -> type[APIRoute]:
-    """A route class that authenticates before FastAPI parses or validates anything."""
+async def _read_limited_body(request: Request, limit: int) -> Response | None:
+    """Read the body up to ``limit`` bytes (cached on the request for FastAPI); a 413 response beyond it.
+
+    Done here rather than with FastAPI's ``max_body_size``, which answers before authentication and
+    in plain text: this way an oversized body gets the JSON error shape, and only after the caller
+    was authenticated.
+    """
+    too_large = error_response(413, "validation_error", f"Request body larger than {limit} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return too_large
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        return error_response(400, "validation_error", "The client disconnected while sending the body")
+    request._body = b"".join(chunks)  # Starlette's own cache: FastAPI's body parsing reads it from here
+    return None
+
+
+def _guarded_route_class(authenticator: Authenticator, max_body_bytes: int | None) -> type[APIRoute]:
+    """A route class that authenticates (and bounds the body) before FastAPI parses anything."""
 
     class AuthenticatedRoute(APIRoute):
         def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -109,6 +159,10 @@ def _guarded_route_class(authenticator: Authenticator) -> type[APIRoute]:
                     if principal is None:
                         return unauthenticated_response()
                     request.state.principal = principal
+                    if max_body_bytes is not None and request.method in ("POST", "PUT", "PATCH"):
+                        refused = await _read_limited_body(request, max_body_bytes)
+                        if refused is not None:
+                            return refused
                     return await handler(request)
                 except Exception as exc:
                     if is_handled(exc):
@@ -141,8 +195,11 @@ def _run_view(run: RunRecord) -> RunView:
 class _Service:
     """The operations behind the routes: blocking executor calls, run off the event loop."""
 
-    def __init__(self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int) -> None:
+    def __init__(
+        self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int, submit_grace_seconds: float
+    ) -> None:
         self.executor = executor
+        self.submit_grace_seconds = submit_grace_seconds
         self._pool = ThreadPoolExecutor(max_workers=blocking_threads, thread_name_prefix="helix-http")
         self._waits = ThreadPoolExecutor(max_workers=result_waiters, thread_name_prefix="helix-http-wait")
 
@@ -170,6 +227,11 @@ class _Service:
         if session is None:
             raise SessionNotFoundError(session_id)
         return session
+
+    def run_in_flight(self, session_id: str) -> bool:
+        session = self.executor.store.load_session(session_id)
+        run = self.executor.store.get_current_run(session_id)
+        return session is not None and session.status == "active" and run is not None and run.status == "running"
 
     def run_status(self, run_id: str) -> Any:
         run = self.executor.store.get_run(run_id)
@@ -244,12 +306,8 @@ class _Service:
             raise SessionNotFoundError(session_id)
         try:
             result = handle.result(timeout_seconds=timeout_seconds)
-        except HelixError as exc:
-            # The executor reports "still running at the deadline" as provider_timeout; to an HTTP
-            # client that is a wait that ran out, not a model failure.
-            if exc.code == "provider_timeout" and "did not finish" in exc.message:
-                raise ResultTimeoutError(session_id, handle.run_id, timeout_seconds) from exc
-            raise
+        except RunNotFinishedError as exc:  # a wait that ran out, not a model failure
+            raise ResultTimeoutError(session_id, handle.run_id, timeout_seconds) from exc
         return RunResultView(
             session_id=session_id,
             run_id=handle.run_id,
@@ -268,7 +326,18 @@ class _Service:
         return AbortAccepted(session_id=session_id)
 
     def submit(self, session_id: str, submission: SubmitToolResult) -> ToolResultAccepted:
-        handle = self.executor.submit_tool_result(session_id, submission)
+        # A run streams a client tool's ``tool_start`` just before it records the call as pending, so
+        # a fast client can answer a call that is not registered yet. While the session's run is in
+        # flight, give the registration a short grace period instead of failing such an answer.
+        deadline = time.monotonic() + self.submit_grace_seconds
+        while True:
+            try:
+                handle = self.executor.submit_tool_result(session_id, submission)
+                break
+            except PendingToolCallNotFoundError:
+                if time.monotonic() >= deadline or not self.run_in_flight(session_id):
+                    raise
+                time.sleep(0.05)
         return ToolResultAccepted(
             session_id=session_id,
             tool_call_id=submission.tool_call_id,
@@ -308,6 +377,7 @@ def create_app(
     max_body_bytes: int | None = 4 * 1024 * 1024,
     blocking_threads: int = 32,
     result_waiters: int = 64,
+    submit_grace_seconds: float = 5.0,
     title: str = "helix-dbos agent service",
 ) -> FastAPI:
     """Build the HTTP + SSE service over ``executor``.
@@ -316,13 +386,21 @@ def create_app(
     async ``(request) -> principal | None``), ``bearer_tokens`` or ``allow_unauthenticated=True`` is
     given: an agent service open to anyone by accident is the failure this guards against.
 
+    ``submit_grace_seconds``: how long an answer to a tool call the run has streamed but not yet
+    registered may wait for the registration (only while the session's run is in flight).
+
     The app does not own the executor: launch it before and shut it down after serving (the
     ``helix-dbos serve`` command does both).
     """
     authenticator = Authenticator(
         authenticate=authenticate, bearer_tokens=bearer_tokens, allow_unauthenticated=allow_unauthenticated
     )
-    service = _Service(executor, blocking_threads=blocking_threads, result_waiters=result_waiters)
+    service = _Service(
+        executor,
+        blocking_threads=blocking_threads,
+        result_waiters=result_waiters,
+        submit_grace_seconds=submit_grace_seconds,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -331,10 +409,9 @@ def create_app(
 
     app = FastAPI(
         title=title,
-        description=__doc__ or "",
+        description=API_DESCRIPTION,
         version="1",
         lifespan=lifespan,
-        max_body_size=max_body_bytes,
     )
     install_error_handlers(app)
     app.state.executor = executor
@@ -349,7 +426,7 @@ def create_app(
     dependencies = [Depends(HTTPBearer(auto_error=False))] if authenticator.uses_bearer_tokens else []
     api = APIRouter(
         prefix="/v1",
-        route_class=_guarded_route_class(authenticator),
+        route_class=_guarded_route_class(authenticator, max_body_bytes),
         dependencies=dependencies,
         responses=ERROR_RESPONSES,
     )
@@ -449,7 +526,6 @@ def create_app(
         session_id: SessionIdPath,
         timeout_seconds: Annotated[float, Query(ge=0, le=max_result_wait_seconds)] = 30.0,
     ) -> RunResultView:
-        await service.call(service.require_session, session_id)
         return await service.wait(service.result, session_id, timeout_seconds)
 
     @api.get(

@@ -12,6 +12,7 @@ executor per test (``make_executor``). On top of that:
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -23,8 +24,11 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from helix_dbos.errors import HelixError
+from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service import create_app
+from helix_dbos.stream.sql import SqlStreamManager
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
 from tests.service.agents import agents, model
 
@@ -41,9 +45,22 @@ class Service:
 
 
 @pytest.fixture
-def service(make_executor: ExecutorFactory) -> Service:
-    executor = make_executor(model(), agents)
-    return Service(executor, create_app(executor, bearer_tokens=[TOKEN], sse_ping_seconds=1.0))
+def stream_backend() -> str:
+    """The executor's stream manager: ``memory``, or ``sql`` (durable; what ``launch()`` uses)."""
+    return "memory"
+
+
+@pytest.fixture
+def service(make_executor: ExecutorFactory, runtime_db: str, stream_backend: str) -> Iterator[Service]:
+    manager = SqlStreamManager(runtime_db) if stream_backend == "sql" else None
+    executor = make_executor(model(), agents, **({"stream_manager": manager} if manager else {}))
+    yield Service(executor, create_app(executor, bearer_tokens=[TOKEN], sse_ping_seconds=1.0, submit_grace_seconds=1.0))
+    # A run left waiting for a client would hold a DBOS thread past the module's DBOS.destroy().
+    for session in executor.store.list_sessions(status="active", limit=1000):
+        with contextlib.suppress(HelixError):
+            executor.abort(session.session_id, "test teardown")
+    if manager is not None:
+        background_loop.run(manager.aclose())
 
 
 @pytest.fixture

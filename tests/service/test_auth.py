@@ -95,3 +95,14 @@ async def test_bearer_tokens_and_hook_together() -> None:
     assert await auth.authenticate(request({"Authorization": "Bearer bad"})) is None
     open_auth = Authenticator(allow_unauthenticated=True)
     assert await open_auth.authenticate(request({})) == AnonymousPrincipal()
+
+
+async def test_oversized_bodies_are_413_after_authentication() -> None:
+    app = app_with(bearer_tokens=["tok"], max_body_bytes=64)
+    big = b'{"agent": "a", "input": "' + b"x" * 100 + b'"}'
+    json_type = {"Content-Type": "application/json"}
+    async with anonymous_client(app) as http:
+        assert (await http.post("/v1/runs", content=big, headers=json_type)).status_code == 401
+        response = await http.post("/v1/runs", content=big, headers=json_type | {"Authorization": "Bearer tok"})
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "validation_error"
