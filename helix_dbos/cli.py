@@ -263,6 +263,45 @@ def sessions_show(session_id: str, database_url: DatabaseUrl = None) -> None:
     for i, m in enumerate(state.messages):
         console.print(f"  [{i}] {m.role}: {m.model_dump_json(exclude_none=True, exclude={'role'})[:200]}")
     console.print(f"custom state: {_json(state.custom_state)}")
+    open_calls = store.pending.open_calls(session_id)
+    if open_calls:
+        table = Table("pending tool call", "tool", "kind", "arguments", "delivery", "deadline")
+        for call in open_calls:
+            table.add_row(
+                call.tool_call_id,
+                call.tool_name,
+                call.kind,
+                _json(call.arguments),
+                call.delivery,
+                str(call.deadline_ms),
+            )
+        console.print(table)
+    else:
+        console.print("no pending tool calls or approvals")
+
+
+@app.command()
+def recover(
+    executor_id: Annotated[list[str], typer.Option("--executor-id", help="Executor id of a worker that is gone.")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Take over the in-flight runs of workers that will not come back.
+
+    Re-enqueues their pending workflows so that any live worker picks them up. Workers also do this
+    on their own once a worker's heartbeat is older than ``takeover_after_seconds``.
+    """
+    from dbos import DBOS
+
+    from helix_dbos.runtime.launch import dbos_config_for
+
+    url = _url(database_url)
+    DBOS(config=dbos_config_for(url, executor_id="helix-dbos-recover"))
+    DBOS.launch()
+    try:
+        handles = DBOS._recover_pending_workflows(list(executor_id))
+        console.print(f"re-enqueued {len(handles)} run(s) of {', '.join(executor_id)} for the live workers")
+    finally:
+        DBOS.destroy()
 
 
 def main() -> None:
