@@ -177,6 +177,77 @@ async def bench(pg_url: str, sqlite_url: str, args: argparse.Namespace) -> None:
         print(f"  {name:<42} {result.p50_ms:7.1f} / {result.p95_ms:7.1f} / {result.max_ms:7.1f}")
 
 
+def sse_latency(pg_url: str, count: int, interval_ms: float) -> list[float]:
+    """Emit -> SSE client: a writer (its own manager, as in another process) emits deltas; a real HTTP
+    client reads them from ``GET /v1/sessions/{id}/stream`` served by uvicorn on 127.0.0.1."""
+    import json
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, SqlSessionStore
+    from helix_dbos.service import create_app
+
+    store = SqlSessionStore(pg_url)
+    session_id = f"sse-{pg.unique_name('s')}"
+    store.create_session(session_id, agent_type="bench", custom_state={}, now_ms=int(time.time() * 1000))
+    executor = DBOSAgentExecutor(store, llm_adapter=MockLLMAdapter([]), stream_manager=SqlStreamManager(pg_url))
+    executor.streams.open(session_id, "run", "bench")  # as execute() does before a run starts
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(executor, allow_unauthenticated=True), host="127.0.0.1", port=port, log_level="error")
+    )
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    latencies: list[float] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("GET", f"http://127.0.0.1:{port}/v1/sessions/{session_id}/stream") as response,
+        ):
+            ready.set()
+            for line in response.iter_lines():
+                if line.startswith("data:") and '"text_delta"' in line:
+                    chunk = json.loads(line[5:])
+                    latencies.append((time.perf_counter() - float(chunk["content"])) * 1000)
+                    if len(latencies) >= count:
+                        return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ready.wait(10)
+    time.sleep(0.3)
+
+    async def write() -> None:
+        writer_manager = SqlStreamManager(pg_url)
+        writer = await writer_manager.create_writer(session_id, "run", "bench")
+        for _ in range(count):
+            chunk = TextDeltaChunk(agent_id="run", agent_type="bench", content=repr(time.perf_counter()))
+            await writer.write(chunk)
+            await asyncio.sleep(interval_ms / 1000)
+        await writer_manager.aclose()
+
+    asyncio.run(write())
+    reader.join(30)
+    server.should_exit = True
+    executor.close()
+    from helix_dbos.runtime.aio import background_loop
+
+    manager = executor.streams.manager
+    assert isinstance(manager, SqlStreamManager)
+    background_loop.run(manager.aclose())
+    store.close()
+    return latencies
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=20_000)
@@ -198,6 +269,13 @@ def main() -> None:
             upgrade(pg_url)
             upgrade(sqlite_url)
             asyncio.run(bench(pg_url, sqlite_url, args))
+            sse = sorted(sse_latency(pg_url, 300, args.interval_ms))
+            if sse:
+                p50, p95 = sse[len(sse) // 2], sse[min(len(sse) - 1, int(0.95 * len(sse)))]
+                print(
+                    f"\nEnd to end emit -> SSE client (PostgreSQL NOTIFY, uvicorn on 127.0.0.1, {len(sse)} deltas):"
+                    f" p50 {p50:.1f} ms, p95 {p95:.1f} ms"
+                )
         finally:
             pg.drop_database(server_url, name)
             if cluster is not None:
