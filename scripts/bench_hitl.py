@@ -14,7 +14,6 @@ Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cl
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import threading
@@ -38,9 +37,8 @@ from helix_dbos import (
     ToolResultMessage,
     define_agent,
     define_tool,
-    upgrade,
 )
-from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+from scripts._bench_setup import bench_database, configure_dbos
 
 
 class AskIn(BaseModel):
@@ -112,25 +110,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=30)
-    parser.add_argument("--database-url", default=os.environ.get("HELIX_BENCH_DATABASE_URL"))
+    parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
-    cluster = None
-    url = args.database_url
-    if url is None:
-        from tests.pg import create_database, start_local_cluster, unique_name
-
-        cluster = start_local_cluster()
-        url = create_database(cluster.url, unique_name("hitl"))
-    try:
-        upgrade(url)
-        DBOS(
-            config={
-                "name": "helix-dbos",
-                "system_database_url": dbos_system_database_url(url),
-                "application_version": APPLICATION_VERSION,
-                "log_level": "WARNING",
-            }
-        )
+    with bench_database(args.database_url, "hitl") as url:
+        configure_dbos(url)
         executor = DBOSAgentExecutor(SqlSessionStore(url), llm_adapter=Model(), agents=[agent], hot_window_seconds=3600)
         DBOS.launch()
         print(f"PostgreSQL at {url.split('@')[-1]}")
@@ -180,9 +163,6 @@ def main() -> None:
             time.sleep(1.0)
         executor.close()
         DBOS.destroy()
-    finally:
-        if cluster is not None:
-            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cl
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -36,10 +35,9 @@ from helix_dbos import (
     ToolCallsStepResult,
     define_agent,
     define_tool,
-    upgrade,
 )
 from helix_dbos.messages import ToolResultMessage
-from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+from scripts._bench_setup import bench_database, configure_dbos
 
 TOOL_CALLS = 9
 
@@ -120,26 +118,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--database-url", default=os.environ.get("HELIX_BENCH_DATABASE_URL"))
+    parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
 
-    cluster = None
-    url = args.database_url
-    if url is None:
-        from tests.pg import create_database, start_local_cluster, unique_name
-
-        cluster = start_local_cluster()
-        url = create_database(cluster.url, unique_name("bench"))
-    try:
-        upgrade(url)
-        DBOS(
-            config={
-                "name": "helix-bench",
-                "system_database_url": dbos_system_database_url(url),
-                "application_version": APPLICATION_VERSION,
-                "log_level": "WARNING",
-            }
-        )
+    with bench_database(args.database_url, "bench") as url:
+        configure_dbos(url)
         executor = DBOSAgentExecutor(SqlSessionStore(url), llm_adapter=ZeroLatencyModel(), agents=[agent])
         DBOS.launch()
         for _ in range(5):  # warm up both paths
@@ -175,9 +158,6 @@ def main() -> None:
             print(f"  ratio      : median {h_med / b_med:5.2f}x   p95 {h_p95 / b_p95:5.2f}x")
         executor.close()
         DBOS.destroy()
-    finally:
-        if cluster is not None:
-            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""Shared set-up of the benchmark scripts: a migrated PostgreSQL database and a configured DBOS."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dbos import DBOS
+
+from helix_dbos import upgrade
+from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+
+DATABASE_URL_ENV = "HELIX_BENCH_DATABASE_URL"
+
+
+@contextmanager
+def bench_database(url: str | None, prefix: str) -> Iterator[str]:
+    """A migrated database: ``url`` (or ``HELIX_BENCH_DATABASE_URL``), else a throw-away cluster's."""
+    url = url or os.environ.get(DATABASE_URL_ENV)
+    cluster = None
+    if url is None:
+        from tests.pg import create_database, start_local_cluster, unique_name
+
+        cluster = start_local_cluster()
+        url = create_database(cluster.url, unique_name(prefix))
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def configure_dbos(url: str) -> None:
+    """Configure (not launch) DBOS on ``url`` the way ``helix_dbos.launch`` does."""
+    DBOS(
+        config={
+            "name": "helix-dbos",
+            "system_database_url": dbos_system_database_url(url),
+            "application_version": APPLICATION_VERSION,
+            "log_level": "WARNING",
+        }
+    )
