@@ -13,7 +13,6 @@ Embedding in an existing DBOS app needs none of this: create a ``DBOSAgentExecut
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,8 +153,3 @@ def shutdown(executor: DBOSAgentExecutor | None = None) -> None:
     DBOS.destroy()
     if executor is not None:
         executor.store.close()
-
-
-def hostname_executor_id() -> str:
-    """A per-host executor id for single-worker-per-host deployments."""
-    return f"{socket.gethostname()}"
