@@ -77,6 +77,9 @@ class RunStreams:
         """
 
         async def _open() -> int:
+            activate = getattr(self.manager, "activate", None)
+            if activate is not None:
+                await activate(stream_id)  # durable managers: never trust a per-process cache here
             await self.manager.create_writer(stream_id, run_id, agent_type)
             info = await self.manager.get_stream_info(stream_id)
             return info.latest_sequence if info is not None else 0

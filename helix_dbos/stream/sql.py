@@ -845,6 +845,18 @@ class SqlStreamManager:
             self._set_local(stream_id, "active")
         return SqlStreamWriter(self, stream_id, run_id, agent_type)
 
+    async def activate(self, stream_id: str) -> None:
+        """Make the stream active in the database whatever this manager has cached.
+
+        A run's start calls this: another process may have ended or failed the stream (an abort sent
+        to an API process, a run finished on another worker) while this manager still caches it as
+        active, and ``create_writer`` trusts the cache.
+        """
+        self._check_open()
+        await self.flush()
+        await asyncio.to_thread(self._execute_write, _ACTIVATE, {"sid": stream_id, "now": _now_ms()})
+        self._set_local(stream_id, "active")
+
     async def write_keyed(
         self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None = None
     ) -> None:

@@ -824,3 +824,28 @@ async def test_delete_stream_removes_it_and_stops_readers(manager: SqlStreamMana
     assert await manager.read_records("s1") == []
     await manager.create_writer("s1", "run-2", "writer")  # the id can be used again, from scratch
     assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=0, chunk_count=0)
+
+
+async def test_activate_reopens_a_stream_another_process_ended(pg_store_url: str) -> None:
+    """A run's start reactivates the stream in the database even when this manager's cache says
+    it is active (another process ended or failed it meanwhile)."""
+    from helix_dbos import TextDeltaChunk
+    from helix_dbos.stream.sql import SqlStreamManager
+
+    here, elsewhere = SqlStreamManager(pg_store_url), SqlStreamManager(pg_store_url)
+    try:
+        writer = await here.create_writer("shared", "run-1", "agent")
+        await writer.write(TextDeltaChunk(agent_id="run-1", agent_type="agent", content="a"))
+        await writer.flush()
+        await elsewhere.fail_stream("shared", "aborted elsewhere")
+        await here.activate("shared")
+        writer = await here.create_writer("shared", "run-2", "agent")
+        await writer.write(TextDeltaChunk(agent_id="run-2", agent_type="agent", content="b"))
+        await writer.flush()
+        info = await here.get_stream_info("shared")
+        assert info is not None and info.status == "active"
+        contents = [r.chunk.content for r in await here.read_records("shared") if isinstance(r.chunk, TextDeltaChunk)]
+        assert contents == ["a", "b"]
+    finally:
+        await here.aclose()
+        await elsewhere.aclose()
