@@ -162,6 +162,68 @@ SubmitToolResult = Annotated[ClientToolResult | ApprovalResponse, Field(discrimi
 SubmitToolResultAdapter: TypeAdapter[SubmitToolResult] = TypeAdapter(SubmitToolResult)
 
 
+class RetryOptions(_Data):
+    """Options of ``retry`` (seed 002 ``RetryOptions``)."""
+
+    checkpoint_id: str | None = None
+    """The checkpoint to restore; the latest by default. An unknown id is an error, never a fallback."""
+    message: str | list[UserInputMessage] | None = None
+    """A message to continue with after the restored checkpoint."""
+
+
+class ResumeOptions(_Data):
+    """Options of ``resume``."""
+
+    message: str | list[UserInputMessage] | None = None
+    """A message appended once any outstanding tool batch has its results."""
+
+
+class _OutcomeBase(_Data):
+    final_state: AgentState
+
+
+class CompletedOutcome(_OutcomeBase):
+    """The run completed."""
+
+    kind: Literal["completed"] = "completed"
+    output: Any = None
+
+
+class FailedOutcome(_OutcomeBase):
+    """The run failed."""
+
+    kind: Literal["failed"] = "failed"
+    error: str
+
+
+class InterruptedOutcome(_OutcomeBase):
+    """The run stopped at an interrupt; ``resume`` continues it."""
+
+    kind: Literal["interrupted"] = "interrupted"
+    reason: str | None = None
+
+
+class AbortedOutcome(_OutcomeBase):
+    """The run was aborted; not resumable."""
+
+    kind: Literal["aborted"] = "aborted"
+    reason: str | None = None
+
+
+class SuspendedClientToolOutcome(_OutcomeBase):
+    """The run parked waiting for client results or approvals, keyed by tool-call id."""
+
+    kind: Literal["suspended_client_tool"] = "suspended_client_tool"
+    pending_client_tool_calls: dict[str, dict[str, Any]]
+
+
+RunOutcome = Annotated[
+    CompletedOutcome | FailedOutcome | InterruptedOutcome | AbortedOutcome | SuspendedClientToolOutcome,
+    Field(discriminator="kind"),
+]
+"""How a run ended (seed 002 ``RunOutcome``), discriminated by ``kind``."""
+
+
 class CanResumeResult(_Data):
     """Whether ``resume`` would accept the session, and why not."""
 

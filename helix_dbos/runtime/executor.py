@@ -56,15 +56,23 @@ from helix_dbos.runtime.steps import OUTCOME_EVENT, now_ms
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workflow import agent_run_workflow
 from helix_dbos.session import (
+    AbortedOutcome,
     AgentInput,
     AgentResult,
     AgentState,
     ApprovalResponse,
     CanResumeResult,
+    CompletedOutcome,
+    FailedOutcome,
+    InterruptedOutcome,
+    ResumeOptions,
+    RetryOptions,
+    RunOutcome,
     SendInput,
     SessionStatus,
     SubmitToolResult,
     SubmitToolResultAdapter,
+    SuspendedClientToolOutcome,
 )
 from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
 from helix_dbos.store.hitl import PendingToolCallNotFoundError
@@ -149,6 +157,44 @@ class AgentExecutionHandle:
     async def stream(self) -> AsyncIterator[StreamChunk] | None:
         """Chunks of the session's stream from the start of this run (live until the run ends)."""
         return await self._executor.streams.read(self._run.session_id, from_sequence=self._run.stream_start_sequence)
+
+    def outcome(self, timeout_seconds: float | None = None) -> RunOutcome:
+        """Wait for the run, then describe how it ended with its final state (seed 002 ``RunOutcome``)."""
+        result = self.result(timeout_seconds)
+        state = self.get_state()
+        session = self._executor.store.load_session(self.session_id)
+        if session is not None and session.aborted and session.run_id == self.run_id:
+            # Checked first: an aborted parked run's workflow had already ended as suspended.
+            return AbortedOutcome(final_state=state, reason=session.abort_reason)
+        if result.status == "completed":
+            return CompletedOutcome(final_state=state, output=result.output)
+        if result.status == "suspended_client_tool":
+            pending = {
+                c.tool_call_id: c.model_dump(mode="json", include={"tool_name", "kind", "arguments", "deadline_ms"})
+                for c in self._executor.store.pending.open_calls(self.session_id)
+            }
+            return SuspendedClientToolOutcome(final_state=state, pending_client_tool_calls=pending)
+        if result.status == "interrupted":
+            reason = session.interrupt_context.reason if session and session.interrupt_context else None
+            return InterruptedOutcome(final_state=state, reason=reason)
+        return FailedOutcome(final_state=state, error=result.error or "failed")
+
+    def abort(self, reason: str | None = None) -> None:
+        """Abort this run's session (see :meth:`DBOSAgentExecutor.abort`)."""
+        self._executor.abort(self.session_id, reason)
+
+    def can_resume(self) -> CanResumeResult:
+        """Whether the session can be resumed, and why not."""
+        return self._executor.can_resume(self.session_id)
+
+    def resume(self, options: ResumeOptions | None = None) -> AgentExecutionHandle:
+        """Continue the interrupted or suspended session in a new run; returns its handle."""
+        return self._executor.resume(self.agent_name, self.session_id, (options or ResumeOptions()).message)
+
+    def retry(self, options: RetryOptions | None = None) -> AgentExecutionHandle:
+        """Start again from a checkpoint (the latest by default); returns the new run's handle."""
+        opts = options or RetryOptions()
+        return self._executor.retry(self.session_id, checkpoint_id=opts.checkpoint_id, message=opts.message)
 
 
 class DBOSAgentExecutor:

@@ -112,8 +112,8 @@ class RunRequest(BaseModel):
     message never lands between a tool call and its result."""
 
 
-class RunOutcome(BaseModel):
-    """What the workflow returns (JSON): the seeds' ``AgentResult`` plus ids."""
+class RunSummary(BaseModel):
+    """What the workflow returns (JSON): the run's status, output or error, and ids."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -222,7 +222,7 @@ class _Run:
         DBOS.run_step({"name": f"{self.agent.name}.hooks"}, hooks_step, self.who, self.hooks, events)
 
 
-def run_agent_loop(request: RunRequest) -> RunOutcome:
+def run_agent_loop(request: RunRequest) -> RunSummary:
     """Run (or, under replay, re-run deterministically) one agent run to its end.
 
     An unexpected exception (a bug, an unregistered agent) must not leave the session ``active``
@@ -237,10 +237,10 @@ def run_agent_loop(request: RunRequest) -> RunOutcome:
         DBOS.run_step({"name": "helix.fail_run"}, fail_run_step, request.session_id, request.run_id, error)
         rt = services.current()
         rt.streams.fail(request.stream_id, error)
-        return RunOutcome(session_id=request.session_id, run_id=request.run_id, status="failed", error=error)
+        return RunSummary(session_id=request.session_id, run_id=request.run_id, status="failed", error=error)
 
 
-def _run_loop(request: RunRequest) -> RunOutcome:
+def _run_loop(request: RunRequest) -> RunSummary:
     rt = services.current()
     agent = rt.registry.require(request.agent_name)
     fingerprint = rt.registry.fingerprint(agent.name)
@@ -334,7 +334,7 @@ def _run_loop(request: RunRequest) -> RunOutcome:
         pending = run.pending_commit()
 
 
-def _after_batch(run: _Run, batch: BatchOutcome) -> RunOutcome | None:
+def _after_batch(run: _Run, batch: BatchOutcome) -> RunSummary | None:
     """End the run when a batch completed the agent, suspended, or was stopped; else ``None``."""
     if batch.stop == "suspended":
         return _finish(run, "suspended_client_tool", pending_ids=batch.pending_ids)
@@ -362,7 +362,7 @@ def _outstanding_calls(messages: list[Message]) -> list[ParsedToolCall]:
     ]
 
 
-def _stop(run: _Run, step_result: StepResult, finish_name: str | None) -> RunOutcome:
+def _stop(run: _Run, step_result: StepResult, finish_name: str | None) -> RunSummary:
     """The run stopped without a completion tool: decide its final status and output."""
     if isinstance(step_result, ErrorStepResult):
         error = extract_error_message(step_result.error)
@@ -696,7 +696,7 @@ def _finish(
     error: str | None = None,
     reason: str | None = None,
     pending_ids: list[str] | None = None,
-) -> RunOutcome:
+) -> RunSummary:
     """Commit the last iteration with the final status, emit the closing chunks, fire the hooks.
 
     A suspended run leaves the session ``active`` (the seeds' contract: open pending calls are the
@@ -731,7 +731,7 @@ def _finish(
         run.emit(RunInterruptedChunk(**run.chunk_base(), reason=reason))
     elif status == "failed":
         run.rt.streams.fail(run.who.stream_id, error or "failed")
-    return RunOutcome(
+    return RunSummary(
         session_id=run.who.session_id,
         run_id=run.who.run_id,
         status=status,
@@ -742,4 +742,4 @@ def _finish(
     )
 
 
-__all__ = ["RunOutcome", "RunRequest", "run_agent_loop"]
+__all__ = ["RunRequest", "RunSummary", "run_agent_loop"]

@@ -20,5 +20,5 @@ AGENT_WORKFLOW_NAME = "helix_dbos.agent_run"
 
 @DBOS.workflow(name=AGENT_WORKFLOW_NAME)
 def agent_run_workflow(request: dict[str, Any]) -> dict[str, Any]:
-    """Run one agent run; input and output are plain JSON (see ``RunRequest`` / ``RunOutcome``)."""
+    """Run one agent run; input and output are plain JSON (see ``RunRequest`` / ``RunSummary``)."""
     return run_agent_loop(RunRequest.model_validate(request)).model_dump(mode="json")

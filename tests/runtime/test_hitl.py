@@ -456,3 +456,52 @@ def test_retry_from_latest_and_explicit_checkpoint(make_executor: ExecutorFactor
     messages = again.get_state().messages
     assert [m.role for m in messages] == ["user", "assistant", "tool"]  # what followed step 0 was discarded
     assert [r.mode for r in executor.list_runs(handle.session_id)] == ["execute", "retry", "retry"]
+
+
+def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
+    """The seeds' handle surface: outcome, can_resume, resume, abort, retry."""
+    from helix_dbos import (
+        AbortedOutcome,
+        CompletedOutcome,
+        ErrorStepResult,
+        FailedOutcome,
+        ResumeOptions,
+        RetryOptions,
+        SuspendedClientToolOutcome,
+    )
+
+    agent = client_agent("handled")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
+        [agent],
+        hot_window_seconds=0.2,
+    )
+    handle = executor.execute(agent, "go")
+    parked = handle.outcome()
+    assert isinstance(parked, SuspendedClientToolOutcome)
+    assert parked.pending_client_tool_calls["c1"]["tool_name"] == "get_location"
+    assert handle.can_resume().can_resume
+    executor.store.pending.submit(
+        handle.session_id, "c1", {"kind": "client-tool-result", "tool_call_id": "c1", "result": 7}
+    )
+    resumed = handle.resume(ResumeOptions())
+    done = resumed.outcome()
+    assert isinstance(done, CompletedOutcome) and done.output == Out(answer="7")
+    assert done.final_state.status == "completed"
+
+    erring = define_agent("handled-2", system_prompt="x", llm_config="openai/fake", output_schema=Out)
+    executor2 = make_executor(
+        MockLLMAdapter([ErrorStepResult(error=HelixError("down"), should_stop=True), finish_with_results]), [erring]
+    )
+    failed = executor2.execute(erring, "go")
+    assert isinstance(failed.outcome(), FailedOutcome)
+    retried = failed.retry(RetryOptions())
+    assert isinstance(retried.outcome(), CompletedOutcome)
+
+    abortable = client_agent("handled-3")
+    executor3 = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"}))]), [abortable])
+    waiting = executor3.execute(abortable, "again")
+    wait_for(lambda: open_ids(executor3, waiting.session_id) == ["c1"])
+    waiting.abort("stop")
+    outcome = waiting.outcome()
+    assert isinstance(outcome, AbortedOutcome) and outcome.reason == "stop"
