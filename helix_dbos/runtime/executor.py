@@ -388,15 +388,29 @@ class DBOSAgentExecutor:
         self._start_workflow(agent, run, session, None)
         return True
 
-    def recover_orphaned_runs(self, *, limit: int = 1000) -> list[str]:
-        """Start every orphaned run (see the module docstring); returns their run ids."""
+    def recover_orphaned_runs(self, *, page_size: int = 500) -> list[str]:
+        """Start every orphaned run (see the module docstring); returns their run ids.
+
+        Looks only at runs recorded ``running`` (an indexed query, paged by run id so none is
+        missed), and asks DBOS which of their workflows exist, one query per page: the cost is the
+        number of runs in flight, flat in the number of parked or finished sessions.
+        """
         started: list[str] = []
-        for session in self.store.list_sessions(status="active", limit=limit):
-            if self._start_if_orphaned(session.session_id):
-                run = self.store.get_current_run(session.session_id)
-                if run is not None:
+        after: str | None = None
+        while True:
+            page = self.store.list_running_runs(after_run_id=after, limit=page_size)
+            if not page:
+                return started
+            after = page[-1].run_id
+            ids = [run.workflow_id for run in page]
+            known = {
+                w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)
+            }
+            for run in page:
+                if run.workflow_id not in known and self._start_if_orphaned(run.session_id):
                     started.append(run.run_id)
-        return started
+            if len(page) < page_size:
+                return started
 
     # -- human in the loop ----------------------------------------------------------------------------
     def submit_tool_result(

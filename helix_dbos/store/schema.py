@@ -31,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -125,6 +125,13 @@ runs = sa.Table(
     # One run per turn: the last line of defence against two concurrent starts. Its index
     # (session_id first) also serves every per-session lookup, so no separate session index.
     sa.UniqueConstraint("session_id", "turn"),
+    # Runs in flight only (store/orphans.py): orphan detection costs what is running, not what is stored.
+    sa.Index(
+        "ix_helix_runs_running",
+        "run_id",
+        postgresql_where=sa.text("status = 'running'"),
+        sqlite_where=sa.text("status = 'running'"),
+    ),
 )
 
 checkpoints = sa.Table(

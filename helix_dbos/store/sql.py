@@ -1067,6 +1067,12 @@ class SqlSessionStore:
         with _begin_read(self._engine) as conn:
             return [_session_record(row) for row in conn.execute(stmt)]
 
+    def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
+        """Runs with status ``running`` by run id, after ``after_run_id`` (see ``store/orphans.py``)."""
+        from helix_dbos.store.orphans import list_running_runs
+
+        return list_running_runs(self._engine, after_run_id=after_run_id, limit=limit)
+
     # checkpoints ------------------------------------------------------------------------------
 
     _CHECKPOINT_ORDER = (
