@@ -5,8 +5,8 @@ files under ``.helix/``), so switching from the embedded default to PostgreSQL i
 Foreseeable failures (a bad URL or ``--agents``, a database that is missing or unreachable) are one
 line on stderr and a non-zero exit code (``cli_input.py``).
 
-The commands that run agents (``demo``, ``worker``, ``serve``, ``recover --agents``) say which runs
-they recover at start-up, those a killed process left in flight, and how each ended.
+``demo``, ``worker`` and ``recover --agents`` say which runs they recover at start-up (those a
+killed process left in flight) and how each ended.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -425,13 +426,17 @@ def recover(
         return
     from dbos import DBOSClient
 
-    client = DBOSClient(system_database_url=dbos_system_database_url(url))
+    store = _store(database_url)  # first: a missing or unmigrated database is reported as such
     try:
-        requeued, queued = _requeue(client, list(executor_id), APPLICATION_VERSION)
-    finally:
-        client.destroy()
-    store = _store(database_url)
-    try:
+        system_url = dbos_system_database_url(url)
+        requeued: list[str] = []
+        queued: list[str] = []
+        if not system_url.startswith("sqlite:") or Path(system_url.removeprefix("sqlite:///")).exists():
+            client = DBOSClient(system_database_url=system_url)
+            try:
+                requeued, queued = _requeue(client, list(executor_id), APPLICATION_VERSION)
+            finally:
+                client.destroy()
         _print_requeued(store, list(executor_id), requeued, queued)
         if requeued or queued:
             console.print(_worker_hint(store))

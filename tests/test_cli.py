@@ -234,3 +234,12 @@ def test_agents_are_imported_from_the_current_directory(tmp_path: Path) -> None:
         worker.wait_for(r"worker up: agents=\['from-cwd'\] executor_id=cwd-worker")
     finally:
         assert worker.stop() == 0, worker.output
+
+
+def test_recover_with_agents_runs_the_runs_here_and_reports_them(tmp_path: Path) -> None:
+    killed, _ = _crash_a_demo(tmp_path)
+    recovered = _cli(tmp_path, "recover", "--executor-id", "local", "--agents", "demo")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert "re-enqueued 1 run(s) of local" in recovered.stdout, recovered.stdout
+    assert f"recovered session {killed}: completed" in recovered.stdout, recovered.stdout
+    _assert_completed_once(tmp_path, killed)

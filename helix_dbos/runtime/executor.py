@@ -403,9 +403,7 @@ class DBOSAgentExecutor:
                 return started
             after = page[-1].run_id
             ids = [run.workflow_id for run in page]
-            known = {
-                w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)
-            }
+            known = {w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)}
             for run in page:
                 if run.workflow_id not in known and self._start_if_orphaned(run.session_id):
                     started.append(run.run_id)
@@ -803,9 +801,20 @@ class DBOSAgentExecutor:
             output = TypeAdapter(agent.output_schema).validate_python(output)
         return AgentResult(status=outcome["status"], output=output, error=outcome.get("error"))
 
-    def close(self) -> None:
-        """Stop the tool pool and uninstall this executor (DBOS itself is the caller's to destroy)."""
+    def stop_background_tasks(self, timeout_seconds: float = 5.0) -> None:
+        """Stop the background thread, waiting up to ``timeout_seconds`` for its current round."""
         self._sweeper_stop.set()
+        if self._sweeper is not None and self._sweeper is not threading.current_thread():
+            self._sweeper.join(timeout_seconds)
+
+    def close(self) -> None:
+        """Stop background tasks and the tool pool, and uninstall this executor.
+
+        DBOS itself is the caller's to destroy, *before* this when workflows may still be running
+        here (``shutdown()`` does so): a workflow that finds the runtime uninstalled while DBOS can
+        still record would record that as its failure.
+        """
+        self.stop_background_tasks()
         self._services.tool_pool.shutdown(wait=False, cancel_futures=True)
         services.uninstall(self._services)
 

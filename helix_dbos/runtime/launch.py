@@ -253,6 +253,7 @@ def shutdown(
     """
     left: list[str] = []
     if executor is not None:
+        executor.stop_background_tasks()  # no takeover or sweep may start work while draining
         try:
             left = drain(executor, drain_timeout_seconds)
         except Exception as exc:  # a database that is down must not keep a process from stopping
