@@ -177,7 +177,8 @@ def _finish_recovered(executor: DBOSAgentExecutor, run: RunRecord) -> None:
 
 
 def _report_recovered(run: RunRecord, result: Any) -> None:
-    style = "green" if result.status == "completed" else "red"
+    """``recovered session ID: STATUS (error)``; ``result`` is an ``AgentResult`` or the run record."""
+    style = {"completed": "green", "failed": "red"}.get(result.status, "yellow")
     line = f"[{style}]recovered session {run.session_id}: {result.status}[/{style}]"
     if result.error:
         line += f" ({result.error})"
@@ -221,27 +222,47 @@ def _load_agents(spec: str) -> list[AgentConfig]:
     return load_agents(spec)
 
 
-def _watch_recovery(executor: DBOSAgentExecutor) -> list[threading.Thread]:
-    """Name the runs being recovered now, and report each one's end from a background thread."""
-    from helix_dbos.runtime.executor import AgentExecutionHandle
+def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threading.Thread | None:
+    """Name the runs being recovered now, and report each one's end from one background thread.
+
+    The thread reads run records, not DBOS events: after a crash with hundreds of runs in flight
+    that is one indexed query per half second, not a waiting thread per run.
+    """
     from helix_dbos.runtime.launch import recovering_runs
 
-    def wait(run: RunRecord, agent_name: str) -> None:
-        try:
-            result = AgentExecutionHandle(executor, run, agent_name).result()
-        except Exception:  # the worker is stopping; the run stays recoverable
-            return
-        _report_recovered(run, result)
-
-    threads = []
-    for run in recovering_runs(executor):
+    runs = recovering_runs(executor)
+    for run in runs:
         session = executor.store.load_session(run.session_id)
         agent_name = session.agent_type if session is not None else "?"
         console.print(f"recovering session {run.session_id} (run {run.run_id}, agent {agent_name})", soft_wrap=True)
-        thread = threading.Thread(target=wait, args=(run, agent_name), name="helix-recovery-report", daemon=True)
-        thread.start()
-        threads.append(thread)
-    return threads
+    if not runs:
+        return None
+
+    def report() -> None:
+        waiting = {run.run_id for run in runs}
+        while waiting and not stop.wait(0.5):
+            try:
+                still = _running_run_ids(executor)
+                for run_id in sorted(waiting - still):
+                    ended = executor.store.get_run(run_id)
+                    if ended is not None:
+                        _report_recovered(ended, ended)
+                    waiting.discard(run_id)
+            except Exception:  # the database is away: try again next round
+                continue
+
+    thread = threading.Thread(target=report, name="helix-recovery-report", daemon=True)
+    thread.start()
+    return thread
+
+
+def _running_run_ids(executor: DBOSAgentExecutor) -> set[str]:
+    running: set[str] = set()
+    after: str | None = None
+    while page := executor.store.list_running_runs(after_run_id=after, limit=1000):
+        running.update(run.run_id for run in page)
+        after = page[-1].run_id
+    return running
 
 
 @app.command()
@@ -267,7 +288,7 @@ def worker(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        _watch_recovery(executor)
+        _watch_recovery(executor, stop)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
