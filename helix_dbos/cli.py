@@ -218,10 +218,6 @@ async def _watch(handle: Any) -> Any:
     return result
 
 
-def _load_agents(spec: str) -> list[AgentConfig]:
-    return load_agents(spec)
-
-
 def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threading.Thread | None:
     """Name the runs being recovered now, and report each one's end from one background thread.
 
@@ -282,7 +278,7 @@ def worker(
     from helix_dbos.runtime.launch import launch, shutdown
 
     url = _url(database_url)
-    loaded = _load_agents(agents)
+    loaded = load_agents(agents)
     executor = launch(url, agents=loaded, executor_id=executor_id)
     console.print(f"worker up: agents={[a.name for a in loaded]} executor_id={executor.executor_id}", soft_wrap=True)
     stop = threading.Event()
@@ -345,7 +341,7 @@ def serve(
     if allow_unauthenticated and not is_loopback(host):
         typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
     url = _url(database_url)
-    loaded = _load_agents(agents)
+    loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
     typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
     run_server(
@@ -443,7 +439,7 @@ def recover(
 
     url = _url(database_url)
     if agents is not None:
-        _recover_here(url, list(executor_id), _load_agents(agents))
+        _recover_here(url, list(executor_id), load_agents(agents))
         return
     from dbos import DBOSClient
 

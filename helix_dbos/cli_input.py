@@ -113,7 +113,10 @@ def load_agents(spec: str) -> list[AgentConfig]:
         raise CliError(f"module {module_name!r} has no attribute {attr!r}: {hint}", exit_code=2)
     value = getattr(module, attr)
     if callable(value) and not isinstance(value, AgentConfig):
-        value = value()
+        try:
+            value = value()
+        except Exception as exc:
+            raise CliError(f"calling {spec} (to get the agents) failed: {type(exc).__name__}: {exc}") from None
     agents = [value] if isinstance(value, AgentConfig) else list(value) if isinstance(value, list | tuple) else None
     if not agents or not all(isinstance(a, AgentConfig) for a in agents):
         raise CliError(
