@@ -1,0 +1,40 @@
+"""Fixtures for fault tests: a PostgreSQL cluster of their own that the tests crash and restart.
+
+The cluster is separate from the session-wide one (``tests/pg.py``), so stopping it with
+``pg_ctl stop -m immediate`` disturbs no other test. It restarts on the same port, which is what a
+client pool sees when a database server restarts or fails over behind a stable address.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests import pg
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``chaos`` tests unless the marker expression asks for them (``-m chaos``)."""
+    if "chaos" in (config.getoption("markexpr", "") or ""):
+        return
+    skip = pytest.mark.skip(reason="long fault-injection variant: run with -m chaos")
+    for item in items:
+        if item.get_closest_marker("chaos") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def crash_cluster() -> Iterator[pg.LocalCluster]:
+    """A throw-away cluster this module may crash (``outage``) and restart at will."""
+    try:
+        cluster = pg.start_local_cluster(crash_safe=True)
+    except RuntimeError as error:
+        if os.environ.get("CI") or os.environ.get("HELIX_REQUIRE_POSTGRES"):
+            pytest.fail(f"PostgreSQL is required here but could not be started: {error}")
+        pytest.skip(f"fault tests need local PostgreSQL server binaries: {error}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
