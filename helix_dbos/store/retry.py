@@ -159,7 +159,11 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
-_depth = threading.local()
+class _Depth(threading.local):
+    active = False
+
+
+_depth = _Depth()
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -171,22 +175,22 @@ def retry_call(fn: Callable[[], T], *, policy: RetryPolicy, operation: str) -> T
     A call made while another retried call is running in this thread runs once: the outer call
     owns the retries, so nested operations never multiply the bound.
     """
-    if getattr(_depth, "active", False):
+    depth = _depth
+    if depth.active:
         return fn()
-    _depth.active = True
-    try:
-        return _retry_loop(fn, policy, operation)
-    finally:
-        _depth.active = False
-
-
-def _retry_loop(fn: Callable[[], T], policy: RetryPolicy, operation: str) -> T:
+    depth.active = True
     try:
         return fn()  # the hot path: one call, no clock read, no allocation
     except Exception as first:
         if policy.max_seconds <= 0 or not is_transient(first):
             raise
-        error: Exception = first
+        return _retry_after(first, fn, policy, operation)
+    finally:
+        depth.active = False
+
+
+def _retry_after(first: Exception, fn: Callable[[], T], policy: RetryPolicy, operation: str) -> T:
+    error = first
     started = time.monotonic()
     backoff = policy.initial_backoff
     attempts = 1
@@ -243,6 +247,18 @@ def retrying(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, 
 
     @functools.wraps(method)
     def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
-        return retry_call(lambda: method(self, *args, **kwargs), policy=self.retry_policy, operation=operation)
+        depth = _depth
+        if depth.active:
+            return method(self, *args, **kwargs)
+        depth.active = True
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as first:
+            policy = self.retry_policy
+            if policy.max_seconds <= 0 or not is_transient(first):
+                raise
+            return _retry_after(first, lambda: method(self, *args, **kwargs), policy, operation)
+        finally:
+            depth.active = False
 
     return cast(Callable[Concatenate[S, P], T], wrapper)
