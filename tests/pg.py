@@ -7,7 +7,10 @@ exit. ``initdb`` and ``pg_ctl`` refuse to run as root, so as root they run as th
 user through ``runuser``.
 
 Every test that needs a database of its own asks :func:`create_database` for one: databases are
-cheap, and a fresh one isolates a test completely.
+cheap, and a fresh one isolates a test completely. Fault tests start a cluster of their own
+(``start_local_cluster(crash_safe=True)``) and crash it (:meth:`LocalCluster.crash`, ``pg_ctl stop -m
+immediate``) and start it again on the same port (:meth:`LocalCluster.start`, or both with
+:meth:`LocalCluster.outage`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,15 @@ Writes
     later finds a chunk below N. A write that fails to commit is reported by the writer's next
     ``write``/``flush``/``close``, not by the ``write`` that queued it.
 
+Faults (``helix_dbos.stream.flusher``, ``helix_dbos.store.retry``)
+    Every read and write retries transient database errors (a restart, a dropped connection) for
+    the retry bound, so a database restart delays chunks but never drops them, and ``end_stream``
+    still lands. A batch the database refuses is written again stream by stream, so one stream's
+    bad chunk never costs another stream its chunks; a chunk refused on its own becomes an
+    ``error`` chunk with ``code="stream_gap"`` at its position. Chunks lost to an outage longer than
+    the bound are counted and reported by such a marker on the stream's next write or end. Text is
+    stored through the reversible escape of ``helix_dbos.store.codec`` (NUL, lone surrogates).
+
 Idempotent chunks
     ``write(chunk, dedupe_key=...)`` (or :meth:`SqlStreamManager.write_keyed`) stores a chunk once
     per ``(stream_id, dedupe_key)``: a replayed DBOS workflow re-emitting its deterministic chunks
