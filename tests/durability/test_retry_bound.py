@@ -92,7 +92,7 @@ def test_a_store_call_gives_up_after_the_bound_with_a_safe_error(env: Env) -> No
         store.load_session("anything")
     elapsed = time.monotonic() - started
     restart.join()
-    assert 1.0 <= elapsed < 3.0
+    assert 1.0 <= elapsed < 5.0
     assert failure.value.code == "transport_error" and failure.value.retryable
     assert failure.value.__cause__ is not None  # the driver's error, for the logs
     _safe(failure.value.message, env)
