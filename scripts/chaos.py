@@ -239,15 +239,10 @@ class Worker:
 
 
 def restart_postgres(cluster: Any, down_seconds: float) -> None:
-    """Stop the test cluster in immediate mode (a crash, as far as clients see), wait, start it again."""
-    from tests.pg import _SERVER_OPTIONS
-
-    pg_ctl = [*cluster.run_as, str(cluster.bin_dir / "pg_ctl"), "-D", str(cluster.data_dir)]
-    subprocess.run([*pg_ctl, "-m", "immediate", "stop"], check=True, capture_output=True, timeout=60)
+    """Crash the test cluster (``pg_ctl stop -m immediate``: every connection drops), wait, start it again."""
+    cluster.crash()
     time.sleep(down_seconds)
-    options = f"-p {cluster.port} -k {cluster.root} -c listen_addresses=127.0.0.1 {_SERVER_OPTIONS}"
-    log = str(cluster.root / "server.log")
-    subprocess.run([*pg_ctl, "-l", log, "-o", options, "-w", "-t", "60", "start"], check=True, capture_output=True)
+    cluster.start()
 
 
 def run_chaos(config: ChaosConfig) -> ChaosReport:
@@ -261,7 +256,7 @@ def run_chaos(config: ChaosConfig) -> ChaosReport:
     report = ChaosReport(config)
     say = (lambda *_: None) if config.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
 
-    cluster = start_local_cluster()
+    cluster = start_local_cluster(crash_safe=True)  # a crash must not lose acknowledged commits
     model = ChaosModel(config.tools_per_session, config.llm_delay)
     server = ScriptedOpenAIServer(handler=model)
     workers: list[Worker] = []
