@@ -32,7 +32,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig
+from sqlalchemy.pool import NullPool
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.adapter import LLMAdapter
@@ -43,7 +45,8 @@ from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
 from helix_dbos.store.base import RunRecord
 from helix_dbos.store.migrate import upgrade
-from helix_dbos.store.sql import SqlSessionStore
+from helix_dbos.store.retry import RetryPolicy, retry_call
+from helix_dbos.store.sql import SqlSessionStore, to_sqlalchemy_url
 from helix_dbos.stream.manager import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 
@@ -125,6 +128,26 @@ def default_llm_adapter() -> LLMAdapter:
     return ModelRouter({DEMO_MODEL: DemoModel()}, LiteLLMAdapter())
 
 
+def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
+    """Block until the PostgreSQL server at ``url`` answers, for at most the retry bound.
+
+    A worker restarted by its supervisor while the database restarts or fails over must wait for
+    it rather than die (every process dying during an outage turns a blip into an outage of the
+    whole tier). Past the bound it raises :class:`~helix_dbos.store.retry.DatabaseUnavailableError`;
+    an error that is not transient (a wrong password, a missing database) is raised at once.
+    """
+    engine = sa.create_engine(to_sqlalchemy_url(url), poolclass=NullPool)
+    try:
+
+        def ping() -> None:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+
+        retry_call(ping, policy=policy or RetryPolicy.from_env(), operation="connecting to the database")
+    finally:
+        engine.dispose()
+
+
 def launch(
     database_url: str | None = None,
     *,
@@ -149,8 +172,10 @@ def launch(
     url = database_url or default_database_url()
     if url.startswith("sqlite:"):
         _prepare_sqlite(url)
+    else:
+        wait_for_database(url)
     if migrate:
-        upgrade(url)
+        retry_call(lambda: upgrade(url), policy=RetryPolicy.from_env(), operation="migrating the database")
     store = SqlSessionStore(url)
     if stream_manager is None:
         stream_manager = SqlStreamManager(store.engine)  # durable, resumable streams next to the store
