@@ -76,7 +76,8 @@ class ChaosConfig:
     tool_seconds: float = 0.4
     llm_delay: float = 0.02
     takeover_after: float = 5.0
-    min_uptime: tuple[float, float] = (0.5, 3.0)
+    min_uptime: tuple[float, float] = (1.0, 6.0)
+    """A worker is killed only after it has been up this long (a random pick in the range, seconds)."""
     max_down: float = 7.0
     timeout: float = 900.0
     seed: int = 0
@@ -163,6 +164,7 @@ class Worker:
         self.proc: subprocess.Popen[str] | None = None
         self.ready_at: float | None = None
         self.restart_at: float | None = None
+        self.uptime_before_kill = 0.0
         self.acked: set[str] = set()
         self.refused: set[str] = set()
         self.sent: dict[str, subprocess.Popen[str]] = {}
@@ -313,11 +315,12 @@ def run_chaos(config: ChaosConfig) -> ChaosReport:
                     restart_postgres(cluster, config.pg_down)
                     restarts += 1
                     continue
-                eligible = [w for w in ready if now - (w.ready_at or now) >= rng.uniform(*config.min_uptime)]
+                eligible = [w for w in ready if now - (w.ready_at or now) >= w.uptime_before_kill]
                 if eligible and len(kills) < config.kills:
                     victim = rng.choice(eligible)
                     kills.append((victim.kill(), time.time() * 1000))
                     victim.restart_at = time.monotonic() + rng.uniform(0.0, config.max_down)
+                    victim.uptime_before_kill = rng.uniform(*config.min_uptime)
                     if len(kills) % 10 == 0:
                         say(f"chaos: {len(kills)} kills, {finished}/{len(sessions)} sessions finished")
             time.sleep(rng.uniform(0.2, 0.8))
