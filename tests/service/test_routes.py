@@ -162,8 +162,10 @@ async def test_bad_query_and_header_values_are_422(client: httpx.AsyncClient) ->
 
 
 async def test_unknown_routes_and_methods_are_json_errors(client: httpx.AsyncClient) -> None:
-    assert_error(await client.get("/v1/nothing-here"), 404, "framework_not_supported")
-    assert_error(await client.delete("/v1/runs"), 405, "framework_not_supported")
+    assert_error(await client.get("/v1/nothing-here"), 404, "framework_route_not_found")
+    response = await client.delete("/v1/runs")
+    assert_error(response, 405, "framework_method_not_allowed")
+    assert response.headers["allow"] == "POST"
 
 
 async def test_unknown_session_and_agent_are_404(client: httpx.AsyncClient) -> None:
@@ -186,7 +188,9 @@ async def test_unknown_session_and_agent_are_404(client: httpx.AsyncClient) -> N
     assert_error(
         await client.post(f"/v1/sessions/{missing}/tool-results", json=submission), 404, "state_session_not_found"
     )
-    error = assert_error(await client.post("/v1/runs", json={"agent": "ghost", "input": "hi"}), 404, "validation_error")
+    error = assert_error(
+        await client.post("/v1/runs", json={"agent": "ghost", "input": "hi"}), 404, "state_agent_not_found"
+    )
     assert "ghost" in error["message"] and "echo" in error["message"]
 
 
@@ -212,6 +216,8 @@ async def test_start_status_result_round_trip(client: httpx.AsyncClient) -> None
         "output": "echo: hello",
         "error": None,
         "suspended": None,
+        "aborted": False,
+        "abort_reason": None,
     }
     snapshot = (await client.get("/v1/sessions/echo-1")).json()
     assert snapshot["status"] == "completed"
@@ -264,7 +270,9 @@ async def test_client_tool_round_trip_without_sse(service: Service, client: http
 
     # Still waiting for the client: the result wait times out with a retryable 408.
     timeout = assert_error(
-        await client.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 0.2}), 408, "transport_error"
+        await client.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 0.2}),
+        408,
+        "transport_result_timeout",
     )
     assert timeout["retryable"] is True
 
@@ -272,7 +280,9 @@ async def test_client_tool_round_trip_without_sse(service: Service, client: http
     approval = {"kind": "approval-response", "tool_call_id": call["tool_call_id"], "approved": True}
     assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=approval), 422, "validation_error")
     unknown = {"kind": "client-tool-result", "tool_call_id": "nope", "result": {}}
-    assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=unknown), 404, "validation_error")
+    assert_error(
+        await client.post(f"/v1/sessions/{session_id}/tool-results", json=unknown), 404, "state_tool_call_not_found"
+    )
 
     answer = {"kind": "client-tool-result", "tool_call_id": call["tool_call_id"], "result": {"city": "Lyon"}}
     response = await client.post(f"/v1/chat/{session_id}/tool-results", json=answer)

@@ -49,8 +49,11 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "state_session_not_found": "state",
     "state_already_running": "state",
     "state_not_resumable": "state",
+    "state_agent_not_found": "state",
+    "state_tool_call_not_found": "state",
     "transport_error": "transport",
     "validation_error": "validation",
+    "validation_invalid_text": "validation",
     "framework_internal_error": "framework",
     "framework_not_supported": "framework",
     "framework_cancelled": "framework",
@@ -66,7 +69,9 @@ EXPECTED_RETRYABLE = {
 
 
 def test_error_code_set_is_the_seeds_table() -> None:
-    assert len(EXPECTED_CATEGORIES) == 21
+    # The seeds' 21 codes, plus helix-dbos's: an unknown agent or tool call (404 over HTTP), and
+    # text that cannot be stored (NUL, lone surrogates; 422).
+    assert len(EXPECTED_CATEGORIES) == 24
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))
