@@ -43,41 +43,29 @@ requests.
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route signatures at runtime,
 # and some of their annotations close over create_app's arguments (the result wait limit).
-import asyncio
 import contextlib
-import functools
-import hashlib
-import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, TypeVar
+from collections.abc import AsyncIterator, Iterable
+from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.routing import APIRouter
 from fastapi.security import HTTPBearer
 from sse_starlette import EventSourceResponse
 
-from helix_dbos.errors import HelixError, RunNotFinishedError, SessionNotFoundError, public_error_message
-from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable
+from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service.auth import AuthenticateHook, Authenticator, principal_scope
-from helix_dbos.service.errors import (
-    AgentNotFoundError,
-    ResultTimeoutError,
-    error_responses,
-    install_error_handlers,
-)
+from helix_dbos.service.errors import error_responses, install_error_handlers
 from helix_dbos.service.guard import guarded_route_class
 from helix_dbos.service.openapi import install_openapi
+from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.schemas import (
     AbortAccepted,
     AbortRequest,
-    CanResumeView,
     ChatAccepted,
     ChatRequest,
     HealthView,
     InterruptAccepted,
     InterruptRequest,
-    PendingToolCallView,
     ResumeRequest,
     RetryRequest,
     RunAccepted,
@@ -90,10 +78,7 @@ from helix_dbos.service.schemas import (
 )
 from helix_dbos.service.sse import LAST_EVENT_ID_PATTERN, event_source, parse_after, stream_info
 from helix_dbos.session import SubmitToolResult
-from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
-from helix_dbos.store.hitl import PendingToolCallNotFoundError
-
-T = TypeVar("T")
+from helix_dbos.store.base import PaginatedMessages
 
 API_DESCRIPTION = """
 Durable AI agents on DBOS over HTTP and server-sent events. Every run is a DBOS workflow; every
@@ -122,228 +107,6 @@ SessionIdPath = Annotated[str, Path(description="The session id.")]
 
 MAX_SEQUENCE = 999_999_999_999_999_999
 """The largest stream sequence or offset a request may name (18 digits, inside PostgreSQL's bigint)."""
-
-_SUBMIT_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
-"""Backoff between attempts of an answer waiting for its tool call to be registered (then 0.5 s)."""
-
-
-def idempotent_session_id(scope: str, key: str) -> str:
-    """The session a keyed start without ``session_id`` opens: one per (caller, key), deterministic.
-
-    The key is hashed with the caller's scope (see :func:`~helix_dbos.service.auth.principal_scope`),
-    so a repeat finds the same session and run, and two callers' equal keys never meet.
-    """
-    digest = hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
-    return f"idem-{digest}"
-
-
-def _safe_error(error: str | None) -> str | None:
-    return public_error_message(error) if error else None
-
-
-def _run_view(run: RunRecord) -> RunView:
-    return RunView(
-        run_id=run.run_id,
-        turn=run.turn,
-        status=run.status,
-        mode=run.mode,
-        step_count=run.step_count,
-        started_at=run.started_at,
-        completed_at=run.completed_at,
-        error=_safe_error(run.error),
-        previous_run_id=run.previous_run_id,
-        stream_start_sequence=run.stream_start_sequence,
-    )
-
-
-class _Service:
-    """The operations behind the routes: blocking executor calls, run off the event loop."""
-
-    def __init__(
-        self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int, submit_grace_seconds: float
-    ) -> None:
-        self.executor = executor
-        self.submit_grace_seconds = submit_grace_seconds
-        self._pool = ThreadPoolExecutor(max_workers=blocking_threads, thread_name_prefix="helix-http")
-        self._waits = ThreadPoolExecutor(max_workers=result_waiters, thread_name_prefix="helix-http-wait")
-
-    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking call in the service's pool."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-
-    async def wait(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a call that waits for a run (up to a client-chosen timeout) in the wait pool."""
-        return await asyncio.get_running_loop().run_in_executor(self._waits, functools.partial(fn, *args))
-
-    def close(self) -> None:
-        """Stop the pools (requests in flight finish; nothing new is accepted)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._waits.shutdown(wait=False, cancel_futures=True)
-
-    # -- blocking helpers (run in the pool) ------------------------------------------------------------
-    def require_agent(self, name: str) -> str:
-        if self.executor.registry.get(name) is None:
-            raise AgentNotFoundError(name, self.executor.registry.names())
-        return name
-
-    def require_session(self, session_id: str) -> SessionRecord:
-        session = self.executor.store.load_session(session_id)
-        if session is None:
-            raise SessionNotFoundError(session_id)
-        return session
-
-    def run_in_flight(self, session_id: str) -> bool:
-        session = self.executor.store.load_session(session_id)
-        run = self.executor.store.get_current_run(session_id)
-        return session is not None and session.status == "active" and run is not None and run.status == "running"
-
-    def run_status(self, run_id: str) -> Any:
-        run = self.executor.store.get_run(run_id)
-        return run.status if run is not None else "running"
-
-    def start(self, body: StartRunRequest, scope: str) -> tuple[str, str, Any]:
-        agent = self.require_agent(body.agent)
-        session_id = body.session_id
-        if session_id is None and body.idempotency_key is not None:
-            session_id = idempotent_session_id(scope, body.idempotency_key)
-        handle = self.executor.execute(agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key)
-        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
-
-    def resume(self, session_id: str, body: ResumeRequest) -> tuple[str, str, Any]:
-        session = self.require_session(session_id)
-        agent = self.require_agent(body.agent or session.agent_type)
-        handle = self.executor.resume(agent, session_id, body.message)
-        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
-
-    def retry(self, session_id: str, body: RetryRequest) -> tuple[str, str, Any]:
-        session = self.require_session(session_id)
-        self.require_agent(session.agent_type)
-        handle = self.executor.retry(session_id, checkpoint_id=body.checkpoint_id, message=body.message)
-        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
-
-    def snapshot(self, session_id: str) -> SessionSnapshot:
-        session = self.require_session(session_id)
-        store = self.executor.store
-        run = store.get_current_run(session_id)
-        pending = store.pending.open_calls(session_id)
-        verdict = self.executor.can_resume(session_id)
-        return SessionSnapshot(
-            session_id=session.session_id,
-            agent=session.agent_type,
-            status=session.status,
-            turn=session.turn,
-            step_count=session.step_count,
-            message_count=session.message_count,
-            output=jsonable(session.output),
-            error=_safe_error(session.error),
-            aborted=session.aborted,
-            interrupt_requested=session.interrupt_requested,
-            current_run=_run_view(run) if run is not None else None,
-            pending_tool_calls=[
-                PendingToolCallView(
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    kind=call.kind,
-                    arguments=call.arguments,
-                    arguments_digest=call.arguments_digest,
-                    deadline_ms=call.deadline_ms,
-                    created_at=call.created_at,
-                )
-                for call in pending
-            ],
-            can_resume=CanResumeView(can_resume=verdict.can_resume, reason=verdict.reason),
-            created_at=session.created_at,
-            updated_at=session.updated_at,
-        )
-
-    def messages(self, session_id: str, offset: int, limit: int) -> PaginatedMessages:
-        self.require_session(session_id)
-        return self.executor.store.get_messages(session_id, offset=offset, limit=limit)
-
-    def runs(self, session_id: str) -> list[RunView]:
-        self.require_session(session_id)
-        return [_run_view(run) for run in self.executor.list_runs(session_id)]
-
-    def result(self, session_id: str, timeout_seconds: float) -> RunResultView:
-        session = self.require_session(session_id)
-        handle = self.executor.get_handle(session_id)
-        if handle is None:
-            raise SessionNotFoundError(session_id)
-        if session.aborted and session.run_id == handle.run_id:
-            # The store says so first (abort writes it before cancelling the workflow), and the
-            # workflow's own end (cancelled, or parked before the abort) does not carry the reason.
-            return RunResultView(
-                session_id=session_id,
-                run_id=handle.run_id,
-                status="failed",
-                error=_safe_error(session.error) or "aborted",
-                aborted=True,
-                abort_reason=session.abort_reason,
-            )
-        try:
-            result = handle.result(timeout_seconds=timeout_seconds)
-        except RunNotFinishedError as exc:  # a wait that ran out, not a model failure
-            raise ResultTimeoutError(session_id, handle.run_id, timeout_seconds) from exc
-        return RunResultView(
-            session_id=session_id,
-            run_id=handle.run_id,
-            status=result.status,
-            output=jsonable(result.output),
-            error=_safe_error(result.error),
-            suspended=result.suspended,
-        )
-
-    def interrupt(self, session_id: str, reason: str | None) -> InterruptAccepted:
-        requested = self.executor.interrupt(session_id, reason)
-        return InterruptAccepted(session_id=session_id, requested=requested)
-
-    def abort(self, session_id: str, reason: str | None) -> AbortAccepted:
-        self.executor.abort(session_id, reason)
-        return AbortAccepted(session_id=session_id)
-
-    async def submit(self, session_id: str, submission: SubmitToolResult) -> ToolResultAccepted:
-        # A run streams a client tool's ``tool_start`` just before it records the call as pending, so
-        # a fast client can answer a call that is not registered yet. While the session's run is in
-        # flight, give the registration a short grace period instead of failing such an answer. The
-        # wait is on the event loop, between short attempts in the pool: answers for calls that never
-        # come cannot hold the blocking threads other requests need.
-        deadline = time.monotonic() + self.submit_grace_seconds
-        attempt = 0
-        while True:
-            try:
-                handle = await self.call(self.executor.submit_tool_result, session_id, submission)
-                break
-            except PendingToolCallNotFoundError:
-                if time.monotonic() >= deadline or not await self.call(self.run_in_flight, session_id):
-                    raise
-                pause = _SUBMIT_POLL_SECONDS[attempt] if attempt < len(_SUBMIT_POLL_SECONDS) else 0.5
-                attempt += 1
-                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        return ToolResultAccepted(
-            session_id=session_id,
-            tool_call_id=submission.tool_call_id,
-            run_id=handle.run_id if handle is not None else None,
-        )
-
-    def chat(self, body: ChatRequest) -> tuple[str, str]:
-        agent = self.require_agent(body.agent)
-        handle = self.executor.execute(agent, {"message": body.message}, session_id=body.session_id)
-        return handle.session_id, handle.run_id
-
-    def chat_start(self, session_id: str) -> tuple[str, int]:
-        """The session's stream id and the current run's first stream position."""
-        session = self.require_session(session_id)
-        run = self.executor.store.get_current_run(session_id)
-        return session.stream_id, run.stream_start_sequence if run is not None else 0
-
-    # -- streams -------------------------------------------------------------------------------------
-    async def open_stream(self, stream_id: str, after: int) -> Any:
-        records = await self.executor.streams.records(stream_id, after_sequence=after)
-        if records is None:
-            raise HelixError(
-                f"No stream {stream_id!r} is available on this server (yet)", code="transport_error", retryable=True
-            )
-        return records
 
 
 def create_app(
@@ -376,7 +139,7 @@ def create_app(
     authenticator = Authenticator(
         authenticate=authenticate, bearer_tokens=bearer_tokens, allow_unauthenticated=allow_unauthenticated
     )
-    service = _Service(
+    service = ServiceOperations(
         executor,
         blocking_threads=blocking_threads,
         result_waiters=result_waiters,
@@ -414,10 +177,13 @@ def create_app(
     not_found = "state_session_not_found"
     conflicts = ("state_already_running", "state_not_resumable", "state_concurrency_conflict")
     read_errors = error_responses(not_found)
-    start_errors = error_responses("state_agent_not_found", *conflicts, body=True)
-    continue_errors = error_responses(not_found, "state_agent_not_found", *conflicts, body=True)
+    start_errors = error_responses("state_agent_not_found", *conflicts, "state_conflict", body=True)
+    resume_errors = error_responses(not_found, "state_agent_not_found", *conflicts, "state_conflict", body=True)
+    retry_errors = error_responses(
+        not_found, "state_agent_not_found", "state_checkpoint_not_found", *conflicts, body=True
+    )
     control_errors = error_responses(not_found, *conflicts, body=True)
-    submit_errors = error_responses(not_found, "state_tool_call_not_found", *conflicts, body=True)
+    submit_errors = error_responses(not_found, "state_tool_call_not_found", *conflicts, "state_conflict", body=True)
     result_errors = error_responses(not_found, "transport_result_timeout")
 
     def stream_url(request: Request, name: str, session_id: str) -> str:
@@ -546,7 +312,7 @@ def create_app(
         response_model=RunAccepted,
         tags=["runs"],
         description="Seeds' `POST /resume`: continue an interrupted or suspended session in a new run.",
-        responses=continue_errors,
+        responses=resume_errors,
     )
     async def resume(request: Request, session_id: SessionIdPath, body: ResumeRequest | None = None) -> RunAccepted:
         return accepted(request, await service.call(service.resume, session_id, body or ResumeRequest()))
@@ -557,7 +323,7 @@ def create_app(
         response_model=RunAccepted,
         tags=["runs"],
         description="Start again from a checkpoint (the latest by default), discarding what followed it.",
-        responses=continue_errors,
+        responses=retry_errors,
     )
     async def retry(request: Request, session_id: SessionIdPath, body: RetryRequest | None = None) -> RunAccepted:
         return accepted(request, await service.call(service.retry, session_id, body or RetryRequest()))

@@ -10,17 +10,23 @@ HTTP   codes
 =====  =====================================================================================
 401    ``unauthenticated``: send valid credentials
 404    ``state_session_not_found``, ``state_agent_not_found``, ``state_tool_call_not_found``,
-       ``framework_route_not_found``: check the id (every ``*_not_found`` code is a 404)
+       ``state_checkpoint_not_found``, ``framework_route_not_found``: check the id (every
+       ``*_not_found`` code is a 404)
 405    ``framework_method_not_allowed`` (the ``Allow`` header lists the methods)
 408    ``transport_result_timeout``: the run is still going; ask again to keep waiting
 409    ``state_already_running``, ``state_not_resumable``, ``state_concurrency_conflict``,
-       ``framework_cancelled``: the session's state does not allow this now
+       ``state_conflict``, ``framework_cancelled``: the session's state does not allow this now
 413    ``validation_body_too_large``
 422    ``validation_error`` (with ``details``), ``validation_invalid_text`` (NUL or a lone
        surrogate in any string; ``details`` say where): fix the request
 500    ``framework_internal_error``: a bug; the details are in the server's log, never here
 503    ``transport_error`` (``retryable``; ``Retry-After`` when the database is out of reach)
 =====  =====================================================================================
+
+A 422 means the request itself is malformed, which the OpenAPI schema can say; a well-formed request
+that does not fit what exists is a 404 (it names nothing) or a 409 (it conflicts with the session:
+another agent than the session's, an answer of the wrong kind for the pending call, an approval for
+other arguments). So any request the schema calls valid gets a 2xx, 401, 404, 408, 409 or 503.
 
 Messages are safe to show: what a database driver wrote (SQL, parameters, hosts) goes through
 :func:`helix_dbos.errors.public_error_message` and reaches the logs only. Validation ``details``
@@ -56,6 +62,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "state_session_not_found": 404,
     "state_agent_not_found": 404,
     "state_tool_call_not_found": 404,
+    "state_checkpoint_not_found": 404,
     "tool_not_found": 404,
     "framework_route_not_found": 404,
     "framework_method_not_allowed": 405,
@@ -63,6 +70,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "state_already_running": 409,
     "state_not_resumable": 409,
     "state_concurrency_conflict": 409,
+    "state_conflict": 409,
     "framework_cancelled": 409,
     "framework_internal_error": 500,
     "framework_not_supported": 501,

@@ -6,7 +6,11 @@ cannot say are added here, once, when the schema is first asked for:
 1. **Discriminators are required in requests.** Every variant of ``Message`` (``role``) and of a
    tool submission (``kind``) gives its discriminator a default, so the derived schema makes it
    optional, while the server needs it to pick the variant: a message without ``role`` was
-   "valid" per the schema and a 422 from the server.
+   "valid" per the schema and a 422 from the server. Requests say it with ``oneOf`` over variants
+   whose ``const`` discriminator is required, which is the whole rule; the ``discriminator``
+   keyword (an annotation) is left to responses, because schemathesis 4.32 cannot generate invalid
+   cases for it inside arrays. Likewise an optional parameter is absent, never ``null`` (FastAPI's
+   ``anyOf: [string, null]`` had clients send the text ``null``).
 2. **Text holds no NUL.** Every string a client sends (values and object keys, the free-form
    ``state``, ``metadata`` and tool ``result`` included) gets ``pattern: ^[^\u0000]*$``, and free
    JSON is described by a ``JsonValue`` schema that says the same recursively; the server refuses
@@ -37,14 +41,15 @@ _LINKED = [
     ("GetSession", "/v1/sessions/{session_id}", "get"),
     ("GetMessages", "/v1/sessions/{session_id}/messages", "get"),
     ("GetRuns", "/v1/sessions/{session_id}/runs", "get"),
-    ("SubmitToolResult", "/v1/sessions/{session_id}/tool-results", "post"),
     ("Interrupt", "/v1/sessions/{session_id}/interrupt", "post"),
     ("Abort", "/v1/sessions/{session_id}/abort", "post"),
-    ("Resume", "/v1/sessions/{session_id}/resume", "post"),
-    ("Retry", "/v1/sessions/{session_id}/retry", "post"),
+    ("ChatInterrupt", "/v1/chat/{session_id}/interrupt", "post"),
+    ("ChatAbort", "/v1/chat/{session_id}/abort", "post"),
 ]
-"""Where a started run's ``session_id`` leads. The result and stream routes are left out: they wait
-for the run, which is not what a link-following client wants by default."""
+"""Where a started run's ``session_id`` leads. Left out: the result and stream routes, which wait
+for the run (not what a link-following client wants by default), and the routes whose body names
+something else a link cannot supply (a tool call, a checkpoint, an agent), where a 404 would be
+about that thing, not the session."""
 
 
 def install_openapi(app: FastAPI, *, agent_names: Callable[[], Iterable[str]]) -> None:
@@ -142,7 +147,7 @@ class _RequestSide:
         for operation in _operations(self.schema):
             for parameter in operation.get("parameters", []):
                 if "schema" in parameter:
-                    parameter["schema"] = self.rewrite(parameter["schema"])
+                    parameter["schema"] = self.rewrite(_without_null(parameter["schema"]))
             for media in operation.get("requestBody", {}).get("content", {}).values():
                 if "schema" in media:
                     media["schema"] = self.rewrite(media["schema"])
@@ -180,7 +185,7 @@ class _RequestSide:
             if out.get("additionalProperties", True) is True:
                 out["additionalProperties"] = {"$ref": _REF + JSON_VALUE}
             out.setdefault("propertyNames", {"pattern": TEXT_PATTERN})
-        discriminator = out.get("discriminator")
+        discriminator = out.pop("discriminator", None)
         if isinstance(discriminator, dict):
             self._require_discriminator(out, discriminator)
         return out
@@ -194,12 +199,6 @@ class _RequestSide:
 
     def _require_discriminator(self, node: dict[str, Any], discriminator: dict[str, Any]) -> None:
         prop = discriminator.get("propertyName")
-        mapping = discriminator.get("mapping")
-        if isinstance(mapping, dict):
-            discriminator["mapping"] = {
-                tag: _REF + self.component(ref[len(_REF) :]) if ref.startswith(_REF) else ref
-                for tag, ref in mapping.items()
-            }
         for variant in node.get("oneOf", node.get("anyOf", [])):
             ref = variant.get("$ref", "") if isinstance(variant, dict) else ""
             if prop and ref.startswith(_REF):
@@ -207,6 +206,22 @@ class _RequestSide:
                 required = target.setdefault("required", [])
                 if prop not in required:
                     required.append(prop)
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without its ``null`` branch: a parameter is absent or text, never JSON null.
+
+    (FastAPI describes an optional ``str | None`` parameter as ``anyOf: [string, null]``, and a
+    client following that sends the text ``null``.)
+    """
+    branches = schema.get("anyOf")
+    if not isinstance(branches, list):
+        return schema
+    kept = [branch for branch in branches if branch != {"type": "null"}]
+    if len(kept) == len(branches) or not kept:
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "anyOf" and not (key == "default" and value is None)}
+    return {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
 
 
 def _operations(schema: dict[str, Any]) -> Iterable[dict[str, Any]]:

@@ -82,13 +82,40 @@ def unreachable_database_prompt(state: Any) -> str:
 db_sql_error = define_agent("db-sql-error", system_prompt=failing_sql_prompt, llm_config="scripted/echo")
 db_down = define_agent("db-down", system_prompt=unreachable_database_prompt, llm_config="scripted/echo")
 
-agents = [locator, echo, db_sql_error, db_down]
+
+class PathIn(BaseModel):
+    path: str
+
+
+def remove(inp: PathIn, ctx: ToolContext) -> dict[str, Any]:
+    return {"removed": inp.path}
+
+
+# An approval-gated tool: the client approves (or denies) exactly the arguments it was shown.
+janitor = define_agent(
+    "janitor",
+    system_prompt="Clean up what the user asks, once they approve.",
+    llm_config="scripted/janitor",
+    tools=[
+        define_tool("remove", description="Remove a path", input_schema=PathIn, execute=remove, require_approval=True)
+    ],
+)
+
+agents = [locator, echo, db_sql_error, db_down, janitor]
 
 
 def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
-    """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers."""
+    """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers;
+    ``janitor`` asks to remove ``/tmp/x``, then reports the tool's answer."""
     last = inp.messages[-1]
     n = len(inp.messages)
+    if inp.agent_type == "janitor":
+        if isinstance(last, ToolResultMessage):
+            return TextStepResult(content=f"Done: {last.content}", should_stop=True, stop_reason="end_turn")
+        return ToolCallsStepResult(
+            tool_calls=[ParsedToolCall(id=f"rm-{n}", name="remove", arguments={"path": "/tmp/x"})],
+            stop_reason="tool_use",
+        )
     if inp.agent_type != "locator":
         said = last.content if isinstance(last, UserMessage) else "?"
         return TextStepResult(content=f"echo: {said}", should_stop=True, stop_reason="end_turn")

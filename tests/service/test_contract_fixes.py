@@ -129,3 +129,47 @@ async def test_unregistered_tool_call_answers_do_not_hold_blocking_threads(servi
         for response in await asyncio.gather(*pending):
             assert_error(response, 404, "state_tool_call_not_found")
         await http.post(f"/v1/sessions/{session_id}/abort")
+
+
+async def test_answers_that_do_not_fit_the_pending_call_are_409_and_change_nothing(
+    service: Service, client: httpx.AsyncClient
+) -> None:
+    session_id = (await client.post("/v1/runs", json={"agent": "janitor", "input": "clean"})).json()["session_id"]
+    [call] = (await wait_until(client, session_id, has_pending))["pending_tool_calls"]
+    assert call["kind"] == "approval"
+    url = f"/v1/sessions/{session_id}/tool-results"
+    wrong_kind = {"kind": "client-tool-result", "tool_call_id": call["tool_call_id"], "result": 1}
+    assert_error(await client.post(url, json=wrong_kind), 409, "state_conflict")
+    other_arguments = {
+        "kind": "approval-response",
+        "tool_call_id": call["tool_call_id"],
+        "approved": True,
+        "arguments_digest": "0" * len(call["arguments_digest"]),
+    }
+    error = assert_error(await client.post(url, json=other_arguments), 409, "state_conflict")
+    assert "arguments_digest" in error["message"]
+    snapshot = (await client.get(f"/v1/sessions/{session_id}")).json()
+    assert [c["tool_call_id"] for c in snapshot["pending_tool_calls"]] == [call["tool_call_id"]]
+    approve = {**other_arguments, "arguments_digest": call["arguments_digest"]}
+    assert (await client.post(url, json=approve)).status_code == 202
+    result = (await client.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 10})).json()
+    assert result["status"] == "completed" and "/tmp/x" in result["output"]
+
+
+def test_principal_scopes_are_stable_and_secret_free() -> None:
+    from dataclasses import dataclass
+
+    from helix_dbos.service.auth import AnonymousPrincipal, BearerPrincipal, principal_scope
+
+    @dataclass(frozen=True)
+    class User:
+        id: int
+
+    class Opaque:
+        pass
+
+    assert principal_scope(BearerPrincipal(token_index=3, subject="ab12")) == "bearer:ab12"
+    assert principal_scope(AnonymousPrincipal()) == principal_scope(None) == "anonymous"
+    assert principal_scope("alice") == "principal:alice" == principal_scope({"sub": "alice"})
+    assert principal_scope(User(id=7)) == "principal:7"
+    assert principal_scope(Opaque()) == principal_scope(Opaque()) == "shared"

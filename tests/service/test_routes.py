@@ -276,9 +276,9 @@ async def test_client_tool_round_trip_without_sse(service: Service, client: http
     )
     assert timeout["retryable"] is True
 
-    # Wrong kind, unknown call: rejected, nothing recorded.
+    # Wrong kind (a well-formed answer that does not fit the call), unknown call: rejected, nothing recorded.
     approval = {"kind": "approval-response", "tool_call_id": call["tool_call_id"], "approved": True}
-    assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=approval), 422, "validation_error")
+    assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=approval), 409, "state_conflict")
     unknown = {"kind": "client-tool-result", "tool_call_id": "nope", "result": {}}
     assert_error(
         await client.post(f"/v1/sessions/{session_id}/tool-results", json=unknown), 404, "state_tool_call_not_found"
@@ -313,9 +313,7 @@ async def test_interrupt_resume_abort_retry(client: httpx.AsyncClient) -> None:
     snapshot = (await client.get(f"/v1/sessions/{session_id}")).json()
     assert snapshot["status"] == "interrupted" and snapshot["can_resume"]["can_resume"] is True
 
-    assert_error(
-        await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 422, "validation_error"
-    )
+    assert_error(await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 409, "state_conflict")
     resumed = (await client.post(f"/v1/sessions/{session_id}/resume", json={"message": "go on"})).json()
     assert resumed["run_id"] == f"{session_id}-turn-2" and resumed["stream_url"].endswith("/stream")
     await wait_until(client, session_id, lambda s: has_pending(s) and s["current_run"]["turn"] == 2)
@@ -330,11 +328,11 @@ async def test_interrupt_resume_abort_retry(client: httpx.AsyncClient) -> None:
     interrupted = (await client.post(f"/v1/sessions/{session_id}/interrupt")).json()
     assert interrupted == {"session_id": session_id, "requested": False}
 
-    # Retry from an explicit checkpoint that is not the session's: a validation error, nothing started.
+    # Retry from an explicit checkpoint that is not the session's: not found, nothing started.
     assert_error(
         await client.post(f"/v1/sessions/{session_id}/retry", json={"checkpoint_id": "cpv1-other-s1-t1-abc"}),
-        422,
-        "validation_error",
+        404,
+        "state_checkpoint_not_found",
     )
     retried = (await client.post(f"/v1/sessions/{session_id}/retry", json={})).json()
     assert retried["run_id"] == f"{session_id}-turn-3"
@@ -348,6 +346,14 @@ async def test_starting_a_run_on_a_busy_session_is_409(client: httpx.AsyncClient
     await wait_until(client, session_id, has_pending)
     busy = {"agent": "locator", "input": "something else", "session_id": session_id}
     assert_error(await client.post("/v1/runs", json=busy), 409, "state_already_running")
+    # Another agent on the session: a conflict too, whatever the session's state.
+    other = {"agent": "echo", "input": "hi", "session_id": session_id}
+    assert_error(await client.post("/v1/runs", json=other), 409, "state_conflict")
+    assert_error(
+        await client.post("/v1/chat", json={"agent": "echo", "message": "hi", "session_id": session_id}),
+        409,
+        "state_conflict",
+    )
     await client.post(f"/v1/sessions/{session_id}/abort")
 
 
