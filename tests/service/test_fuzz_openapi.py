@@ -138,7 +138,10 @@ def run_schemathesis(
     if seconds is not None:
         command += ["--max-time", str(seconds)]
     started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env={**os.environ, "NO_COLOR": "1"})
+    # Run in the scratch directory: schemathesis keeps a cache (.schemathesis/) where it runs.
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, cwd=config_dir, env={**os.environ, "NO_COLOR": "1"}
+    )
     output = done.stdout + done.stderr
     match = re.search(r"(\d+) generated", output)
     return FuzzRun(done.returncode, int(match.group(1)) if match else 0, output, time.monotonic() - started)
