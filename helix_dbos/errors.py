@@ -9,6 +9,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── AgentAlreadyRunningError        state_already_running a run is in flight for the session
     ├── AgentNotResumableError          state_not_resumable
     ├── SessionNotFoundError            state_session_not_found
+    ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
     ├── DatabaseNotMigratedError        framework_internal_error    run `helix-dbos db upgrade`
     ├── RunNotFinishedError             transport_error       a result wait timed out (the run goes on)
@@ -21,11 +22,17 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
 
 Provider failures surface as plain ``HelixError`` with a ``provider_*`` code (see
 ``helix_dbos.llm.litellm_adapter`` for the mapping from LiteLLM exceptions).
+
+What a *client* may see of an error is narrower than what an operator may: a database driver's
+message holds the SQL statement, its parameters and, after an outage, the database's host and
+port. :func:`public_error_message` is the one place that decides what of an error is safe to show;
+call it wherever an error is recorded or returned for a client, and log the original.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any, Literal, get_args
 
 ErrorCategory = Literal["provider", "tool", "state", "transport", "validation", "framework"]
@@ -45,10 +52,15 @@ ErrorCode = Literal[
     "tool_timeout",
     "state_concurrency_conflict",
     "state_session_not_found",
+    "state_agent_not_found",
+    "state_tool_call_not_found",
+    "state_checkpoint_not_found",
     "state_already_running",
     "state_not_resumable",
+    "state_conflict",
     "transport_error",
     "validation_error",
+    "validation_invalid_text",
     "framework_internal_error",
     "framework_not_supported",
     "framework_cancelled",
@@ -188,6 +200,31 @@ class SessionNotFoundError(HelixError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id!r} does not exist", code="state_session_not_found")
         self.session_id = session_id
+
+
+class InvalidTextError(HelixError, ValueError):
+    """Client-supplied text holds NUL (U+0000) or a lone surrogate; refused before anything is written.
+
+    ``location`` is the path to the offending string (``("input", "message", 0, "content")``); see
+    :mod:`helix_dbos.validation`.
+    """
+
+    def __init__(self, location: tuple[str | int, ...], problem: str) -> None:
+        shown = printable_location(location)
+        where = ".".join(str(part) for part in shown) or "input"
+        super().__init__(f"Invalid text in {where}: {problem}", code="validation_invalid_text", retryable=False)
+        self.location = location
+        self.problem = problem
+
+
+def printable_location(location: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    r"""``location`` with NUL and surrogates in keys escaped (``k\u0000``), safe to show and encode."""
+    return tuple(
+        _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", part) if isinstance(part, str) else part for part in location
+    )
+
+
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
 
 
 class SessionAlreadyExistsError(HelixError):
@@ -343,3 +380,110 @@ def classify_error(value: object) -> HelixError:
     if isinstance(error, NotImplementedError):
         return HelixError(message, code="framework_not_supported", retryable=False, cause=error)
     return HelixError(message, code="framework_internal_error", retryable=False, cause=error)
+
+
+# -- what clients may see ------------------------------------------------------------------------------
+
+_DRIVER_MODULES = ("sqlalchemy", "psycopg", "psycopg2", "sqlite3", "asyncpg", "pg8000")
+
+_DATABASE_TEXT = re.compile(
+    r"\[SQL: |\[parameters: |sqlalche\.me/|\(psycopg|\(sqlite3\.|\(asyncpg|psycopg\.errors\.|"
+    r"connection to server (?:at|on)|server closed the connection|could not connect to server|"
+    r"UntranslatableCharacter|CharacterNotInRepertoire|terminating connection due to",
+    re.IGNORECASE,
+)
+"""Text only a database driver writes: an error message holding it is a database error's."""
+
+_UNAVAILABLE_TEXT = re.compile(
+    r"connection (?:refused|failed|reset|timed out|is closed|already closed|was closed|lost)|"
+    r"server closed the connection|could not connect|terminating connection|admin shutdown|"
+    r"the database system is (?:starting up|shutting down|in recovery mode)|no route to host|"
+    r"consuming input failed|\bInterfaceError\b",
+    re.IGNORECASE,
+)
+"""Text of a database that is out of reach (rather than one that refused a statement)."""
+
+_CREDENTIAL_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/'\"<>@]*@[^\s'\"<>]*", re.IGNORECASE)
+_DATABASE_URL = re.compile(
+    r"\b(?:postgres(?:ql)?|mysql|mariadb|sqlite|oracle|mssql|cockroachdb)(?:\+[a-z0-9_]+)?://[^\s'\"<>]*",
+    re.IGNORECASE,
+)
+
+DatabaseErrorKind = Literal["unavailable", "error"]
+
+
+def _driver_errors(error: BaseException) -> list[BaseException]:
+    """``error`` and its causes raised by a database driver or SQLAlchemy."""
+    found: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__module__.split(".", 1)[0] in _DRIVER_MODULES:
+            found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def database_error_kind(error: BaseException | str) -> DatabaseErrorKind | None:
+    """``"unavailable"`` for a database out of reach, ``"error"`` for another database failure, else ``None``.
+
+    Decided from the exception's class (and its causes) when there is one, else from driver-only
+    text, so errors recorded as strings classify the same way.
+    """
+    if isinstance(error, BaseException):
+        drivers = _driver_errors(error)
+        if not drivers:
+            text = str(error)
+            return _text_kind(text) if _DATABASE_TEXT.search(text) else None
+        for driver in drivers:
+            names = {cls.__name__ for cls in type(driver).__mro__}
+            if names & {"InterfaceError", "DisconnectionError"} or getattr(driver, "connection_invalidated", False):
+                return "unavailable"
+            if "OperationalError" in names and _UNAVAILABLE_TEXT.search(str(driver)):
+                return "unavailable"
+        return "error"
+    return _text_kind(error) if _DATABASE_TEXT.search(error) else None
+
+
+def _text_kind(text: str) -> DatabaseErrorKind:
+    return "unavailable" if _UNAVAILABLE_TEXT.search(text) else "error"
+
+
+def _error_class_name(error: BaseException | str) -> str | None:
+    if isinstance(error, BaseException):
+        drivers = _driver_errors(error)
+        return type(drivers[0] if drivers else error).__name__
+    match = re.match(r"\s*([A-Z][A-Za-z0-9_]*(?:Error|Exception))\b", error)
+    return match.group(1) if match else None
+
+
+def public_error_message(error: BaseException | str | None) -> str:
+    """The part of an error that is safe to show a client; log ``error`` itself for operators.
+
+    A database error becomes a fixed sentence naming its class and whether the database was out of
+    reach (so a client knows a retry may work), without its SQL, parameters, host or port; any other
+    message is kept, with database URLs and credentials in URLs blanked. Idempotent, so text that
+    already went through it (or a stored error) can go through it again.
+    """
+    if error is None:
+        return "failed"
+    kind = database_error_kind(error)
+    if kind is not None:
+        name = _error_class_name(error)
+        label = f" ({name})" if name else ""
+        if kind == "unavailable":
+            return (
+                f"The database was unavailable{label}: the connection was lost or refused. "
+                "Retry once it is back; details are in the server logs."
+            )
+        return f"A database error{label} stopped this operation; details are in the server logs."
+    if isinstance(error, HelixError):
+        text = error.message
+    elif isinstance(error, BaseException):
+        message = str(error)
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    else:
+        text = error
+    text = _DATABASE_URL.sub("<database url>", text)
+    return _CREDENTIAL_URL.sub("<url>", text)

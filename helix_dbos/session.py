@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from helix_dbos.messages import Message, UserInputMessage
 
@@ -135,13 +135,27 @@ class AgentInput(_Data):
 
 
 class ClientToolResult(_Data):
-    """The front end's result for a client-executed tool (``kind="client-tool-result"``)."""
+    """The front end's result for a client-executed tool (``kind="client-tool-result"``).
+
+    ``result`` or ``error``, not both: an answer carrying both is ambiguous, and is refused rather
+    than letting one silently win.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={"not": {"required": ["result", "error"], "properties": {"error": {"type": "string"}}}}
+    )
 
     kind: Literal["client-tool-result"] = "client-tool-result"
     tool_call_id: str
     result: Any = None
     error: str | None = None
     """Set when the client failed to run the tool; the model sees it as a tool error."""
+
+    @model_validator(mode="after")
+    def _result_or_error(self) -> ClientToolResult:
+        if self.error is not None and "result" in self.model_fields_set:
+            raise ValueError("give either result or error, not both")
+        return self
 
 
 class ApprovalResponse(_Data):

@@ -78,6 +78,7 @@ from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartR
 from helix_dbos.store.hitl import PendingToolCallNotFoundError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
+from helix_dbos.validation import check_text
 
 _MAX_LOCAL_HANDLES = 4096
 
@@ -263,6 +264,7 @@ class DBOSAgentExecutor:
         request while a run is in flight raises :class:`AgentAlreadyRunningError`. With an
         ``idempotency_key``, a repeat of the request returns its run even after it finished.
         """
+        check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
         session_id = session_id or f"session-{uuid.uuid4().hex}"
@@ -423,6 +425,7 @@ class DBOSAgentExecutor:
         A second submission for the same call, an unknown session or call, or an answer of the wrong
         kind raise a clear :class:`HelixError` and change nothing.
         """
+        check_text(session_id=session_id, submission=submission)
         try:
             parsed = SubmitToolResultAdapter.validate_python(submission)
         except ValidationError as exc:
@@ -575,6 +578,7 @@ class DBOSAgentExecutor:
         The flag is durable, so it reaches the run from any process. Returns False when no run is
         in flight.
         """
+        check_text(session_id=session_id, reason=reason)
         if self.store.load_session(session_id) is None:
             raise SessionNotFoundError(session_id)
         requested = self.store.request_interrupt(session_id, reason, now_ms=now_ms())
@@ -591,6 +595,7 @@ class DBOSAgentExecutor:
         a waiting run is woken (DBOS cancellation alone does not interrupt a blocking ``recv``), and
         the workflow is cancelled at its next step boundary.
         """
+        check_text(session_id=session_id, reason=reason)
         session = self.store.load_session(session_id)
         if session is None:
             raise SessionNotFoundError(session_id)
@@ -637,6 +642,7 @@ class DBOSAgentExecutor:
         self, agent: AgentConfig | str, session_id: str, message: SendInput | None = None
     ) -> AgentExecutionHandle:
         """Continue an interrupted or suspended session in a new run (``previous_run_id`` links them)."""
+        check_text(session_id=session_id, message=message)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         session = self.store.load_session(session_id)
         if session is None:
@@ -668,6 +674,7 @@ class DBOSAgentExecutor:
         silent restart. A fresh run starting from the checkpoint's state is used rather than DBOS's
         workflow fork: the checkpoint already is the boundary, and run records stay contiguous.
         """
+        check_text(session_id=session_id, checkpoint_id=checkpoint_id, message=message)
         session = self.store.load_session(session_id)
         if session is None:
             raise SessionNotFoundError(session_id)

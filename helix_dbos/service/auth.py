@@ -13,6 +13,9 @@ logged); it never lets it through.
 
 Tokens are compared in constant time: both sides are hashed to a fixed length first (so the length
 of a configured token does not leak either) and every configured token is compared, matched or not.
+
+:func:`principal_scope` names a principal stably and without secrets, so that keys a client chooses
+(``idempotency_key``) are its own: two clients using the same key never meet on one session.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,11 +46,14 @@ class ServiceAuthConfigError(HelixError, ValueError):
 class BearerPrincipal:
     """A request authenticated by a configured bearer token.
 
-    Carries the token's position in ``bearer_tokens``, never the token, so logging a principal
-    cannot leak a secret.
+    Carries the token's position in ``bearer_tokens`` and a subject derived from it by a one-way
+    hash, never the token, so logging a principal cannot leak a secret. The subject stays the same
+    when the token list is reordered or grows, so what a client's keys name stays its own.
     """
 
     token_index: int
+    subject: str = ""
+    """16 hex digits of a hash of the token: stable per token, not reversible."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,10 @@ class AnonymousPrincipal:
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
+
+
+def _subject(token: str) -> str:
+    return hashlib.sha256(b"helix-dbos bearer subject\x00" + token.encode()).hexdigest()[:16]
 
 
 class Authenticator:
@@ -84,6 +94,7 @@ class Authenticator:
             )
         self._hook = authenticate
         self._token_digests = [_digest(token) for token in tokens]
+        self._subjects = [_subject(token) for token in tokens]
         self.allow_unauthenticated = allow_unauthenticated
 
     @property
@@ -109,7 +120,7 @@ class Authenticator:
             if token is not None:
                 index = self.match_token(token)
                 if index is not None:
-                    return BearerPrincipal(token_index=index)
+                    return BearerPrincipal(token_index=index, subject=self._subjects[index])
         if self._hook is not None:
             principal = self._hook(request)
             if inspect.isawaitable(principal):
@@ -130,6 +141,31 @@ def bearer_token(request: Request) -> str | None:
     return token
 
 
+_SUBJECT_ATTRIBUTES = ("subject", "sub", "principal_id", "user_id", "id")
+
+
+def principal_scope(principal: Any) -> str:
+    """A stable, secret-free name for the caller, to scope the keys it chooses.
+
+    Bearer tokens scope by their subject; a hook's principal by its value when it is a string or
+    an integer, else by its first ``subject``/``sub``/``principal_id``/``user_id``/``id`` attribute
+    or mapping key, else by its ``repr`` when that is not the default one (which holds a memory
+    address). Anything else, and unauthenticated services, share one scope.
+    """
+    if isinstance(principal, BearerPrincipal):
+        return f"bearer:{principal.subject or principal.token_index}"
+    if principal is None or isinstance(principal, AnonymousPrincipal):
+        return "anonymous"
+    if isinstance(principal, str | int) and not isinstance(principal, bool):
+        return f"principal:{principal}"
+    for name in _SUBJECT_ATTRIBUTES:
+        value = principal.get(name) if isinstance(principal, Mapping) else getattr(principal, name, None)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return f"principal:{value}"
+    text = repr(principal)
+    return "shared" if " object at 0x" in text else f"principal:{text}"
+
+
 __all__ = [
     "AnonymousPrincipal",
     "AuthenticateHook",
@@ -137,4 +173,5 @@ __all__ = [
     "BearerPrincipal",
     "ServiceAuthConfigError",
     "bearer_token",
+    "principal_scope",
 ]

@@ -1,49 +1,106 @@
-"""Every error the service returns has one JSON shape, and one HTTP status per error code.
+"""Every error the service returns has one JSON shape, and each error code one HTTP status.
 
-Clients branch on ``error.code`` (the seeds' error codes, plus ``unauthenticated``), never on
-message text, so the mapping below is part of the HTTP contract::
+Clients branch on ``error.code``, never on message text, so the mapping below is part of the HTTP
+contract::
 
     {"error": {"code": "state_session_not_found", "message": "...", "retryable": false}}
 
-Validation failures (malformed JSON included) also carry ``details``: one entry per problem, with
-its location and pydantic's message, but never the submitted value (it could hold a secret).
+=====  =====================================================================================
+HTTP   codes
+=====  =====================================================================================
+401    ``unauthenticated``: send valid credentials
+404    ``state_session_not_found``, ``state_agent_not_found``, ``state_tool_call_not_found``,
+       ``state_checkpoint_not_found``, ``framework_route_not_found``: check the id (every
+       ``*_not_found`` code is a 404)
+405    ``framework_method_not_allowed`` (the ``Allow`` header lists the methods)
+408    ``transport_result_timeout``: the run is still going; ask again to keep waiting
+409    ``state_already_running``, ``state_not_resumable``, ``state_concurrency_conflict``,
+       ``state_conflict``, ``framework_cancelled``: the session's state does not allow this now
+413    ``validation_body_too_large``
+422    ``validation_error`` (with ``details``), ``validation_invalid_text`` (NUL or a lone
+       surrogate in any string; ``details`` say where): fix the request
+500    ``framework_internal_error``: a bug; the details are in the server's log, never here
+503    ``transport_error`` (``retryable``; ``Retry-After`` when the database is out of reach)
+=====  =====================================================================================
+
+A 422 means the request itself is malformed, which the OpenAPI schema can say; a well-formed request
+that does not fit what exists is a 404 (it names nothing) or a 409 (it conflicts with the session:
+another agent than the session's, an answer of the wrong kind for the pending call, an approval for
+other arguments). So any request the schema calls valid gets a 2xx, 401, 404, 408, 409 or 503.
+
+Messages are safe to show: what a database driver wrote (SQL, parameters, hosts) goes through
+:func:`helix_dbos.errors.public_error_message` and reaches the logs only. Validation ``details``
+carry the location and pydantic's message, never the submitted value (it could hold a secret).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from helix_dbos.errors import HelixError
-from helix_dbos.store.hitl import PendingToolCallNotFoundError
+from helix_dbos.errors import ERROR_CODES, HelixError, database_error_kind, public_error_message
 
 logger = logging.getLogger("helix_dbos.service")
 
 UNAUTHENTICATED = "unauthenticated"
 """The one error code that is not a seeds' code: the seeds' server leaves authentication to a hook."""
 
-_STATUS_BY_CODE: dict[str, int] = {
+STATUS_BY_CODE: dict[str, int] = {
+    UNAUTHENTICATED: 401,
     "validation_error": 422,
+    "validation_invalid_text": 422,
     "tool_input_invalid": 422,
+    "validation_body_too_large": 413,
     "state_session_not_found": 404,
+    "state_agent_not_found": 404,
+    "state_tool_call_not_found": 404,
+    "state_checkpoint_not_found": 404,
     "tool_not_found": 404,
+    "framework_route_not_found": 404,
+    "framework_method_not_allowed": 405,
+    "transport_result_timeout": 408,
     "state_already_running": 409,
     "state_not_resumable": 409,
     "state_concurrency_conflict": 409,
+    "state_conflict": 409,
     "framework_cancelled": 409,
+    "framework_internal_error": 500,
     "framework_not_supported": 501,
+    "tool_execution_failed": 502,
     "transport_error": 503,
     "tool_timeout": 504,
-    "tool_execution_failed": 502,
-    "framework_internal_error": 500,
+    **{code: 502 for code in ERROR_CODES if code.startswith("provider_")},
 }
+"""The HTTP status of every error code (the seeds' codes and the service's own)."""
+
+HTTP_ERROR_CODES = frozenset(
+    {
+        UNAUTHENTICATED,
+        "validation_body_too_large",
+        "framework_route_not_found",
+        "framework_method_not_allowed",
+        "transport_result_timeout",
+    }
+)
+"""Codes only the HTTP layer answers (no library call raises them)."""
+
+
+class ServiceError(Exception):
+    """An error only the HTTP layer has (its ``code`` is one of :data:`HTTP_ERROR_CODES`)."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
 
 
 class ErrorDetail(BaseModel):
@@ -52,10 +109,10 @@ class ErrorDetail(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     loc: list[str | int]
-    """Where: ``["body", "input", "message"]``, ``["query", "limit"]``, ``["header", "last-event-id"]``."""
+    """Where: ``["body", "input", "message"]``, ``["query", "limit"]``, ``["path", "session_id"]``."""
     msg: str
     type: str
-    """pydantic's error type (``missing``, ``extra_forbidden``, ``json_invalid``, ...)."""
+    """pydantic's error type (``missing``, ``extra_forbidden``, ``json_invalid``, ...) or ``invalid_text``."""
 
 
 class ErrorInfo(BaseModel):
@@ -64,7 +121,7 @@ class ErrorInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     code: str
-    """A seeds' error code (``state_session_not_found``, ``validation_error``, ...) or ``unauthenticated``."""
+    """An error code; its HTTP status is fixed (see the table in this module)."""
     message: str
     retryable: bool = False
     """Whether sending the same request again may succeed."""
@@ -80,38 +137,32 @@ class ErrorResponse(BaseModel):
 
 
 class AgentNotFoundError(HelixError):
-    """The request names an agent this server does not serve (HTTP 404, code ``validation_error``)."""
+    """The request names an agent this server does not serve (HTTP 404, code ``state_agent_not_found``)."""
 
     def __init__(self, name: str, served: Sequence[str]) -> None:
         super().__init__(
             f"Agent {name!r} is not registered on this server (it serves: {', '.join(served) or 'no agents'})",
-            code="validation_error",
+            code="state_agent_not_found",
             retryable=False,
         )
         self.name = name
 
 
-class ResultTimeoutError(HelixError):
+class ResultTimeoutError(ServiceError):
     """The run did not finish within the wait the client asked for (HTTP 408); ask again to keep waiting."""
 
     def __init__(self, session_id: str, run_id: str, timeout_seconds: float) -> None:
         super().__init__(
+            "transport_result_timeout",
             f"Run {run_id!r} of session {session_id!r} did not finish within {timeout_seconds:g} s; "
             "it is still going: ask again to keep waiting",
-            code="transport_error",
             retryable=True,
         )
 
 
-def status_for(error: HelixError) -> int:
-    """The HTTP status of a :class:`HelixError`: by class where the code is too coarse, else by code."""
-    if isinstance(error, AgentNotFoundError | PendingToolCallNotFoundError):
-        return 404
-    if isinstance(error, ResultTimeoutError):
-        return 408
-    if error.code.startswith("provider_"):
-        return 502
-    return _STATUS_BY_CODE.get(error.code, 500)
+def status_for(code: str) -> int:
+    """The HTTP status of an error code (500 for a code this version does not know)."""
+    return STATUS_BY_CODE.get(code, 500)
 
 
 def error_response(
@@ -130,14 +181,28 @@ def error_response(
     )
 
 
+def coded_error_response(
+    code: str,
+    message: str,
+    *,
+    retryable: bool = False,
+    details: list[ErrorDetail] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """:func:`error_response` with the status that ``code`` maps to."""
+    return error_response(status_for(code), code, message, retryable=retryable, details=details, headers=headers)
+
+
 def unauthenticated_response() -> JSONResponse:
     """401 with a ``WWW-Authenticate`` challenge, as RFC 6750 asks of bearer-token servers."""
-    return error_response(
-        401,
-        UNAUTHENTICATED,
-        "Missing or invalid credentials",
-        headers={"WWW-Authenticate": 'Bearer realm="helix-dbos"'},
+    return coded_error_response(
+        UNAUTHENTICATED, "Missing or invalid credentials", headers={"WWW-Authenticate": 'Bearer realm="helix-dbos"'}
     )
+
+
+def validation_error_response(details: list[ErrorDetail], *, code: str = "validation_error") -> JSONResponse:
+    """422 for a request that failed validation (``code`` ``validation_error`` or ``validation_invalid_text``)."""
+    return coded_error_response(code, _summary(details), details=details)
 
 
 def _details(errors: Sequence[Any]) -> list[ErrorDetail]:
@@ -159,74 +224,158 @@ def _summary(details: list[ErrorDetail]) -> str:
 
 async def _on_helix_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HelixError)
-    status = status_for(exc)
+    status = status_for(exc.code)
     if status >= 500:
         logger.error("helix-dbos service: %s %s failed: %r", request.method, request.url.path, exc)
-    return error_response(status, exc.code, exc.message, retryable=exc.retryable)
+    return error_response(status, exc.code, public_error_message(exc), retryable=exc.retryable)
+
+
+async def _on_service_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    return coded_error_response(exc.code, exc.message, retryable=exc.retryable)
 
 
 async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    details = _details(exc.errors())
-    return error_response(422, "validation_error", _summary(details), details=details)
+    return validation_error_response(_details(exc.errors()))
 
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 401:
         return unauthenticated_response()
-    if exc.status_code in (404, 405):
-        # An unknown route or method: the operation does not exist here.
-        message = f"No operation {request.method} {request.url.path}"
-        return error_response(exc.status_code, "framework_not_supported", message, headers=exc.headers)
-    code = "framework_internal_error" if exc.status_code >= 500 else "validation_error"
-    return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+    if exc.status_code == 404:
+        message = f"No operation at {request.method} {request.url.path}"
+        return coded_error_response("framework_route_not_found", message, headers=exc.headers)
+    if exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+        return coded_error_response("framework_method_not_allowed", message, headers=exc.headers)
+    if exc.status_code == 413:
+        return coded_error_response("validation_body_too_large", str(exc.detail), headers=exc.headers)
+    if exc.status_code < 500:
+        # FastAPI's 400 "error parsing the body": the request is invalid, like any other 422.
+        detail = ErrorDetail(loc=["body"], msg=str(exc.detail), type="body_invalid")
+        return validation_error_response([detail])
+    return await unexpected_error_response(request, exc)
 
 
 def is_handled(exc: BaseException) -> bool:
     """Whether a registered handler turns ``exc`` into a specific error response."""
-    return isinstance(exc, HelixError | RequestValidationError | StarletteHTTPException)
+    return isinstance(exc, HelixError | ServiceError | RequestValidationError | StarletteHTTPException)
 
 
 async def unexpected_error_response(request: Request, exc: Exception) -> JSONResponse:
-    """500 ``framework_internal_error``: the details are logged, none returned (they can leak internals)."""
+    """503 for a database out of reach, else 500: the details are logged, none returned."""
     logger.error("helix-dbos service: unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "framework_internal_error", "Internal server error")
+    if database_error_kind(exc) == "unavailable":
+        return coded_error_response(
+            "transport_error",
+            "The database is unavailable; try again shortly",
+            retryable=True,
+            headers={"Retry-After": "1"},
+        )
+    return coded_error_response("framework_internal_error", "Internal server error")
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Route every exception a request can raise to the JSON error shape."""
     app.add_exception_handler(HelixError, _on_helix_error)
+    app.add_exception_handler(ServiceError, _on_service_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     app.add_exception_handler(Exception, unexpected_error_response)
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": description}
-    for status, description in {
-        401: "Missing or invalid credentials (code `unauthenticated`).",
-        404: "Unknown session, agent or pending tool call.",
-        409: "The session's state does not allow this (`state_already_running`, `state_not_resumable`, "
-        "`state_concurrency_conflict`).",
-        422: "Invalid request (code `validation_error`): malformed JSON, wrong types, unknown fields.",
-        500: "Unexpected server error (code `framework_internal_error`).",
-    }.items()
+# -- OpenAPI ---------------------------------------------------------------------------------------------
+
+_DESCRIPTIONS: dict[int, str] = {
+    401: "Missing or invalid credentials; nothing was done.",
+    404: "An id in the request names nothing here.",
+    405: "Method not allowed.",
+    408: "The run did not finish in time; it goes on: ask again.",
+    409: "The session's state does not allow this now.",
+    413: "The request body is larger than the server accepts.",
+    422: "Invalid request (`details` say where); nothing was done.",
+    500: "Unexpected server error; the details are in the server's log.",
+    503: "A dependency (the database, a stream) is unavailable for now; retryable.",
 }
-"""OpenAPI ``responses=`` shared by every authenticated route (replaces FastAPI's default 422 schema)."""
+
+
+def _camel(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("_"))
+
+
+@functools.cache
+def error_model(codes: tuple[str, ...]) -> type[BaseModel]:
+    """The error response model whose ``code`` is one of ``codes`` (one OpenAPI component per set)."""
+    name = "Error" + "Or".join(_camel(code) for code in codes)
+    info = create_model(
+        f"{name}Info",
+        __config__=ConfigDict(extra="forbid", title=f"{name}Info"),
+        __doc__=f"An error whose code is one of: {', '.join(codes)}.",
+        code=(str, Field(json_schema_extra={"enum": list(codes)})),
+        message=(str, ...),
+        retryable=(bool, False),
+        details=(list[ErrorDetail] | None, None),
+    )
+    return create_model(
+        name,
+        __config__=ConfigDict(extra="forbid", title=name),
+        __doc__=f'`{{"error": {{...}}}}` with code {" | ".join(codes)}.',
+        error=(info, ...),
+    )
+
+
+COMMON_ERROR_CODES: tuple[str, ...] = (
+    UNAUTHENTICATED,
+    "validation_error",
+    "validation_invalid_text",
+    "framework_internal_error",
+    "transport_error",
+)
+"""Codes every authenticated route can answer: credentials, validation, a bug, the database away."""
+
+
+def error_responses(*codes: str, body: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` for a route answering :data:`COMMON_ERROR_CODES` and ``codes``.
+
+    ``body``: the route takes a request body (so it can answer 413).
+    """
+    every = [*COMMON_ERROR_CODES, *(["validation_body_too_large"] if body else []), *codes]
+    by_status: dict[int, list[str]] = {}
+    for code in every:
+        listed = by_status.setdefault(status_for(code), [])
+        if code not in listed:
+            listed.append(code)
+    return {
+        status: {"model": error_model(tuple(listed)), "description": _describe(status, listed)}
+        for status, listed in sorted(by_status.items())
+    }
+
+
+def _describe(status: int, codes: Iterable[str]) -> str:
+    return f"{_DESCRIPTIONS.get(status, 'Error.')} Codes: {', '.join(f'`{c}`' for c in codes)}."
+
 
 __all__ = [
-    "ERROR_RESPONSES",
+    "COMMON_ERROR_CODES",
+    "HTTP_ERROR_CODES",
+    "STATUS_BY_CODE",
     "UNAUTHENTICATED",
     "AgentNotFoundError",
     "ErrorDetail",
     "ErrorInfo",
     "ErrorResponse",
     "ResultTimeoutError",
+    "ServiceError",
+    "coded_error_response",
+    "error_model",
     "error_response",
+    "error_responses",
     "install_error_handlers",
     "is_handled",
     "status_for",
     "unauthenticated_response",
     "unexpected_error_response",
+    "validation_error_response",
 ]

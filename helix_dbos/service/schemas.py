@@ -185,6 +185,10 @@ class RunResultView(_Response):
     error: str | None = None
     suspended: dict[str, Any] | None = None
     """While suspended: ``{"tool_call_ids": [...]}`` to answer."""
+    aborted: bool = False
+    """The run was aborted (``status`` is then ``failed``); not resumable."""
+    abort_reason: str | None = None
+    """The reason given to ``abort``, if any."""
 
 
 class InterruptAccepted(_Response):

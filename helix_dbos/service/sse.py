@@ -13,13 +13,15 @@ resumes after the last *chunk* it saw.
                ``run_resumed`` chunks
 ``end``        ``{"type": "end"}``: the stream ended (the run completed); the response ends
 ``fail``       ``{"type": "fail", "error": "...", "code": "..."}``: the stream failed; the
-               response ends
+               response ends (``error`` is safe to show: no SQL, parameters or hosts)
 ``truncated``  ``{"type": "truncated", "truncatedAtStep": n, "lastValidSequence": s}``: chunks
                after ``s`` that this client had not read were removed (crash recovery); reconnect
                with ``Last-Event-ID: s`` to read the surviving ones
 =============  ==================================================================================
 
-Comment lines (``: ping ...``) keep idle connections open through proxies.
+Comment lines (``: ping ...``) keep idle connections open through proxies. Error text (``fail``
+events, ``error`` chunks) goes through :func:`~helix_dbos.errors.public_error_message` on its way
+out: what a database driver wrote stays in the server's logs.
 """
 
 from __future__ import annotations
@@ -33,16 +35,19 @@ from typing import Any
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.streaming import RunStreams
-from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, chunk_to_json
+from helix_dbos.stream.chunks import ErrorChunk, RunPausedChunk, RunResumedChunk, chunk_to_json
 from helix_dbos.stream.manager import ChunkRecord, StreamInfo
 
 logger = logging.getLogger("helix_dbos.service")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Keep proxies (nginx) from buffering or caching the stream."""
+
+LAST_EVENT_ID_PATTERN = r"^[0-9]{1,18}$"
+"""A ``Last-Event-ID`` this service accepts: a stream sequence it sent as an event ``id``."""
 
 
 def _control(event: str, **data: Any) -> ServerSentEvent:
@@ -51,7 +56,10 @@ def _control(event: str, **data: Any) -> ServerSentEvent:
 
 def chunk_event(record: ChunkRecord) -> ServerSentEvent:
     """One chunk as an SSE event, identified by its stream sequence."""
-    return ServerSentEvent(id=str(record.sequence), event="chunk", data=chunk_to_json(record.chunk))
+    chunk = record.chunk
+    if isinstance(chunk, ErrorChunk):
+        chunk = chunk.model_copy(update={"error": public_error_message(chunk.error)})
+    return ServerSentEvent(id=str(record.sequence), event="chunk", data=chunk_to_json(chunk))
 
 
 async def stream_events(records: AsyncIterator[ChunkRecord]) -> AsyncIterator[ServerSentEvent]:
@@ -71,7 +79,7 @@ async def stream_events(records: AsyncIterator[ChunkRecord]) -> AsyncIterator[Se
         yield _control("truncated", truncatedAtStep=exc.truncated_at_step, lastValidSequence=exc.last_valid_sequence)
         return
     except HelixError as exc:
-        yield _control("fail", error=exc.message, code=exc.code)
+        yield _control("fail", error=public_error_message(exc), code=exc.code)
         return
     except Exception:
         logger.exception("helix-dbos service: reading a stream failed")
@@ -103,13 +111,10 @@ def parse_after(last_event_id: str | None, after: int | None) -> int | None:
 
     Browsers' ``EventSource`` reconnects to the same URL (``?after=`` included) with the id of the
     last event it saw, so the header is the newer position. Returns ``None`` when neither is given;
-    raises ``ValueError`` for an id that is not a non-negative integer.
+    the route has already checked the header against :data:`LAST_EVENT_ID_PATTERN`.
     """
     if last_event_id is not None and last_event_id.strip():
-        value = int(last_event_id.strip())
-        if value < 0:
-            raise ValueError("negative sequence")
-        return value
+        return int(last_event_id.strip())
     return after
 
 
@@ -119,4 +124,12 @@ async def stream_info(streams: RunStreams, stream_id: str) -> StreamInfo | None:
     return await asyncio.wrap_future(future)
 
 
-__all__ = ["SSE_HEADERS", "chunk_event", "event_source", "parse_after", "stream_events", "stream_info"]
+__all__ = [
+    "LAST_EVENT_ID_PATTERN",
+    "SSE_HEADERS",
+    "chunk_event",
+    "event_source",
+    "parse_after",
+    "stream_events",
+    "stream_info",
+]

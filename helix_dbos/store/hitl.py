@@ -42,7 +42,7 @@ class PendingToolCallNotFoundError(HelixError):
     def __init__(self, session_id: str, tool_call_id: str) -> None:
         super().__init__(
             f"Session {session_id!r} has no pending tool call {tool_call_id!r}",
-            code="validation_error",
+            code="state_tool_call_not_found",
             retryable=False,
         )
         self.session_id = session_id

@@ -9,8 +9,10 @@ that picked up a parked run) answers the same way.
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel
 
 from helix_dbos import (
@@ -52,14 +54,69 @@ locator = define_agent(
 )
 echo = define_agent("echo", system_prompt="Repeat what the user says.", llm_config="scripted/echo")
 
-agents = [locator, echo]
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def failing_sql_prompt(state: Any) -> str:
+    """Raise a real SQLAlchemy error whose text holds the SQL statement and its parameters."""
+    engine = sa.create_engine("sqlite://")
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT * FROM missing_secret_table WHERE token = :token"), {"token": "param-s3cret"})
+    return "unreachable"
+
+
+def unreachable_database_prompt(state: Any) -> str:
+    """Raise a real driver error naming a database host and port (nothing listens there)."""
+    engine = sa.create_engine(f"postgresql+psycopg://helix:pw-s3cret@127.0.0.1:{_closed_port()}/helix")
+    with engine.connect():
+        pass
+    return "unreachable"
+
+
+# Agents whose runs fail in workflow code with real database-driver errors: what a client sees of
+# such a failure must not include the statement, its parameters, or where the database is.
+db_sql_error = define_agent("db-sql-error", system_prompt=failing_sql_prompt, llm_config="scripted/echo")
+db_down = define_agent("db-down", system_prompt=unreachable_database_prompt, llm_config="scripted/echo")
+
+
+class PathIn(BaseModel):
+    path: str
+
+
+def remove(inp: PathIn, ctx: ToolContext) -> dict[str, Any]:
+    return {"removed": inp.path}
+
+
+# An approval-gated tool: the client approves (or denies) exactly the arguments it was shown.
+janitor = define_agent(
+    "janitor",
+    system_prompt="Clean up what the user asks, once they approve.",
+    llm_config="scripted/janitor",
+    tools=[
+        define_tool("remove", description="Remove a path", input_schema=PathIn, execute=remove, require_approval=True)
+    ],
+)
+
+agents = [locator, echo, db_sql_error, db_down, janitor]
 
 
 def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
-    """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers."""
+    """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers;
+    ``janitor`` asks to remove ``/tmp/x``, then reports the tool's answer."""
     last = inp.messages[-1]
     n = len(inp.messages)
-    if inp.agent_type == "echo":
+    if inp.agent_type == "janitor":
+        if isinstance(last, ToolResultMessage):
+            return TextStepResult(content=f"Done: {last.content}", should_stop=True, stop_reason="end_turn")
+        return ToolCallsStepResult(
+            tool_calls=[ParsedToolCall(id=f"rm-{n}", name="remove", arguments={"path": "/tmp/x"})],
+            stop_reason="tool_use",
+        )
+    if inp.agent_type != "locator":
         said = last.content if isinstance(last, UserMessage) else "?"
         return TextStepResult(content=f"echo: {said}", should_stop=True, stop_reason="end_turn")
     if isinstance(last, ToolResultMessage) and last.tool_name == "get_location":

@@ -76,11 +76,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def live_url(service: Service) -> Iterator[str]:
-    """Serve ``service.app`` on 127.0.0.1 in a background thread; yields its base URL."""
+@contextlib.contextmanager
+def serve(app: FastAPI, *, log_level: str = "warning") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a background thread; yields its base URL."""
     config = uvicorn.Config(
-        service.app, host="127.0.0.1", port=free_port(), ws="none", log_level="warning", timeout_graceful_shutdown=1
+        app, host="127.0.0.1", port=free_port(), ws="none", log_level=log_level, timeout_graceful_shutdown=1
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
@@ -90,6 +90,15 @@ def live_url(service: Service) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
-    yield f"http://127.0.0.1:{config.port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_url(service: Service) -> Iterator[str]:
+    """Serve ``service.app`` on 127.0.0.1 in a background thread; yields its base URL."""
+    with serve(service.app) as url:
+        yield url

@@ -90,7 +90,9 @@ async def test_bearer_tokens_and_hook_together() -> None:
         raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
         return Request({"type": "http", "method": "GET", "path": "/", "headers": raw, "query_string": b""})
 
-    assert await auth.authenticate(request({"Authorization": "Bearer tok"})) == BearerPrincipal(token_index=0)
+    principal = await auth.authenticate(request({"Authorization": "Bearer tok"}))
+    assert isinstance(principal, BearerPrincipal) and principal.token_index == 0
+    assert len(principal.subject) == 16 and "tok" not in principal.subject
     assert await auth.authenticate(request({"Cookie": "session=ok"})) == "cookie-user"
     assert await auth.authenticate(request({"Authorization": "Bearer bad"})) is None
     open_auth = Authenticator(allow_unauthenticated=True)
@@ -105,4 +107,4 @@ async def test_oversized_bodies_are_413_after_authentication() -> None:
         assert (await http.post("/v1/runs", content=big, headers=json_type)).status_code == 401
         response = await http.post("/v1/runs", content=big, headers=json_type | {"Authorization": "Bearer tok"})
         assert response.status_code == 413
-        assert response.json()["error"]["code"] == "validation_error"
+        assert response.json()["error"]["code"] == "validation_body_too_large"

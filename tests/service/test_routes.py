@@ -162,8 +162,10 @@ async def test_bad_query_and_header_values_are_422(client: httpx.AsyncClient) ->
 
 
 async def test_unknown_routes_and_methods_are_json_errors(client: httpx.AsyncClient) -> None:
-    assert_error(await client.get("/v1/nothing-here"), 404, "framework_not_supported")
-    assert_error(await client.delete("/v1/runs"), 405, "framework_not_supported")
+    assert_error(await client.get("/v1/nothing-here"), 404, "framework_route_not_found")
+    response = await client.delete("/v1/runs")
+    assert_error(response, 405, "framework_method_not_allowed")
+    assert response.headers["allow"] == "POST"
 
 
 async def test_unknown_session_and_agent_are_404(client: httpx.AsyncClient) -> None:
@@ -186,7 +188,9 @@ async def test_unknown_session_and_agent_are_404(client: httpx.AsyncClient) -> N
     assert_error(
         await client.post(f"/v1/sessions/{missing}/tool-results", json=submission), 404, "state_session_not_found"
     )
-    error = assert_error(await client.post("/v1/runs", json={"agent": "ghost", "input": "hi"}), 404, "validation_error")
+    error = assert_error(
+        await client.post("/v1/runs", json={"agent": "ghost", "input": "hi"}), 404, "state_agent_not_found"
+    )
     assert "ghost" in error["message"] and "echo" in error["message"]
 
 
@@ -212,6 +216,8 @@ async def test_start_status_result_round_trip(client: httpx.AsyncClient) -> None
         "output": "echo: hello",
         "error": None,
         "suspended": None,
+        "aborted": False,
+        "abort_reason": None,
     }
     snapshot = (await client.get("/v1/sessions/echo-1")).json()
     assert snapshot["status"] == "completed"
@@ -264,15 +270,19 @@ async def test_client_tool_round_trip_without_sse(service: Service, client: http
 
     # Still waiting for the client: the result wait times out with a retryable 408.
     timeout = assert_error(
-        await client.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 0.2}), 408, "transport_error"
+        await client.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 0.2}),
+        408,
+        "transport_result_timeout",
     )
     assert timeout["retryable"] is True
 
-    # Wrong kind, unknown call: rejected, nothing recorded.
+    # Wrong kind (a well-formed answer that does not fit the call), unknown call: rejected, nothing recorded.
     approval = {"kind": "approval-response", "tool_call_id": call["tool_call_id"], "approved": True}
-    assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=approval), 422, "validation_error")
+    assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=approval), 409, "state_conflict")
     unknown = {"kind": "client-tool-result", "tool_call_id": "nope", "result": {}}
-    assert_error(await client.post(f"/v1/sessions/{session_id}/tool-results", json=unknown), 404, "validation_error")
+    assert_error(
+        await client.post(f"/v1/sessions/{session_id}/tool-results", json=unknown), 404, "state_tool_call_not_found"
+    )
 
     answer = {"kind": "client-tool-result", "tool_call_id": call["tool_call_id"], "result": {"city": "Lyon"}}
     response = await client.post(f"/v1/chat/{session_id}/tool-results", json=answer)
@@ -303,9 +313,7 @@ async def test_interrupt_resume_abort_retry(client: httpx.AsyncClient) -> None:
     snapshot = (await client.get(f"/v1/sessions/{session_id}")).json()
     assert snapshot["status"] == "interrupted" and snapshot["can_resume"]["can_resume"] is True
 
-    assert_error(
-        await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 422, "validation_error"
-    )
+    assert_error(await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 409, "state_conflict")
     resumed = (await client.post(f"/v1/sessions/{session_id}/resume", json={"message": "go on"})).json()
     assert resumed["run_id"] == f"{session_id}-turn-2" and resumed["stream_url"].endswith("/stream")
     await wait_until(client, session_id, lambda s: has_pending(s) and s["current_run"]["turn"] == 2)
@@ -320,11 +328,11 @@ async def test_interrupt_resume_abort_retry(client: httpx.AsyncClient) -> None:
     interrupted = (await client.post(f"/v1/sessions/{session_id}/interrupt")).json()
     assert interrupted == {"session_id": session_id, "requested": False}
 
-    # Retry from an explicit checkpoint that is not the session's: a validation error, nothing started.
+    # Retry from an explicit checkpoint that is not the session's: not found, nothing started.
     assert_error(
         await client.post(f"/v1/sessions/{session_id}/retry", json={"checkpoint_id": "cpv1-other-s1-t1-abc"}),
-        422,
-        "validation_error",
+        404,
+        "state_checkpoint_not_found",
     )
     retried = (await client.post(f"/v1/sessions/{session_id}/retry", json={})).json()
     assert retried["run_id"] == f"{session_id}-turn-3"
@@ -338,6 +346,14 @@ async def test_starting_a_run_on_a_busy_session_is_409(client: httpx.AsyncClient
     await wait_until(client, session_id, has_pending)
     busy = {"agent": "locator", "input": "something else", "session_id": session_id}
     assert_error(await client.post("/v1/runs", json=busy), 409, "state_already_running")
+    # Another agent on the session: a conflict too, whatever the session's state.
+    other = {"agent": "echo", "input": "hi", "session_id": session_id}
+    assert_error(await client.post("/v1/runs", json=other), 409, "state_conflict")
+    assert_error(
+        await client.post("/v1/chat", json={"agent": "echo", "message": "hi", "session_id": session_id}),
+        409,
+        "state_conflict",
+    )
     await client.post(f"/v1/sessions/{session_id}/abort")
 
 

@@ -49,8 +49,13 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "state_session_not_found": "state",
     "state_already_running": "state",
     "state_not_resumable": "state",
+    "state_agent_not_found": "state",
+    "state_tool_call_not_found": "state",
+    "state_checkpoint_not_found": "state",
+    "state_conflict": "state",
     "transport_error": "transport",
     "validation_error": "validation",
+    "validation_invalid_text": "validation",
     "framework_internal_error": "framework",
     "framework_not_supported": "framework",
     "framework_cancelled": "framework",
@@ -66,7 +71,9 @@ EXPECTED_RETRYABLE = {
 
 
 def test_error_code_set_is_the_seeds_table() -> None:
-    assert len(EXPECTED_CATEGORIES) == 21
+    # The seeds' 21 codes, plus helix-dbos's: an unknown agent, tool call or checkpoint (404 over
+    # HTTP), a request that conflicts with the session (409), and text that cannot be stored (422).
+    assert len(EXPECTED_CATEGORIES) == 26
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))

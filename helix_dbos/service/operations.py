@@ -1,0 +1,319 @@
+"""The operations behind the service's routes: blocking executor calls, run off the event loop.
+
+:class:`ServiceOperations` holds what a route does beyond parsing and answering: the checks that
+turn a well-formed request that does not fit the session into a 404 or 409 before the executor
+sees it, the deterministic session of a keyed start, the result of an aborted run, and the grace
+wait of an early tool answer. Error text leaving here for a client goes through
+:func:`~helix_dbos.errors.public_error_message`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from helix_dbos.errors import HelixError, RunNotFinishedError, SessionNotFoundError, public_error_message
+from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable
+from helix_dbos.service.errors import AgentNotFoundError, ResultTimeoutError
+from helix_dbos.service.schemas import (
+    AbortAccepted,
+    CanResumeView,
+    ChatRequest,
+    InterruptAccepted,
+    PendingToolCallView,
+    ResumeRequest,
+    RetryRequest,
+    RunResultView,
+    RunView,
+    SessionSnapshot,
+    StartRunRequest,
+    ToolResultAccepted,
+)
+from helix_dbos.session import SubmitToolResult
+from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
+from helix_dbos.store.hitl import PendingToolCallNotFoundError
+
+T = TypeVar("T")
+
+_SUBMIT_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
+"""Backoff between attempts of an answer waiting for its tool call to be registered (then 0.5 s)."""
+
+
+def idempotent_session_id(scope: str, key: str) -> str:
+    """The session a keyed start without ``session_id`` opens: one per (caller, key), deterministic.
+
+    The key is hashed with the caller's scope (see :func:`~helix_dbos.service.auth.principal_scope`),
+    so a repeat finds the same session and run, and two callers' equal keys never meet.
+    """
+    digest = hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
+    return f"idem-{digest}"
+
+
+def _safe_error(error: str | None) -> str | None:
+    return public_error_message(error) if error else None
+
+
+def _run_view(run: RunRecord) -> RunView:
+    return RunView(
+        run_id=run.run_id,
+        turn=run.turn,
+        status=run.status,
+        mode=run.mode,
+        step_count=run.step_count,
+        started_at=run.started_at,
+        completed_at=run.completed_at,
+        error=_safe_error(run.error),
+        previous_run_id=run.previous_run_id,
+        stream_start_sequence=run.stream_start_sequence,
+    )
+
+
+class ServiceOperations:
+    """The operations behind the routes: blocking executor calls, run off the event loop."""
+
+    def __init__(
+        self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int, submit_grace_seconds: float
+    ) -> None:
+        self.executor = executor
+        self.submit_grace_seconds = submit_grace_seconds
+        self._pool = ThreadPoolExecutor(max_workers=blocking_threads, thread_name_prefix="helix-http")
+        self._waits = ThreadPoolExecutor(max_workers=result_waiters, thread_name_prefix="helix-http-wait")
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking call in the service's pool."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def wait(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a call that waits for a run (up to a client-chosen timeout) in the wait pool."""
+        return await asyncio.get_running_loop().run_in_executor(self._waits, functools.partial(fn, *args))
+
+    def close(self) -> None:
+        """Stop the pools (requests in flight finish; nothing new is accepted)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._waits.shutdown(wait=False, cancel_futures=True)
+
+    # -- blocking helpers (run in the pool) ------------------------------------------------------------
+    def require_agent(self, name: str) -> str:
+        if self.executor.registry.get(name) is None:
+            raise AgentNotFoundError(name, self.executor.registry.names())
+        return name
+
+    def require_session(self, session_id: str) -> SessionRecord:
+        session = self.executor.store.load_session(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        return session
+
+    # The checks below turn a well-formed request that does not fit the session into a 404 or 409
+    # before the executor sees it (the executor's own refusals of these are validation errors).
+    def require_same_agent(self, session: SessionRecord, agent: str) -> None:
+        if session.agent_type != agent:
+            raise HelixError(
+                f"Session {session.session_id!r} belongs to agent {session.agent_type!r}, not {agent!r}",
+                code="state_conflict",
+            )
+
+    def require_agent_for(self, name: str, session_id: str | None) -> str:
+        """``name`` must be served, and be the agent of ``session_id`` when that session exists."""
+        agent = self.require_agent(name)
+        existing = self.executor.store.load_session(session_id) if session_id is not None else None
+        if existing is not None:
+            self.require_same_agent(existing, agent)
+        return agent
+
+    def require_checkpoint(self, session_id: str, checkpoint_id: str) -> None:
+        checkpoint = self.executor.store.get_checkpoint(checkpoint_id)
+        if checkpoint is None or checkpoint.session_id != session_id:
+            raise HelixError(
+                f"Checkpoint {checkpoint_id!r} does not exist in session {session_id!r}",
+                code="state_checkpoint_not_found",
+            )
+
+    def require_fitting_answer(self, session_id: str, submission: SubmitToolResult) -> None:
+        """An answer must be of the pending call's kind (and, for an approval, for its arguments)."""
+        rows = self.executor.store.pending.get(session_id, [submission.tool_call_id])
+        if not rows:
+            return  # the executor answers 404, or the grace period waits for the registration
+        row = rows[0]
+        expected = "client-tool-result" if row.kind == "client" else "approval-response"
+        if submission.kind != expected:
+            what = "a client-executed tool" if row.kind == "client" else "an approval request"
+            raise HelixError(
+                f"Tool call {submission.tool_call_id!r} is {what}; submit a {expected!r}, not a {submission.kind!r}",
+                code="state_conflict",
+            )
+        digest = getattr(submission, "arguments_digest", None)
+        if digest is not None and digest != row.arguments_digest:
+            raise HelixError(
+                f"The approval for {submission.tool_call_id!r} was given for different arguments than the call "
+                "has (arguments_digest mismatch); nothing was recorded",
+                code="state_conflict",
+            )
+
+    def submit_once(self, session_id: str, submission: SubmitToolResult) -> Any:
+        self.require_fitting_answer(session_id, submission)
+        return self.executor.submit_tool_result(session_id, submission)
+
+    def run_in_flight(self, session_id: str) -> bool:
+        session = self.executor.store.load_session(session_id)
+        run = self.executor.store.get_current_run(session_id)
+        return session is not None and session.status == "active" and run is not None and run.status == "running"
+
+    def run_status(self, run_id: str) -> Any:
+        run = self.executor.store.get_run(run_id)
+        return run.status if run is not None else "running"
+
+    def start(self, body: StartRunRequest, scope: str) -> tuple[str, str, Any]:
+        session_id = body.session_id
+        if session_id is None and body.idempotency_key is not None:
+            session_id = idempotent_session_id(scope, body.idempotency_key)
+        agent = self.require_agent_for(body.agent, session_id)
+        handle = self.executor.execute(agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key)
+        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
+
+    def resume(self, session_id: str, body: ResumeRequest) -> tuple[str, str, Any]:
+        session = self.require_session(session_id)
+        agent = self.require_agent(body.agent or session.agent_type)
+        self.require_same_agent(session, agent)
+        handle = self.executor.resume(agent, session_id, body.message)
+        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
+
+    def retry(self, session_id: str, body: RetryRequest) -> tuple[str, str, Any]:
+        session = self.require_session(session_id)
+        self.require_agent(session.agent_type)
+        if body.checkpoint_id is not None:
+            self.require_checkpoint(session_id, body.checkpoint_id)
+        handle = self.executor.retry(session_id, checkpoint_id=body.checkpoint_id, message=body.message)
+        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        session = self.require_session(session_id)
+        store = self.executor.store
+        run = store.get_current_run(session_id)
+        pending = store.pending.open_calls(session_id)
+        verdict = self.executor.can_resume(session_id)
+        return SessionSnapshot(
+            session_id=session.session_id,
+            agent=session.agent_type,
+            status=session.status,
+            turn=session.turn,
+            step_count=session.step_count,
+            message_count=session.message_count,
+            output=jsonable(session.output),
+            error=_safe_error(session.error),
+            aborted=session.aborted,
+            interrupt_requested=session.interrupt_requested,
+            current_run=_run_view(run) if run is not None else None,
+            pending_tool_calls=[
+                PendingToolCallView(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    kind=call.kind,
+                    arguments=call.arguments,
+                    arguments_digest=call.arguments_digest,
+                    deadline_ms=call.deadline_ms,
+                    created_at=call.created_at,
+                )
+                for call in pending
+            ],
+            can_resume=CanResumeView(can_resume=verdict.can_resume, reason=verdict.reason),
+            created_at=session.created_at,
+            updated_at=session.updated_at,
+        )
+
+    def messages(self, session_id: str, offset: int, limit: int) -> PaginatedMessages:
+        self.require_session(session_id)
+        return self.executor.store.get_messages(session_id, offset=offset, limit=limit)
+
+    def runs(self, session_id: str) -> list[RunView]:
+        self.require_session(session_id)
+        return [_run_view(run) for run in self.executor.list_runs(session_id)]
+
+    def result(self, session_id: str, timeout_seconds: float) -> RunResultView:
+        session = self.require_session(session_id)
+        handle = self.executor.get_handle(session_id)
+        if handle is None:
+            raise SessionNotFoundError(session_id)
+        if session.aborted and session.run_id == handle.run_id:
+            # The store says so first (abort writes it before cancelling the workflow), and the
+            # workflow's own end (cancelled, or parked before the abort) does not carry the reason.
+            return RunResultView(
+                session_id=session_id,
+                run_id=handle.run_id,
+                status="failed",
+                error=_safe_error(session.error) or "aborted",
+                aborted=True,
+                abort_reason=session.abort_reason,
+            )
+        try:
+            result = handle.result(timeout_seconds=timeout_seconds)
+        except RunNotFinishedError as exc:  # a wait that ran out, not a model failure
+            raise ResultTimeoutError(session_id, handle.run_id, timeout_seconds) from exc
+        return RunResultView(
+            session_id=session_id,
+            run_id=handle.run_id,
+            status=result.status,
+            output=jsonable(result.output),
+            error=_safe_error(result.error),
+            suspended=result.suspended,
+        )
+
+    def interrupt(self, session_id: str, reason: str | None) -> InterruptAccepted:
+        requested = self.executor.interrupt(session_id, reason)
+        return InterruptAccepted(session_id=session_id, requested=requested)
+
+    def abort(self, session_id: str, reason: str | None) -> AbortAccepted:
+        self.executor.abort(session_id, reason)
+        return AbortAccepted(session_id=session_id)
+
+    async def submit(self, session_id: str, submission: SubmitToolResult) -> ToolResultAccepted:
+        # A run streams a client tool's ``tool_start`` just before it records the call as pending, so
+        # a fast client can answer a call that is not registered yet. While the session's run is in
+        # flight, give the registration a short grace period instead of failing such an answer. The
+        # wait is on the event loop, between short attempts in the pool: answers for calls that never
+        # come cannot hold the blocking threads other requests need.
+        deadline = time.monotonic() + self.submit_grace_seconds
+        attempt = 0
+        while True:
+            try:
+                handle = await self.call(self.submit_once, session_id, submission)
+                break
+            except PendingToolCallNotFoundError:
+                if time.monotonic() >= deadline or not await self.call(self.run_in_flight, session_id):
+                    raise
+                pause = _SUBMIT_POLL_SECONDS[attempt] if attempt < len(_SUBMIT_POLL_SECONDS) else 0.5
+                attempt += 1
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        return ToolResultAccepted(
+            session_id=session_id,
+            tool_call_id=submission.tool_call_id,
+            run_id=handle.run_id if handle is not None else None,
+        )
+
+    def chat(self, body: ChatRequest) -> tuple[str, str]:
+        agent = self.require_agent_for(body.agent, body.session_id)
+        handle = self.executor.execute(agent, {"message": body.message}, session_id=body.session_id)
+        return handle.session_id, handle.run_id
+
+    def chat_start(self, session_id: str) -> tuple[str, int]:
+        """The session's stream id and the current run's first stream position."""
+        session = self.require_session(session_id)
+        run = self.executor.store.get_current_run(session_id)
+        return session.stream_id, run.stream_start_sequence if run is not None else 0
+
+    # -- streams -------------------------------------------------------------------------------------
+    async def open_stream(self, stream_id: str, after: int) -> Any:
+        records = await self.executor.streams.records(stream_id, after_sequence=after)
+        if records is None:
+            raise HelixError(
+                f"No stream {stream_id!r} is available on this server (yet)", code="transport_error", retryable=True
+            )
+        return records
+
+
+__all__ = ["ServiceOperations", "idempotent_session_id"]
