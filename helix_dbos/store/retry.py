@@ -152,11 +152,38 @@ def is_transient(error: BaseException) -> bool:
         if sqlstate is None:
             # No SQLSTATE: the server never answered (refused, dropped, reset). A client-side misuse
             # (InterfaceError, ProgrammingError) has none either, but is not an OperationalError.
-            return isinstance(driver_error, psycopg.OperationalError)
+            return isinstance(driver_error, psycopg.OperationalError) and not _refused_for_good(driver_error)
         return sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES or sqlstate in _TRANSIENT_SQLSTATES
     if isinstance(driver_error, sqlite3.OperationalError):
         return getattr(driver_error, "sqlite_errorcode", None) in _SQLITE_BUSY
     return False
+
+
+def _refused_for_good(error: psycopg.OperationalError) -> bool:
+    """Whether a failed connection attempt was refused by the server for a reason that will last.
+
+    libpq reports a server's refusal at connection time as text with no SQLSTATE ("FATAL: database
+    "x" does not exist", "password authentication failed"), so here, and only here, the message is
+    all there is to go on. A server that is starting, stopping or full says so in the FATAL line too,
+    and that passes.
+    """
+    message = str(error)
+    if "FATAL:" not in message:
+        return False
+    return not any(phrase in message for phrase in _PASSING_FATAL_PHRASES)
+
+
+_PASSING_FATAL_PHRASES: Final = (
+    "starting up",
+    "shutting down",
+    "in recovery mode",
+    "not yet accepting connections",
+    "recovery state has not been yet reached",
+    "too many clients",
+    "too many connections",
+    "terminating connection",
+    "out of memory",
+)
 
 
 class _Depth(threading.local):

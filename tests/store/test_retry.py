@@ -166,3 +166,26 @@ def test_the_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setenv(RETRY_SECONDS_ENV, bad)
         with pytest.raises(HelixError, match=RETRY_SECONDS_ENV):
             RetryPolicy.from_env()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'connection failed: connection to server at "127.0.0.1", port 5 failed: FATAL:  database "nope" does not exist',
+        'connection to server at "h", port 5 failed: FATAL:  password authentication failed for user "u"',
+    ],
+)
+def test_a_connection_the_server_refused_for_good_is_not_retried(message: str) -> None:
+    assert not is_transient(psycopg.OperationalError(message))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'connection failed: connection to server at "h", port 5 failed: FATAL:  the database system is starting up',
+        'connection failed: connection to server at "h", port 5 failed: FATAL:  sorry, too many clients already',
+        'connection failed: connection to server at "h", port 5 failed: Connection refused',
+    ],
+)
+def test_a_connection_refused_while_the_server_restarts_is_retried(message: str) -> None:
+    assert is_transient(psycopg.OperationalError(message))
