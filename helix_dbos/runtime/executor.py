@@ -32,6 +32,7 @@ from pydantic_core import to_jsonable_python
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
+    AgentMismatchError,
     AgentNotResumableError,
     HelixError,
     RunNotFinishedError,
@@ -266,11 +267,14 @@ class DBOSAgentExecutor:
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
         session_id = session_id or f"session-{uuid.uuid4().hex}"
+        existing = self.store.load_session(session_id)
+        if existing is not None and existing.agent_type != config.name:
+            # Before anything is read or written for the request: a session is one agent's.
+            raise AgentMismatchError(session_id, existing.agent_type, config.name)
         if idempotency_key:
             for run in self.store.list_runs(session_id):
                 if run.request_key == f"key:{idempotency_key}":
                     return AgentExecutionHandle(self, run, config.name)
-        existing = self.store.load_session(session_id)
         # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
         next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
         request_key = f"key:{idempotency_key}" if idempotency_key else _request_key(config.name, parsed, next_turn)
@@ -629,16 +633,13 @@ class DBOSAgentExecutor:
         session = self.store.load_session(session_id)
         if session is None:
             raise SessionNotFoundError(session_id)
+        if session.agent_type != config.name:
+            raise AgentMismatchError(session_id, session.agent_type, config.name)
         verdict = self.can_resume(session_id)
         if not verdict.can_resume:
             if session.status == "active":
                 raise AgentAlreadyRunningError(session_id, session.status)
             raise AgentNotResumableError(session_id, session.status, verdict.reason)
-        if session.agent_type != config.name:
-            raise HelixError(
-                f"Session {session_id!r} belongs to agent {session.agent_type!r}, not {config.name!r}",
-                code="validation_error",
-            )
         return self._start_next_run(session, mode="resume", message=message)
 
     async def resume_async(

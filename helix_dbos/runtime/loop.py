@@ -456,6 +456,8 @@ def _execute_tools(
         tool = tools_by_name.get(call.name)
         if tool is None:
             results[call.id] = _unknown_tool_result(call, tools_by_name)
+            if call.id in known:  # never left open: the call has its result now
+                run.applied_pending.append(call.id)
         elif call.id in known:
             hitl.append(HitlCall(call, tool, known[call.id]["kind"]))
         elif tool.is_client:

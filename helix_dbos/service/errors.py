@@ -36,6 +36,7 @@ _STATUS_BY_CODE: dict[str, int] = {
     "tool_not_found": 404,
     "state_already_running": 409,
     "state_not_resumable": 409,
+    "state_agent_mismatch": 409,
     "state_concurrency_conflict": 409,
     "framework_cancelled": 409,
     "framework_not_supported": 501,

@@ -49,6 +49,7 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "state_session_not_found": "state",
     "state_already_running": "state",
     "state_not_resumable": "state",
+    "state_agent_mismatch": "state",  # a helix-dbos addition: a session belongs to one agent
     "transport_error": "transport",
     "validation_error": "validation",
     "framework_internal_error": "framework",
@@ -66,7 +67,7 @@ EXPECTED_RETRYABLE = {
 
 
 def test_error_code_set_is_the_seeds_table() -> None:
-    assert len(EXPECTED_CATEGORIES) == 21
+    assert len(EXPECTED_CATEGORIES) == 22
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))
