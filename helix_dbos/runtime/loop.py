@@ -47,7 +47,7 @@ from helix_dbos.orchestration.stop_checker import (
 )
 from helix_dbos.runtime import services
 from helix_dbos.runtime.hitl import HitlCall, await_answers, check_step, needs_approval, register_step
-from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, has_hook
+from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, defined_hooks
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.steps import (
     RunIdentity,
@@ -110,6 +110,10 @@ class RunRequest(BaseModel):
     resume_messages: list[Message] = Field(default_factory=list)
     """Input of a ``resume``; appended after any outstanding tool batch is resolved, so a user
     message never lands between a tool call and its result."""
+    hook_names: list[str] | None = None
+    """The hooks defined (agent's and per-call) when the run started. They decide which hook steps
+    the run takes, so a replay in a process without the per-call hooks takes the same steps and
+    DBOS finds its recorded ones. ``None`` (runs recorded before this field) uses the live hooks."""
 
 
 class RunSummary(BaseModel):
@@ -153,6 +157,7 @@ class _Run:
             stream_start_sequence=request.stream_start_sequence,
         )
         self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
+        self.hook_plan = frozenset(defined_hooks(self.hooks) if request.hook_names is None else request.hook_names)
         self.messages = messages
         self.custom_state = dict(request.start_custom_state)
         self.committed_count = request.start_message_count
@@ -165,11 +170,15 @@ class _Run:
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
 
+    def wants(self, *hooks: str) -> bool:
+        """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""
+        return any(h in self.hook_plan for h in hooks)
+
     # -- transcript --------------------------------------------------------------------------------
     def append(self, message: Message) -> None:
         self.messages.append(message)
         self.pending_messages.append(message)
-        if has_hook(self.hooks, "on_message"):
+        if self.wants("on_message"):
             payload = MessagePayload(self.who.session_id, self.who.run_id, self.agent.name, message)
             self.deferred_hooks.append(("on_message", payload))
 
@@ -261,6 +270,16 @@ def _run_loop(request: RunRequest) -> RunSummary:
     finish_name = completion_tool_name(agent)
     stop_config = StopConfig(max_steps=agent.max_steps, stop_when=agent.stop_when)
 
+    if run.wants("on_agent_start"):  # its own step only when defined: recovery must not fire it again
+        start = RunPayload(
+            run.who.session_id,
+            run.who.run_id,
+            agent.name,
+            "running",
+            previous_run_id=request.previous_run_id,
+            extra={"mode": request.mode, "turn": request.turn},
+        )
+        DBOS.run_step({"name": f"{agent.name}.hooks"}, hooks_step, run.who, run.hooks, [("on_agent_start", start)])
     outstanding = _outstanding_calls(run.messages)
     if outstanding:  # a continuation: answer the batch the previous run suspended on, first
         batch = _execute_tools(run, outstanding, tools_by_name, resuming=True)
@@ -278,8 +297,17 @@ def _run_loop(request: RunRequest) -> RunSummary:
         run.step += 1
         llm_messages = build_agent_messages_for_llm(agent, run.messages, run.custom_state)
         applied, run.applied_pending = run.applied_pending, []
+        llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None
         out = DBOS.run_step(
-            {"name": f"{agent.name}.llm"}, llm_step, run.who, run.step, llm_messages, tools, pending, applied
+            {"name": f"{agent.name}.llm"},
+            llm_step,
+            run.who,
+            run.step,
+            llm_messages,
+            tools,
+            pending,
+            applied,
+            llm_hooks,
         )
         pending = None
         _emit_checkpoint(run, out.get("commit"), run.step - 1)
@@ -487,6 +515,7 @@ def _execute_tools(
             hitl,
             run.rt.hot_window_seconds,
             run.hooks,
+            not resuming,
         )
         if not resuming:
             _emit_hitl_requests(run, hitl, registration)
@@ -667,7 +696,7 @@ def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any])
     run.pending_usage.append(
         UsageRecord(kind="tool", name=call.name, step=run.step, value=output["duration_ms"], success=success)
     )
-    if has_hook(run.hooks, "after_tool") and output.get("after_tool", True):
+    if run.wants("after_tool") and output.get("after_tool", True):
         run.deferred_hooks.append(
             (
                 "after_tool",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dbos import DBOS
@@ -34,7 +34,14 @@ from helix_dbos.messages import Message
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayload, ToolHookPayload, fire
+from helix_dbos.runtime.hooks import (
+    LLMCallPayload,
+    MessagePayload,
+    RunPayload,
+    StateChangePayload,
+    ToolHookPayload,
+    fire,
+)
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResultAdapter
 from helix_dbos.store.base import StepCommit
@@ -70,8 +77,13 @@ def llm_step(
     tools: list[Tool],
     pending: StepCommit | None,
     applied_pending: list[str] | None = None,
+    hooks: list[AgentHooks] | None = None,
 ) -> dict[str, Any]:
-    """Commit the previous iteration, honour a pending interrupt, then call the model once."""
+    """Commit the previous iteration, honour a pending interrupt, then call the model once.
+
+    ``hooks`` (given only when a run defines ``before_llm_call`` / ``after_llm_call``) fire right
+    around the model call, inside this step, so a recovered run does not fire them again.
+    """
     rt = services.current()
     commit: dict[str, Any] | None = None
     if pending is not None:
@@ -114,8 +126,14 @@ def llm_step(
         session_id=who.session_id,
         callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking),
     )
+    call = LLMCallPayload(who.session_id, who.run_id, agent.name, step, messages, [t.name for t in tools])
+    if hooks:
+        fire(hooks, "before_llm_call", call, rt.logger)
     started = time.perf_counter()
     step_result = background_loop.run(rt.llm.generate_step(request))
+    if hooks:
+        elapsed = round((time.perf_counter() - started) * 1000, 3)
+        fire(hooks, "after_llm_call", replace(call, step_result=step_result, duration_ms=elapsed), rt.logger)
     return {
         "commit": commit,
         "interrupted": False,

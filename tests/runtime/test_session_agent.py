@@ -24,6 +24,12 @@ class CityIn(BaseModel):
     city: str
 
 
+def ask_call() -> ToolCallsStepResult:
+    return ToolCallsStepResult(
+        tool_calls=[ParsedToolCall(id="c1", name="ask_browser", arguments={"city": "?"})], stop_reason="tool_use"
+    )
+
+
 def said(text: str) -> TextStepResult:
     return TextStepResult(content=text, should_stop=True, stop_reason="end_turn")
 
@@ -35,9 +41,7 @@ def test_execute_with_another_agent_is_refused_and_writes_nothing(make_executor:
     model = MockLLMAdapter(
         [
             said("hello"),
-            ToolCallsStepResult(
-                tool_calls=[ParsedToolCall(id="c1", name="ask_browser", arguments={"city": "?"})], stop_reason="tool_use"
-            ),
+            ask_call(),
             said("bye"),
         ]
     )
@@ -77,9 +81,7 @@ def test_resume_with_another_agent_uses_the_same_error(make_executor: ExecutorFa
     stranger = define_agent("parking-stranger", system_prompt="x", llm_config="openai/fake")
     model = MockLLMAdapter(
         [
-            ToolCallsStepResult(
-                tool_calls=[ParsedToolCall(id="c1", name="ask_browser", arguments={"city": "?"})], stop_reason="tool_use"
-            ),
+            ask_call(),
             said("Paris it is"),
         ]
     )
