@@ -589,6 +589,7 @@ class DBOSAgentExecutor:
             raise SessionNotFoundError(session_id)
         requested = self.store.request_interrupt(session_id, reason, now_ms=now_ms())
         if requested:
+            self._trip_tool_signals(session_id, f"interrupted: {reason}" if reason else "interrupted")
             run = self.store.get_current_run(session_id)
             if run is not None and run.status == "running":
                 self._wake(run.workflow_id, "interrupt")
@@ -619,11 +620,17 @@ class DBOSAgentExecutor:
             now_ms=now_ms(),
         )
         self.store.pending.cancel_open(session_id)
+        self._trip_tool_signals(session_id, error)
         self._wake(run.workflow_id, "abort")
         with contextlib.suppress(Exception):
             if DBOS.get_workflow_status(run.workflow_id) is not None:
                 DBOS.cancel_workflow(run.workflow_id)
         self.streams.fail(session.stream_id, error)
+
+    def _trip_tool_signals(self, session_id: str, reason: str) -> None:
+        """Trip the abort signals of the session's tools running here (others see the durable flag)."""
+        if self._services.abort_signals is not None:
+            self._services.abort_signals.trip(session_id, reason)
 
     def can_resume(self, session_id: str) -> CanResumeResult:
         """Whether :meth:`resume` would accept the session, with the reason when not."""

@@ -18,9 +18,11 @@ from helix_dbos.agent import AgentHooks
 from helix_dbos.errors import HelixError
 from helix_dbos.llm.adapter import LLMAdapter
 from helix_dbos.logger import Logger
+from helix_dbos.runtime.abort import ToolAbortSignals
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.store.base import SessionStore
+from helix_dbos.tool import AbortSignal
 
 
 @dataclass
@@ -40,7 +42,18 @@ class RuntimeServices:
     recovered or continued in another process has only its agent's hooks. Bounded, oldest first
     out, because a long-lived server starts runs whose hooks nobody needs again."""
     max_call_hooks: int = 4096
+    abort_signals: ToolAbortSignals | None = None
+    """The abort signals of the tools running in this process (built over ``store`` by default)."""
     _hooks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.abort_signals is None:
+            self.abort_signals = ToolAbortSignals(self.store)
+
+    def tool_abort_signal(self, session_id: str) -> AbortSignal:
+        """The abort signal for one tool call: tripped by ``abort`` / ``interrupt`` from any process."""
+        assert self.abort_signals is not None
+        return self.abort_signals.for_tool(session_id)
 
     def remember_call_hooks(self, workflow_id: str, hooks: AgentHooks) -> None:
         """Keep the per-call hooks of a run this process starts (its steps look them up by id)."""

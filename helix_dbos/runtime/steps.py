@@ -235,6 +235,7 @@ def tool_step(request: ToolStepRequest) -> dict[str, Any]:
         tool_call_id=call.id,
         tool_name=tool.name,
         state_tracker=tracker,
+        abort_signal=rt.tool_abort_signal(who.session_id),
     )
     fire(
         request.hooks,
