@@ -46,7 +46,6 @@ requests.
 import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, TypeVar
@@ -93,7 +92,6 @@ from helix_dbos.service.schemas import (
 from helix_dbos.service.sse import event_source, parse_after, stream_info
 from helix_dbos.session import SubmitToolResult
 from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
-from helix_dbos.store.hitl import PendingToolCallNotFoundError
 
 T = TypeVar("T")
 
@@ -195,11 +193,8 @@ def _run_view(run: RunRecord) -> RunView:
 class _Service:
     """The operations behind the routes: blocking executor calls, run off the event loop."""
 
-    def __init__(
-        self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int, submit_grace_seconds: float
-    ) -> None:
+    def __init__(self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int) -> None:
         self.executor = executor
-        self.submit_grace_seconds = submit_grace_seconds
         self._pool = ThreadPoolExecutor(max_workers=blocking_threads, thread_name_prefix="helix-http")
         self._waits = ThreadPoolExecutor(max_workers=result_waiters, thread_name_prefix="helix-http-wait")
 
@@ -227,11 +222,6 @@ class _Service:
         if session is None:
             raise SessionNotFoundError(session_id)
         return session
-
-    def run_in_flight(self, session_id: str) -> bool:
-        session = self.executor.store.load_session(session_id)
-        run = self.executor.store.get_current_run(session_id)
-        return session is not None and session.status == "active" and run is not None and run.status == "running"
 
     def run_status(self, run_id: str) -> Any:
         run = self.executor.store.get_run(run_id)
@@ -326,18 +316,10 @@ class _Service:
         return AbortAccepted(session_id=session_id)
 
     def submit(self, session_id: str, submission: SubmitToolResult) -> ToolResultAccepted:
-        # A run streams a client tool's ``tool_start`` just before it records the call as pending, so
-        # a fast client can answer a call that is not registered yet. While the session's run is in
-        # flight, give the registration a short grace period instead of failing such an answer.
-        deadline = time.monotonic() + self.submit_grace_seconds
-        while True:
-            try:
-                handle = self.executor.submit_tool_result(session_id, submission)
-                break
-            except PendingToolCallNotFoundError:
-                if time.monotonic() >= deadline or not self.run_in_flight(session_id):
-                    raise
-                time.sleep(0.05)
+        # No waiting for an unknown call id: a run registers a call as pending before it streams the
+        # call's tool_start (or shows it in a snapshot or the transcript), so a call id a client can
+        # know is always registered, and an unknown one is refused at once, holding no thread.
+        handle = self.executor.submit_tool_result(session_id, submission)
         return ToolResultAccepted(
             session_id=session_id,
             tool_call_id=submission.tool_call_id,
@@ -377,7 +359,6 @@ def create_app(
     max_body_bytes: int | None = 4 * 1024 * 1024,
     blocking_threads: int = 32,
     result_waiters: int = 64,
-    submit_grace_seconds: float = 5.0,
     title: str = "helix-dbos agent service",
 ) -> FastAPI:
     """Build the HTTP + SSE service over ``executor``.
@@ -386,21 +367,13 @@ def create_app(
     async ``(request) -> principal | None``), ``bearer_tokens`` or ``allow_unauthenticated=True`` is
     given: an agent service open to anyone by accident is the failure this guards against.
 
-    ``submit_grace_seconds``: how long an answer to a tool call the run has streamed but not yet
-    registered may wait for the registration (only while the session's run is in flight).
-
     The app does not own the executor: launch it before and shut it down after serving (the
     ``helix-dbos serve`` command does both).
     """
     authenticator = Authenticator(
         authenticate=authenticate, bearer_tokens=bearer_tokens, allow_unauthenticated=allow_unauthenticated
     )
-    service = _Service(
-        executor,
-        blocking_threads=blocking_threads,
-        result_waiters=result_waiters,
-        submit_grace_seconds=submit_grace_seconds,
-    )
+    service = _Service(executor, blocking_threads=blocking_threads, result_waiters=result_waiters)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -304,7 +304,7 @@ async def test_interrupt_resume_abort_retry(client: httpx.AsyncClient) -> None:
     assert snapshot["status"] == "interrupted" and snapshot["can_resume"]["can_resume"] is True
 
     assert_error(
-        await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 422, "validation_error"
+        await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 409, "state_agent_mismatch"
     )
     resumed = (await client.post(f"/v1/sessions/{session_id}/resume", json={"message": "go on"})).json()
     assert resumed["run_id"] == f"{session_id}-turn-2" and resumed["stream_url"].endswith("/stream")
