@@ -40,9 +40,10 @@ from helix_dbos.errors import (
     SessionNotFoundError,
     StaleStateError,
 )
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.adapter import LLMAdapter, check_input_files
+from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.logger import Logger, noop_logger
-from helix_dbos.messages import Message
+from helix_dbos.messages import Message, UserMessage
 from helix_dbos.orchestration.message_builder import heal_unpaired_finish
 from helix_dbos.orchestration.state_operations import (
     default_custom_state,
@@ -275,6 +276,7 @@ class DBOSAgentExecutor:
         """
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
+        self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
         session_id = session_id or f"session-{uuid.uuid4().hex}"
         existing = self.store.load_session(session_id)
         if existing is not None and existing.agent_type != config.name:
@@ -348,6 +350,12 @@ class DBOSAgentExecutor:
         return await asyncio.to_thread(
             self.execute, agent, input, session_id=session_id, idempotency_key=idempotency_key, hooks=hooks
         )
+
+    def _check_files(self, agent: AgentConfig, messages: Sequence[Message]) -> None:
+        """Refuse files no model takes, or the agent's model does not, before anything is written."""
+        files = [f for m in messages if isinstance(m, UserMessage) for f in message_files(m)]
+        if files:
+            check_input_files(self._services.llm, agent.llm_config, check_files(files))
 
     def _start_workflow(
         self,
@@ -754,6 +762,7 @@ class DBOSAgentExecutor:
         turn = session.turn + 1
         workflow_id = workflow_id_for(session.session_id, turn)
         extra = input_messages(message) if message is not None else []
+        self._check_files(agent, extra)
         allowed: list[SessionStatus] = (
             ["interrupted", "active"] if mode == "resume" else ["failed", "interrupted", "completed"]
         )
