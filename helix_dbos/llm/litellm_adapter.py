@@ -599,6 +599,8 @@ def _parse_arguments(call: _RawCall, *, truncated_ok: bool) -> Any:
         return {}
     try:
         return json.loads(call.arguments)
+    except RecursionError:
+        return call.arguments  # valid but too deep for Python's parser: the runtime answers it with an error
     except json.JSONDecodeError as exc:
         if truncated_ok:
             return call.arguments  # cut by max_tokens; plan_step_processing coerces it

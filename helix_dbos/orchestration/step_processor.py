@@ -80,12 +80,57 @@ def coerce_tool_call_arguments(raw: Any, logger: Logger | None = None) -> dict[s
     if isinstance(raw, str):
         try:
             parsed = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
             return parsed
     (logger or noop_logger).warn("[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__})
     return {}
+
+
+def tool_call_argument_error(raw: Any) -> str | None:
+    """Why a model's raw tool-call arguments are not an object (``None`` when they are, or are blank).
+
+    :func:`coerce_tool_call_arguments` turns such arguments into ``{}`` so the transcript keeps an
+    object; the runtime uses this to answer the call with an error instead of running the tool on
+    arguments the model never gave.
+    """
+    if isinstance(raw, dict):
+        return None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return None
+        try:
+            parsed = json.loads(raw)
+        except RecursionError:
+            return "the arguments are nested too deeply to parse"
+        except ValueError as exc:
+            return f"the arguments are not valid JSON ({_short(str(exc))})"
+        if isinstance(parsed, dict):
+            return None
+        raw = parsed
+    kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    what = "null" if raw is None else kind.get(type(raw), type(raw).__name__)
+    return f"the arguments must be a JSON object, not {what}"
+
+
+def tool_call_argument_errors(step_result: StepResult) -> dict[str, str]:
+    """``{tool_call_id: message}`` for the calls of a step whose arguments are not an object."""
+    if not isinstance(step_result, ToolCallsStepResult):
+        return {}
+    errors: dict[str, str] = {}
+    for call in step_result.tool_calls:
+        problem = tool_call_argument_error(call.arguments)
+        if problem is not None:
+            errors[call.id] = (
+                f"Invalid arguments for tool '{_short(call.name)}': {problem}. "
+                "Call it again with a JSON object that matches its schema."
+            )
+    return errors
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @functools.lru_cache(maxsize=256)

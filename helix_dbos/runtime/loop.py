@@ -37,7 +37,11 @@ from helix_dbos.orchestration.state_operations import (
     build_effective_tools,
     completion_tool_name,
 )
-from helix_dbos.orchestration.step_processor import StepProcessingPlan, plan_step_processing
+from helix_dbos.orchestration.step_processor import (
+    StepProcessingPlan,
+    plan_step_processing,
+    tool_call_argument_errors,
+)
 from helix_dbos.orchestration.stop_checker import (
     StopConfig,
     determine_final_status,
@@ -333,7 +337,8 @@ def _run_loop(request: RunRequest) -> RunSummary:
 
         batch = BatchOutcome()
         if plan.pending_tool_calls or plan.pending_sub_agent_calls:
-            batch = _execute_tools(run, plan.pending_tool_calls, tools_by_name)
+            invalid = tool_call_argument_errors(step_result)
+            batch = _execute_tools(run, plan.pending_tool_calls, tools_by_name, invalid_arguments=invalid)
             for call in plan.pending_sub_agent_calls:
                 run.append(
                     create_tool_result_message(
@@ -462,7 +467,12 @@ def _emit_checkpoint(run: _Run, commit: dict[str, Any] | None, step: int) -> Non
 
 
 def _execute_tools(
-    run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[str, Tool], *, resuming: bool = False
+    run: _Run,
+    calls: list[ParsedToolCall],
+    tools_by_name: dict[str, Tool],
+    *,
+    resuming: bool = False,
+    invalid_arguments: dict[str, str] | None = None,
 ) -> BatchOutcome:
     """Run a batch of tool calls in the seeds' phase order.
 
@@ -470,6 +480,8 @@ def _execute_tools(
     Human-in-the-loop calls are registered and awaited meanwhile (approved calls then run as steps).
     Phase 2: finish_with tools one after another on the merged state; the first success wins.
     ``resuming`` answers the batch a suspended run left behind (its calls already streamed).
+    ``invalid_arguments`` (call id -> message) are calls whose arguments were not an object: they
+    are answered with that error, never run on the ``{}`` they were coerced to.
     """
     results: dict[str, dict[str, Any]] = {}
     regular: list[tuple[ParsedToolCall, Tool]] = []
@@ -486,6 +498,8 @@ def _execute_tools(
             results[call.id] = _unknown_tool_result(call, tools_by_name)
             if call.id in known:  # never left open: the call has its result now
                 run.applied_pending.append(call.id)
+        elif invalid_arguments and call.id in invalid_arguments:
+            results[call.id] = _error_result(call, invalid_arguments[call.id])
         elif call.id in known:
             hitl.append(HitlCall(call, tool, known[call.id]["kind"]))
         elif tool.is_client:
@@ -649,7 +663,8 @@ def _run_tool_steps(
 
 def _unknown_tool_result(call: ParsedToolCall, tools_by_name: dict[str, Tool]) -> dict[str, Any]:
     available = ", ".join(sorted(n for n, t in tools_by_name.items() if t.execute is not None)) or "none"
-    return _error_result(call, f"Unknown tool '{call.name}'. Available tools: {available}.")
+    name = call.name if len(call.name) <= 200 else call.name[:200] + "..."
+    return _error_result(call, f"Unknown tool '{name}'. Available tools: {available}.")
 
 
 def _error_result(call: ParsedToolCall, error: str | None) -> dict[str, Any]:
