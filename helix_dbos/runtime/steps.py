@@ -43,7 +43,7 @@ from helix_dbos.runtime.hooks import (
     fire,
 )
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
-from helix_dbos.step_result import ParsedToolCall, StepResultAdapter
+from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter
 from helix_dbos.store.base import StepCommit
 from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
@@ -137,9 +137,23 @@ def llm_step(
     return {
         "commit": commit,
         "interrupted": False,
-        "step_result": StepResultAdapter.dump_python(step_result, mode="json"),
+        "step_result": _dump_step_result(step_result),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def _dump_step_result(step_result: StepResult) -> dict[str, Any]:
+    """The step result as the step's recorded output (JSON types).
+
+    pydantic-core cannot dump a dict *key* holding a lone surrogate in JSON mode (a key written as
+    a surrogate escape in a model's JSON decodes to one); such a result is recorded in Python mode, which DBOS
+    stores just as well and which validates back to the same result.
+    """
+    try:
+        dumped: dict[str, Any] = StepResultAdapter.dump_python(step_result, mode="json")
+    except UnicodeEncodeError:
+        dumped = StepResultAdapter.dump_python(step_result)
+    return dumped
 
 
 def _announce_resync(who: RunIdentity, step: int, checkpoint_id: str, pending: StepCommit) -> None:
