@@ -594,11 +594,16 @@ class _RawResponse:
     usage: Any = None
 
 
+def _not_json(name: str) -> Any:
+    # Python's parser accepts Infinity / NaN; JSON (and every JSON store) does not.
+    raise json.JSONDecodeError(f"{name} is not valid JSON", name, 0)
+
+
 def _parse_arguments(call: _RawCall, *, truncated_ok: bool) -> Any:
     if not call.arguments.strip():
         return {}
     try:
-        return json.loads(call.arguments)
+        return json.loads(call.arguments, parse_constant=_not_json)
     except RecursionError:
         return call.arguments  # valid but too deep for Python's parser: the runtime answers it with an error
     except json.JSONDecodeError as exc:
