@@ -2,22 +2,37 @@
 
 Every command takes ``--database-url`` (default: ``HELIX_DATABASE_URL``, else the embedded SQLite
 files under ``.helix/``), so switching from the embedded default to PostgreSQL is one setting.
+Foreseeable failures (a bad URL or ``--agents``, a database that is missing or unreachable) are one
+line on stderr and a non-zero exit code (``cli_input.py``).
+
+``demo``, ``worker`` and ``recover --agents`` say which runs they recover at start-up (those a
+killed process left in flight) and how each ended.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
+import functools
 import json
 import signal
 import threading
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from helix_dbos.agent import AgentConfig
+from helix_dbos.cli_input import check_database_url, explain, load_agents
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.executor import DBOSAgentExecutor
+    from helix_dbos.store.base import RunRecord
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 app = typer.Typer(help="helix-dbos: durable AI agents on DBOS.", no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
@@ -35,20 +50,54 @@ DatabaseUrl = Annotated[
 def _url(database_url: str | None) -> str:
     from helix_dbos.runtime.launch import default_database_url
 
-    return database_url or default_database_url()
+    return check_database_url(database_url or default_database_url())
+
+
+def _shown(url: str) -> str:
+    """``url`` with its password masked, for printing."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    try:
+        yield
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        error = explain(exc)
+        if error is None:
+            raise
+        typer.echo(f"helix-dbos: {error.message}", err=True)
+        raise typer.Exit(error.exit_code) from None
+
+
+def _friendly(command: F) -> F:
+    """Report the command's foreseeable failures as one line (see ``cli_input.py``)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _one_line_errors():
+            return command(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @db_app.command("upgrade")
+@_friendly
 def db_upgrade(database_url: DatabaseUrl = None) -> None:
     """Create or upgrade the helix-dbos tables."""
     from helix_dbos.store.migrate import upgrade
 
     url = _url(database_url)
     upgrade(url)
-    console.print(f"[green]helix-dbos tables are up to date[/green] in {url}")
+    console.print(f"[green]helix-dbos tables are up to date[/green] in {_shown(url)}")
 
 
 @app.command()
+@_friendly
 def demo(
     database_url: DatabaseUrl = None,
     model: Annotated[
@@ -58,23 +107,38 @@ def demo(
     message: Annotated[
         str, typer.Option(help="What to ask the agent.")
     ] = "Compare the weather in Paris, Tokyo and Lima.",
+    step_delay: Annotated[
+        float,
+        typer.Option(
+            "--step-delay",
+            min=0.0,
+            help="Seconds every model step and tool call takes, so you can kill the demo mid-run (try 1.5).",
+        ),
+    ] = 0.0,
 ) -> None:
-    """Run the demo agent end to end and show its stream, result and transcript."""
+    """Run the demo agent end to end and show its stream, result and transcript.
+
+    A demo run that a killed demo left in flight is finished first, and reported.
+    """
     from helix_dbos.demo import DEMO_MODEL, DemoModel, build_demo_agent
     from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
     from helix_dbos.llm.router import ModelRouter
-    from helix_dbos.runtime.launch import launch, shutdown
+    from helix_dbos.runtime.launch import launch, recovering_runs, shutdown
 
     url = _url(database_url)
-    agent = build_demo_agent(model or DEMO_MODEL)
-    router = ModelRouter({"helix/": DemoModel()}, LiteLLMAdapter())
+    agent = build_demo_agent(model or DEMO_MODEL, step_delay_seconds=step_delay)
+    router = ModelRouter({DEMO_MODEL: DemoModel(step_delay)}, LiteLLMAdapter())
     console.print(
-        f"[bold]helix-dbos demo[/bold]  model=[cyan]{agent.llm_config.model}[/cyan]  database=[cyan]{url}[/cyan]"
+        f"[bold]helix-dbos demo[/bold]  model=[cyan]{agent.llm_config.model}[/cyan]  "
+        f"database=[cyan]{_shown(url)}[/cyan]",
+        soft_wrap=True,
     )
     executor = launch(url, agents=[agent], llm_adapter=router)
     try:
+        for run in recovering_runs(executor):
+            _finish_recovered(executor, run)
         handle = executor.execute(agent, message)
-        console.print(f"session [cyan]{handle.session_id}[/cyan]  run [cyan]{handle.run_id}[/cyan]\n")
+        console.print(f"session [cyan]{handle.session_id}[/cyan]  run [cyan]{handle.run_id}[/cyan]\n", soft_wrap=True)
         result = asyncio.run(_watch(handle))
         console.print()
         style = "green" if result.status == "completed" else "red"
@@ -88,11 +152,37 @@ def demo(
             f"\n{len(state.messages)} messages, {state.step_count} steps, custom state: {_json(state.custom_state)}"
         )
         for run in executor.list_runs(handle.session_id):
-            console.print(f"run {run.run_id}: turn {run.turn}, {run.status}, {run.step_count} steps")
+            console.print(f"run {run.run_id}: turn {run.turn}, {run.status}, {run.step_count} steps", soft_wrap=True)
         if result.status != "completed":
             raise typer.Exit(1)
     finally:
         shutdown(executor)
+
+
+def _finish_recovered(executor: DBOSAgentExecutor, run: RunRecord) -> None:
+    """Show a recovered demo run's stream from its start while it finishes, then how it ended."""
+    from helix_dbos.runtime.executor import AgentExecutionHandle
+
+    session = executor.store.load_session(run.session_id)
+    if session is None or executor.registry.get(session.agent_type) is None:
+        return  # not a demo run: a worker with its agent will finish it
+    console.print(
+        f"[bold yellow]↻ recovering session {run.session_id}[/bold yellow]: its run {run.run_id} was in flight "
+        "when the process running it died; finishing it (completed steps are not run again)",
+        soft_wrap=True,
+    )
+    result = asyncio.run(_watch(AgentExecutionHandle(executor, run, session.agent_type)))
+    _report_recovered(run, result)
+    console.print()
+
+
+def _report_recovered(run: RunRecord, result: Any) -> None:
+    """``recovered session ID: STATUS (error)``; ``result`` is an ``AgentResult`` or the run record."""
+    style = {"completed": "green", "failed": "red"}.get(result.status, "yellow")
+    line = f"[{style}]recovered session {run.session_id}: {result.status}[/{style}]"
+    if result.error:
+        line += f" ({result.error})"
+    console.print(line, soft_wrap=True)
 
 
 def _json(value: Any) -> str:
@@ -128,21 +218,56 @@ async def _watch(handle: Any) -> Any:
     return result
 
 
-def _load_agents(spec: str) -> list[AgentConfig]:
-    module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
-    value = getattr(module, attr or "agents")
-    if callable(value) and not isinstance(value, AgentConfig):
-        value = value()
-    agents = [value] if isinstance(value, AgentConfig) else list(value)
-    if not all(isinstance(a, AgentConfig) for a in agents):
-        raise typer.BadParameter(f"{spec} must name an AgentConfig, a list of them, or a function returning one")
-    return agents
+def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threading.Thread | None:
+    """Name the runs being recovered now, and report each one's end from one background thread.
+
+    The thread reads run records, not DBOS events: after a crash with hundreds of runs in flight
+    that is one indexed query per half second, not a waiting thread per run.
+    """
+    from helix_dbos.runtime.launch import recovering_runs
+
+    runs = recovering_runs(executor)
+    for run in runs:
+        session = executor.store.load_session(run.session_id)
+        agent_name = session.agent_type if session is not None else "?"
+        console.print(f"recovering session {run.session_id} (run {run.run_id}, agent {agent_name})", soft_wrap=True)
+    if not runs:
+        return None
+
+    def report() -> None:
+        waiting = {run.run_id for run in runs}
+        while waiting and not stop.wait(0.5):
+            try:
+                still = _running_run_ids(executor)
+                for run_id in sorted(waiting - still):
+                    ended = executor.store.get_run(run_id)
+                    if ended is not None:
+                        _report_recovered(ended, ended)
+                    waiting.discard(run_id)
+            except Exception:  # the database is away: try again next round
+                continue
+
+    thread = threading.Thread(target=report, name="helix-recovery-report", daemon=True)
+    thread.start()
+    return thread
+
+
+def _running_run_ids(executor: DBOSAgentExecutor) -> set[str]:
+    running: set[str] = set()
+    after: str | None = None
+    while page := executor.store.list_running_runs(after_run_id=after, limit=1000):
+        running.update(run.run_id for run in page)
+        after = page[-1].run_id
+    return running
 
 
 @app.command()
+@_friendly
 def worker(
-    agents: Annotated[str, typer.Option(help="module:attribute naming your agents (an AgentConfig or a list).")],
+    agents: Annotated[
+        str,
+        typer.Option(help="module:attribute naming your agents (an AgentConfig or a list), or demo."),
+    ],
     database_url: DatabaseUrl = None,
     executor_id: Annotated[
         str | None,
@@ -152,23 +277,33 @@ def worker(
     """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped."""
     from helix_dbos.runtime.launch import launch, shutdown
 
-    loaded = _load_agents(agents)
-    executor = launch(_url(database_url), agents=loaded, executor_id=executor_id)
-    console.print(f"worker up: agents={[a.name for a in loaded]} executor_id={executor_id or 'default'}")
+    url = _url(database_url)
+    loaded = load_agents(agents)
+    executor = launch(url, agents=loaded, executor_id=executor_id)
+    console.print(f"worker up: agents={[a.name for a in loaded]} executor_id={executor.executor_id}", soft_wrap=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
+        _watch_recovery(executor, stop)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        shutdown(executor)
+        left = shutdown(executor)
+        if left:
+            console.print(
+                f"{len(left)} run(s) still in flight: they resume when executor {executor.executor_id} starts again"
+            )
 
 
 @app.command()
+@_friendly
 def serve(
-    agents: Annotated[str, typer.Option(help="module:attribute naming your agents (an AgentConfig or a list).")],
+    agents: Annotated[
+        str,
+        typer.Option(help="module:attribute naming your agents (an AgentConfig or a list), or demo."),
+    ],
     database_url: DatabaseUrl = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
@@ -205,12 +340,13 @@ def serve(
         raise typer.Exit(2) from None
     if allow_unauthenticated and not is_loopback(host):
         typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
-    loaded = _load_agents(agents)
+    url = _url(database_url)
+    loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
     typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
     run_server(
         agents=loaded,
-        database_url=_url(database_url),
+        database_url=url,
         host=host,
         port=port,
         executor_id=executor_id,
@@ -228,6 +364,7 @@ def _store(database_url: str | None) -> Any:
 
 
 @sessions_app.command("list")
+@_friendly
 def sessions_list(
     database_url: DatabaseUrl = None,
     status: Annotated[str | None, typer.Option(help="Only sessions in this status.")] = None,
@@ -250,6 +387,7 @@ def sessions_list(
 
 
 @sessions_app.command("show")
+@_friendly
 def sessions_show(session_id: str, database_url: DatabaseUrl = None) -> None:
     """Show a session's runs and transcript."""
     store = _store(database_url)
@@ -281,27 +419,113 @@ def sessions_show(session_id: str, database_url: DatabaseUrl = None) -> None:
 
 
 @app.command()
+@_friendly
 def recover(
     executor_id: Annotated[list[str], typer.Option("--executor-id", help="Executor id of a worker that is gone.")],
     database_url: DatabaseUrl = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(help="Run the recovered runs here with these agents (module:attribute, or demo), and wait."),
+    ] = None,
 ) -> None:
-    """Take over the in-flight runs of workers that will not come back.
+    """Re-run the in-flight runs of workers that will not come back.
 
-    Re-enqueues their pending workflows so that any live worker picks them up. Workers also do this
-    on their own once a worker's heartbeat is older than ``takeover_after_seconds``.
+    Puts their runs back on DBOS's queue, where any live worker or server with their agents picks
+    them up (any executor id); workers also do this on their own once a worker's heartbeat is older
+    than ``takeover_after_seconds``. With ``--agents``, this command runs them itself and reports
+    how each ended. Runs already waiting on the queue are listed too.
     """
-    from dbos import DBOS
-
-    from helix_dbos.runtime.launch import dbos_config_for
+    from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
 
     url = _url(database_url)
-    DBOS(config=dbos_config_for(url, executor_id="helix-dbos-recover"))
-    DBOS.launch()
+    if agents is not None:
+        _recover_here(url, list(executor_id), load_agents(agents))
+        return
+    from dbos import DBOSClient
+
+    store = _store(database_url)  # first: a missing or unmigrated database is reported as such
     try:
-        handles = DBOS._recover_pending_workflows(list(executor_id))
-        console.print(f"re-enqueued {len(handles)} run(s) of {', '.join(executor_id)} for the live workers")
+        system_url = dbos_system_database_url(url)
+        requeued: list[str] = []
+        queued: list[str] = []
+        if not system_url.startswith("sqlite:") or Path(system_url.removeprefix("sqlite:///")).exists():
+            client = DBOSClient(system_database_url=system_url)
+            try:
+                requeued, queued = _requeue(client, list(executor_id), APPLICATION_VERSION)
+            finally:
+                client.destroy()
+        _print_requeued(store, list(executor_id), requeued, queued)
+        if requeued or queued:
+            console.print(_worker_hint(store))
     finally:
-        DBOS.destroy()
+        store.close()
+
+
+def _requeue(lister: Any, executor_ids: list[str], app_version: str) -> tuple[list[str], list[str]]:
+    """Re-enqueue the PENDING agent runs of ``executor_ids``; returns them and those already queued.
+
+    ``lister`` is ``DBOS`` or a ``DBOSClient``: both list and resume workflows the same way.
+    """
+    from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
+
+    def ids(**filters: Any) -> list[str]:
+        found = lister.list_workflows(
+            name=AGENT_WORKFLOW_NAME, app_version=app_version, load_input=False, load_output=False, **filters
+        )
+        return [w.workflow_id for w in found]
+
+    pending = ids(status="PENDING", executor_id=executor_ids)
+    queued = ids(status="ENQUEUED")
+    for workflow_id in pending:
+        lister.resume_workflow(workflow_id)  # PENDING -> ENQUEUED on DBOS's internal queue
+    return pending, queued
+
+
+def _print_requeued(store: Any, executor_ids: list[str], requeued: list[str], queued: list[str]) -> None:
+    console.print(f"re-enqueued {len(requeued)} run(s) of {', '.join(executor_ids)}", soft_wrap=True)
+    for label, workflow_ids in (("re-enqueued", requeued), ("waiting in the queue", queued)):
+        for workflow_id in workflow_ids:
+            run = store.get_run(workflow_id)
+            session = run.session_id if run is not None else "?"
+            console.print(f"  {label}: session {session} (run {workflow_id})", soft_wrap=True)
+
+
+def _worker_hint(store: Any) -> str:
+    import time
+
+    live = [w.executor_id for w in store.workers.list_workers() if w.heartbeat_at > time.time() * 1000 - 30_000]
+    if live:
+        return f"live workers that will pick them up: {', '.join(sorted(live))}"
+    return (
+        "no live worker: start one with their agents (helix-dbos worker --agents ...), "
+        "or run them here with helix-dbos recover --agents ..."
+    )
+
+
+def _recover_here(url: str, executor_ids: list[str], loaded: list[AgentConfig]) -> None:
+    from dbos import DBOS
+
+    from helix_dbos.runtime.executor import AgentExecutionHandle
+    from helix_dbos.runtime.launch import launch, shutdown
+
+    executor = launch(url, agents=loaded, executor_id="helix-dbos-recover")
+    failed = 0
+    try:
+        requeued, queued = _requeue(DBOS, executor_ids, str(DBOS.application_version))
+        _print_requeued(executor.store, executor_ids, requeued, queued)
+        for workflow_id in [*requeued, *queued]:
+            run = executor.store.get_run(workflow_id)
+            session = executor.store.load_session(run.session_id) if run is not None else None
+            if run is None or session is None or executor.registry.get(session.agent_type) is None:
+                console.print(f"  skipped {workflow_id}: its agent is not among --agents", soft_wrap=True)
+                continue
+            result = AgentExecutionHandle(executor, run, session.agent_type).result()
+            _report_recovered(run, result)
+            failed += result.status == "failed"
+    finally:
+        shutdown(executor)
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:

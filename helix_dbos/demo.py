@@ -5,11 +5,18 @@ with :class:`DemoModel`, which reads the conversation and answers as a tool-usin
 parallel tool calls first, then a state-updating tool, then ``__finish__`` with a summary built
 from the tool results it actually received. Give ``--model openai/gpt-4o-mini`` (or any LiteLLM
 model string) and the same agent runs on a real model instead.
+
+The scripted model is a registered model name, :data:`DEMO_MODEL`: ``launch()`` routes it to
+:class:`DemoModel` unless given an adapter of its own, so ``helix-dbos worker --agents demo`` and
+``helix-dbos serve --agents demo`` run (and recover) the demo agent with no Python written.
+``step_delay_seconds`` slows every model step and tool call, so that a demo can be killed mid-run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -65,8 +72,23 @@ def save_note(inp: NoteIn, ctx: ToolContext) -> dict[str, Any]:
     return {"saved": True, "total_notes": len(ctx.get_state().notes)}
 
 
-def build_demo_agent(model: str = DEMO_MODEL) -> AgentConfig:
-    """The demo agent; ``model`` is a LiteLLM model string or :data:`DEMO_MODEL`."""
+def _slowed(tool: Any, delay_seconds: float) -> Any:
+    """``tool``, taking ``delay_seconds`` longer (a slow service), so a crash can land mid-call."""
+    if delay_seconds <= 0:
+        return tool
+
+    def slow(inp: Any, ctx: ToolContext) -> Any:
+        time.sleep(delay_seconds)
+        return tool(inp, ctx)
+
+    return slow
+
+
+def build_demo_agent(model: str = DEMO_MODEL, *, step_delay_seconds: float = 0.0) -> AgentConfig:
+    """The demo agent; ``model`` is a LiteLLM model string or :data:`DEMO_MODEL`.
+
+    ``step_delay_seconds`` makes each tool call take that long (the tools' results are the same).
+    """
     return define_agent(
         "trip-planner",
         description="Compares the weather in a few cities and writes a short report.",
@@ -82,9 +104,14 @@ def build_demo_agent(model: str = DEMO_MODEL) -> AgentConfig:
                 "get_weather",
                 description="Current weather for a city",
                 input_schema=CityIn,
-                execute=get_weather,
+                execute=_slowed(get_weather, step_delay_seconds),
             ),
-            define_tool("save_note", description="Save a note for the report", input_schema=NoteIn, execute=save_note),
+            define_tool(
+                "save_note",
+                description="Save a note for the report",
+                input_schema=NoteIn,
+                execute=_slowed(save_note, step_delay_seconds),
+            ),
         ],
         llm_config={"model": model, "temperature": 0.0},
         max_steps=8,
@@ -92,10 +119,20 @@ def build_demo_agent(model: str = DEMO_MODEL) -> AgentConfig:
 
 
 class DemoModel:
-    """A scripted model for the demo agent: decides from the transcript, streams its text."""
+    """A scripted model for the demo agent: decides from the transcript, streams its text.
+
+    It decides from the transcript alone, never from how many calls it has seen, so a run
+    recovered in another process (a rerun demo, a worker) is answered the same way.
+    """
+
+    def __init__(self, step_delay_seconds: float = 0.0) -> None:
+        self.step_delay_seconds = step_delay_seconds
+        """How long each answer takes (a slow model), so a crash can land mid-run."""
 
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         """Answer the next step of the demo conversation."""
+        if self.step_delay_seconds > 0:
+            await asyncio.sleep(self.step_delay_seconds)
         results = [m for m in input.messages if isinstance(m, ToolResultMessage)]
         weather = [json.loads(m.content) for m in results if m.tool_name == "get_weather"]
         notes = [m for m in results if m.tool_name == "save_note"]
@@ -159,3 +196,7 @@ async def _say(input: LLMGenerateInput, text: str) -> None:
         return
     for word in text.split(" "):
         await input.callbacks.text_delta(word + " ")
+
+
+demo_agent = build_demo_agent()
+"""The demo agent on the scripted model: ``--agents helix_dbos.demo:demo_agent`` (or ``--agents demo``)."""

@@ -7,7 +7,10 @@ exit. ``initdb`` and ``pg_ctl`` refuse to run as root, so as root they run as th
 user through ``runuser``.
 
 Every test that needs a database of its own asks :func:`create_database` for one: databases are
-cheap, and a fresh one isolates a test completely.
+cheap, and a fresh one isolates a test completely. Fault tests start a cluster of their own
+(``start_local_cluster(crash_safe=True)``) and crash it (:meth:`LocalCluster.crash`, ``pg_ctl stop -m
+immediate``) and start it again on the same port (:meth:`LocalCluster.start`, or both with
+:meth:`LocalCluster.outage`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +75,8 @@ class LocalCluster:
     port: int
     run_as: list[str] = field(default_factory=list)
     stopped: bool = False
+    extra_options: str = ""
+    """Server options added after the defaults (a later ``-c`` wins)."""
 
     @property
     def url(self) -> str:
@@ -87,25 +94,62 @@ class LocalCluster:
             return
         self.stopped = True
         with contextlib.suppress(Exception):
-            subprocess.run(
-                [
-                    *self.run_as,
-                    str(self.bin_dir / "pg_ctl"),
-                    "-D",
-                    str(self.data_dir),
-                    "-m",
-                    "immediate",
-                    "stop",
-                ],
-                check=False,
-                capture_output=True,
-                timeout=60,
-            )
+            self._pg_ctl("-m", "immediate", "stop", timeout=60)
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def crash(self) -> None:
+        """Kill the server as a crash would (``pg_ctl stop -m immediate``), keeping its data.
 
-def start_local_cluster() -> LocalCluster:
-    """Initialise and start a throw-away cluster; raises ``RuntimeError`` when that is impossible."""
+        Every client connection drops at once ("server closed the connection unexpectedly") and new
+        ones are refused until :meth:`start`; the next start runs crash recovery.
+        """
+        result = self._pg_ctl("-m", "immediate", "stop", timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"pg_ctl stop failed: {result.stdout}{result.stderr}")
+
+    def start(self) -> None:
+        """Start the server again on the same port (after :meth:`crash`); waits until it accepts connections."""
+        result = self._start_on(self.port)
+        if result.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed: {result.stdout}{result.stderr}{_tail(self.root / 'server.log')}")
+
+    def outage(self, seconds: float) -> threading.Thread:
+        """Crash the server now and start it again ``seconds`` later, from a background thread.
+
+        Returns the started thread; join it to know the server is back.
+        """
+        self.crash()
+
+        def _restart() -> None:
+            time.sleep(seconds)
+            self.start()
+
+        thread = threading.Thread(target=_restart, name="pg-outage", daemon=True)
+        thread.start()
+        return thread
+
+    def _start_on(self, port: int) -> subprocess.CompletedProcess[str]:
+        options = f"-p {port} -k {self.root} -c listen_addresses=127.0.0.1 {_SERVER_OPTIONS} {self.extra_options}"
+        return self._pg_ctl("-l", str(self.root / "server.log"), "-o", options, "-w", "-t", "60", "start", timeout=120)
+
+    def _pg_ctl(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.run_as, str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+def start_local_cluster(*, crash_safe: bool = False) -> LocalCluster:
+    """Initialise and start a throw-away cluster; raises ``RuntimeError`` when that is impossible.
+
+    ``crash_safe`` turns ``synchronous_commit`` back on, for tests that crash the server
+    (:meth:`LocalCluster.crash`): without it a commit the client saw succeed can be lost in the
+    crash, which no application could survive. (``fsync`` stays off: the operating system, and so
+    its page cache, survives a server crash.)
+    """
     bin_dir = find_pg_bin_dir()
     if bin_dir is None:
         raise RuntimeError(
@@ -118,7 +162,13 @@ def start_local_cluster() -> LocalCluster:
         user = pwd.getpwnam("postgres")
         os.chown(root, user.pw_uid, user.pw_gid)
         run_as = ["runuser", "-u", "postgres", "--"]
-    cluster = LocalCluster(bin_dir=bin_dir, root=root, port=0, run_as=run_as)
+    cluster = LocalCluster(
+        bin_dir=bin_dir,
+        root=root,
+        port=0,
+        run_as=run_as,
+        extra_options="-c synchronous_commit=on" if crash_safe else "",
+    )
     try:
         subprocess.run(
             [
@@ -142,27 +192,7 @@ def start_local_cluster() -> LocalCluster:
         last_error = ""
         for _attempt in range(5):  # the free port may be taken between probing and binding
             cluster.port = _free_port()
-            options = f"-p {cluster.port} -k {root} -c listen_addresses=127.0.0.1 {_SERVER_OPTIONS}"
-            result = subprocess.run(
-                [
-                    *run_as,
-                    str(bin_dir / "pg_ctl"),
-                    "-D",
-                    str(cluster.data_dir),
-                    "-l",
-                    str(root / "server.log"),
-                    "-o",
-                    options,
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                ],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            result = cluster._start_on(cluster.port)
             if result.returncode == 0:
                 atexit.register(cluster.stop)
                 return cluster

@@ -17,6 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README, flags=re.S | re.M)
+CRASH_BLOCKS = [b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "kill -9" in b]
 
 
 def _env() -> dict[str, str]:
@@ -55,6 +56,19 @@ def test_quickstart_demo_command_runs(tmp_path: Path) -> None:
     assert "status: completed" in proc.stdout
     assert '"warmest_city": "Tokyo"' in proc.stdout
     assert (tmp_path / ".helix" / "helix.sqlite").exists()
+
+
+def test_readme_crash_demo_recovers_the_killed_session(tmp_path: Path) -> None:
+    """The kill-and-rerun block right after the quickstart, run as written (``helix-dbos`` = this checkout)."""
+    assert len(CRASH_BLOCKS) == 1
+    assert README.index(CRASH_BLOCKS[0]) < README.index("## A first agent")  # right after the quickstart
+    script = CRASH_BLOCKS[0].replace("helix-dbos ", f"{sys.executable} -m helix_dbos.cli ")
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    killed = re.search(r"session (session-[0-9a-f]+)\s+run", proc.stdout)
+    assert killed is not None, proc.stdout
+    assert f"recovered session {killed.group(1)}: completed" in proc.stdout, proc.stdout
+    assert "status: completed" in proc.stdout
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:

@@ -410,15 +410,27 @@ class DBOSAgentExecutor:
         self._start_workflow(agent, run, session, None)
         return True
 
-    def recover_orphaned_runs(self, *, limit: int = 1000) -> list[str]:
-        """Start every orphaned run (see the module docstring); returns their run ids."""
+    def recover_orphaned_runs(self, *, page_size: int = 500) -> list[str]:
+        """Start every orphaned run (see the module docstring); returns their run ids.
+
+        Looks only at runs recorded ``running`` (an indexed query, paged by run id so none is
+        missed), and asks DBOS which of their workflows exist, one query per page: the cost is the
+        number of runs in flight, flat in the number of parked or finished sessions.
+        """
         started: list[str] = []
-        for session in self.store.list_sessions(status="active", limit=limit):
-            if self._start_if_orphaned(session.session_id):
-                run = self.store.get_current_run(session.session_id)
-                if run is not None:
+        after: str | None = None
+        while True:
+            page = self.store.list_running_runs(after_run_id=after, limit=page_size)
+            if not page:
+                return started
+            after = page[-1].run_id
+            ids = [run.workflow_id for run in page]
+            known = {w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)}
+            for run in page:
+                if run.workflow_id not in known and self._start_if_orphaned(run.session_id):
                     started.append(run.run_id)
-        return started
+            if len(page) < page_size:
+                return started
 
     # -- human in the loop ----------------------------------------------------------------------------
     def submit_tool_result(
@@ -852,9 +864,20 @@ class DBOSAgentExecutor:
             output = TypeAdapter(agent.output_schema).validate_python(output)
         return AgentResult(status=outcome["status"], output=output, error=outcome.get("error"))
 
-    def close(self) -> None:
-        """Stop the tool pool and uninstall this executor (DBOS itself is the caller's to destroy)."""
+    def stop_background_tasks(self, timeout_seconds: float = 5.0) -> None:
+        """Stop the background thread, waiting up to ``timeout_seconds`` for its current round."""
         self._sweeper_stop.set()
+        if self._sweeper is not None and self._sweeper is not threading.current_thread():
+            self._sweeper.join(timeout_seconds)
+
+    def close(self) -> None:
+        """Stop background tasks and the tool pool, and uninstall this executor.
+
+        DBOS itself is the caller's to destroy, *before* this when workflows may still be running
+        here (``shutdown()`` does so): a workflow that finds the runtime uninstalled while DBOS can
+        still record would record that as its failure.
+        """
+        self.stop_background_tasks()
         self._services.tool_pool.shutdown(wait=False, cancel_futures=True)
         services.uninstall(self._services)
 

@@ -8,17 +8,33 @@ DBOS needs to be usable on SQLite.
 
 Embedding in an existing DBOS app needs none of this: create a ``DBOSAgentExecutor`` over a
 ``SqlSessionStore`` before your own ``DBOS.launch()``.
+
+Why a run in flight needs more than ``DBOS.launch()`` to finish (found by killing demos):
+
+- At launch DBOS re-enqueues the ``PENDING`` workflows of *this executor id* (and application
+  version) on its internal queue; the queue thread dequeues them about a second later and runs
+  them in the background. A process that does its own short job and exits (a demo) would destroy
+  DBOS before that: the run is left ``ENQUEUED`` (invisible to the next launch's recovery, which
+  looks for ``PENDING`` only) or ``PENDING`` again, after any number of reruns.
+  :func:`recovering_runs` lists what is being recovered so a caller can wait for it.
+- ``DBOS.destroy()`` does not wait for workflows: one whose session already reads ``completed``
+  still has to record its result, and its thread then logs ``System database accessed before DBOS
+  was launched``. :func:`shutdown` drains first.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig
+from sqlalchemy.pool import NullPool
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.adapter import LLMAdapter
@@ -26,8 +42,11 @@ from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
+from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
+from helix_dbos.store.base import RunRecord
 from helix_dbos.store.migrate import upgrade
-from helix_dbos.store.sql import SqlSessionStore
+from helix_dbos.store.retry import RetryPolicy, retry_call
+from helix_dbos.store.sql import SqlSessionStore, to_sqlalchemy_url
 from helix_dbos.stream.manager import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 
@@ -36,6 +55,9 @@ EXECUTOR_ID_ENV = "HELIX_EXECUTOR_ID"
 DEFAULT_SQLITE_DIR = ".helix"
 APPLICATION_VERSION = "helix-dbos-1"
 """Pinned DBOS application version: code edits must not strand runs in flight (bump with care)."""
+DEFAULT_DRAIN_SECONDS = 10.0
+"""How long :func:`shutdown` waits for this process's runs in flight before leaving them to recovery."""
+_IN_FLIGHT = ["PENDING", "ENQUEUED"]
 
 
 def default_database_url() -> str:
@@ -93,6 +115,39 @@ def dbos_config_for(
     return config
 
 
+def default_llm_adapter() -> LLMAdapter:
+    """LiteLLM for every model string, plus the built-in model names helix-dbos registers.
+
+    ``helix/demo-scripted`` (:data:`helix_dbos.demo.DEMO_MODEL`) is the demo's offline scripted
+    model: routing it here is what lets ``worker`` and ``serve`` run (and recover) the demo agent.
+    """
+    from helix_dbos.demo import DEMO_MODEL, DemoModel
+    from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+    from helix_dbos.llm.router import ModelRouter
+
+    return ModelRouter({DEMO_MODEL: DemoModel()}, LiteLLMAdapter())
+
+
+def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
+    """Block until the PostgreSQL server at ``url`` answers, for at most the retry bound.
+
+    A worker restarted by its supervisor while the database restarts or fails over must wait for
+    it rather than die (every process dying during an outage turns a blip into an outage of the
+    whole tier). Past the bound it raises :class:`~helix_dbos.store.retry.DatabaseUnavailableError`;
+    an error that is not transient (a wrong password, a missing database) is raised at once.
+    """
+    engine = sa.create_engine(to_sqlalchemy_url(url), poolclass=NullPool)
+    try:
+
+        def ping() -> None:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+
+        retry_call(ping, policy=policy or RetryPolicy.from_env(), operation="connecting to the database")
+    finally:
+        engine.dispose()
+
+
 def launch(
     database_url: str | None = None,
     *,
@@ -110,14 +165,17 @@ def launch(
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
 
     Runs of this executor that were in flight when the process last died are recovered by DBOS
-    shortly after launch; runs orphaned between their store write and their workflow start are
-    started here.
+    shortly after launch (:func:`recovering_runs` lists them); runs orphaned between their store
+    write and their workflow start are started here. Without ``llm_adapter``, models are called
+    through :func:`default_llm_adapter`.
     """
     url = database_url or default_database_url()
     if url.startswith("sqlite:"):
         _prepare_sqlite(url)
+    else:
+        wait_for_database(url)
     if migrate:
-        upgrade(url)
+        retry_call(lambda: upgrade(url), policy=RetryPolicy.from_env(), operation="migrating the database")
     store = SqlSessionStore(url)
     if stream_manager is None:
         stream_manager = SqlStreamManager(store.engine)  # durable, resumable streams next to the store
@@ -127,7 +185,7 @@ def launch(
     DBOS(config=config)
     executor = DBOSAgentExecutor(
         store,
-        llm_adapter=llm_adapter,
+        llm_adapter=llm_adapter or default_llm_adapter(),
         stream_manager=stream_manager,
         agents=agents,
         logger=logger,
@@ -140,16 +198,105 @@ def launch(
     return executor
 
 
-def shutdown(executor: DBOSAgentExecutor | None = None) -> None:
-    """Stop DBOS (keeping workflow registrations, so a later ``launch`` in this process works).
+def recovering_runs(executor: DBOSAgentExecutor) -> list[RunRecord]:
+    """The runs that were in flight when a process died and are now being run again, oldest first.
 
-    Queued stream chunks are flushed before the store's connections close.
+    That is every agent workflow of this application version still ``PENDING`` under this executor
+    id (DBOS re-enqueues them at launch; orphans started by :func:`launch` are among them), and
+    every one ``ENQUEUED`` (re-enqueued by an earlier launch or ``helix-dbos recover`` and not yet
+    dequeued; any live process may dequeue it). Call it right after :func:`launch`; wait for a
+    run with ``AgentExecutionHandle(executor, run, agent_name).result()``.
     """
+    statuses = DBOS.list_workflows(
+        name=AGENT_WORKFLOW_NAME,
+        status=_IN_FLIGHT,
+        app_version=str(DBOS.application_version),
+        load_input=False,
+        load_output=False,
+    )
+    me = executor.executor_id
+    runs = [executor.store.get_run(w.workflow_id) for w in statuses if w.status == "ENQUEUED" or w.executor_id == me]
+    return sorted((r for r in runs if r is not None), key=lambda r: (r.started_at, r.run_id))
+
+
+def _running_here(executor: DBOSAgentExecutor) -> list[str]:
+    """Agent workflows PENDING under this executor id: the ones this process is running."""
+    statuses = DBOS.list_workflows(
+        name=AGENT_WORKFLOW_NAME,
+        status="PENDING",
+        executor_id=executor.executor_id,
+        app_version=str(DBOS.application_version),
+        load_input=False,
+        load_output=False,
+    )
+    return [w.workflow_id for w in statuses]
+
+
+def drain(executor: DBOSAgentExecutor, timeout_seconds: float = DEFAULT_DRAIN_SECONDS) -> list[str]:
+    """Wait until this process runs no agent workflow, at most ``timeout_seconds``; returns those left.
+
+    A run's session reads ``completed`` when its last step commits, which is 0.2-2 s under load
+    before DBOS records the workflow's own success: that is the work a shutdown must wait for.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    delay = 0.01
+    while True:
+        running = _running_here(executor)
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.2)
+
+
+class _AfterShutdownNoise(logging.Filter):
+    """Drops DBOS's tracebacks from workflow threads that outlived ``DBOS.destroy()``.
+
+    Such a thread (a run blocked in a hot HITL wait, a tool slower than the drain) fails at its next
+    DBOS call because DBOS is gone; nothing is recorded, so its workflow stays ``PENDING`` and is
+    recovered at the next start. :func:`shutdown` reports those runs once instead.
+    """
+
+    MESSAGE = "System database accessed before DBOS was launched"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return exc is None or self.MESSAGE not in str(exc)
+
+
+_after_shutdown_noise = _AfterShutdownNoise()
+
+
+def shutdown(
+    executor: DBOSAgentExecutor | None = None, *, drain_timeout_seconds: float = DEFAULT_DRAIN_SECONDS
+) -> list[str]:
+    """Drain, then stop DBOS (keeping workflow registrations, so a later ``launch`` in this process works).
+
+    Waits up to ``drain_timeout_seconds`` for the agent workflows this process runs to finish
+    (:func:`drain`). Those still running then stay ``PENDING`` under this executor id: DBOS runs
+    them again when a process with the same executor id starts, or another worker takes them over.
+    Returns their workflow ids. Queued stream chunks are flushed before the store's connections close.
+    """
+    left: list[str] = []
+    if executor is not None:
+        executor.stop_background_tasks()  # no takeover or sweep may start work while draining
+        try:
+            left = drain(executor, drain_timeout_seconds)
+        except Exception as exc:  # a database that is down must not keep a process from stopping
+            executor.logger.warn("[helix-dbos] could not drain runs at shutdown", {"error": repr(exc)})
+        if left:
+            executor.logger.warn(
+                "[helix-dbos] runs still in flight at shutdown are left to recovery",
+                {"executor_id": executor.executor_id, "workflow_ids": left},
+            )
+        logging.getLogger("dbos").addFilter(_after_shutdown_noise)
+    # DBOS goes first: a workflow thread that outlives the drain must find DBOS gone (and record
+    # nothing, staying recoverable), never the executor's services gone while DBOS could still
+    # record that as the run's failure.
+    DBOS.destroy()
     if executor is not None:
         executor.close()
         manager = executor.streams.manager
         if isinstance(manager, SqlStreamManager):
             background_loop.run(manager.aclose())
-    DBOS.destroy()
-    if executor is not None:
         executor.store.close()
+    return left

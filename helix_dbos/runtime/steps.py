@@ -19,6 +19,7 @@ make a recorded run unreadable.
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,6 +46,7 @@ from helix_dbos.runtime.hooks import (
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter
 from helix_dbos.store.base import StepCommit
+from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
 
@@ -347,12 +349,27 @@ def finalize_step(
 
 
 def fail_run_step(session_id: str, run_id: str, error: str) -> dict[str, Any]:
-    """Mark a run failed after an unexpected error in workflow code (idempotent)."""
+    """Mark a run failed after an unexpected error in workflow code (idempotent).
+
+    Recording the failure waits for the database without a bound, as DBOS does for its own step
+    records: the usual cause of getting here is the database having been away for longer than the
+    store's retry bound, and a failure that cannot be recorded would leave the session ``active``
+    with no run behind it, where ``retry()`` cannot pick it up.
+    """
     rt = services.current()
-    rt.store.finish_run(session_id, run_id, session_status="failed", run_status="failed", error=error, now_ms=now_ms())
+    stamp = now_ms()
+    retry_call(
+        lambda: rt.store.finish_run(
+            session_id, run_id, session_status="failed", run_status="failed", error=error, now_ms=stamp
+        ),
+        policy=_RECORD_FAILURE,
+        operation="recording a failed run",
+    )
     DBOS.set_event(OUTCOME_EVENT, {"status": "failed", "output": None, "error": error})
     return {"error": error}
 
+
+_RECORD_FAILURE = RetryPolicy(max_seconds=math.inf, max_backoff=5.0)
 
 OUTCOME_EVENT = "helix.outcome"
 """DBOS event carrying a run's final outcome; waiters in other processes wake on it (LISTEN/NOTIFY)."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.store.retry import DatabaseUnavailableError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import ChunkRecord, StreamManager, StreamReader
 
@@ -97,17 +98,30 @@ class RunStreams:
 
     def end(self, stream_id: str, output: Any = None) -> None:
         """Mark the stream ended (the run finished), after every chunk written before."""
-        try:
-            background_loop.run(self.manager.end_stream(stream_id, output))
-        except Exception as exc:
-            self._logger.warn("[helix-dbos] ending stream failed", {"stream_id": stream_id, "error": repr(exc)})
+        self._terminate(stream_id, "ending", lambda: self.manager.end_stream(stream_id, output))
 
     def fail(self, stream_id: str, error: str) -> None:
         """Mark the stream failed."""
-        try:
-            background_loop.run(self.manager.fail_stream(stream_id, error))
-        except Exception as exc:
-            self._logger.warn("[helix-dbos] failing stream failed", {"stream_id": stream_id, "error": repr(exc)})
+        self._terminate(stream_id, "failing", lambda: self.manager.fail_stream(stream_id, error))
+
+    def _terminate(self, stream_id: str, what: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run an end or fail until it lands: a reader of a finished run must always get its end.
+
+        The manager retries transient errors for the store's bound; past it the database is still
+        away, and this keeps waiting, as DBOS does for its own records (the run's completion cannot
+        be recorded meanwhile either). Any other error is logged: the stream cannot be ended.
+        """
+        while True:
+            try:
+                background_loop.run(call())
+                return
+            except DatabaseUnavailableError as exc:
+                self._logger.warn(
+                    f"[helix-dbos] {what} stream waits for the database", {"stream_id": stream_id, "error": exc.message}
+                )
+            except Exception as exc:
+                self._logger.warn(f"[helix-dbos] {what} stream failed", {"stream_id": stream_id, "error": repr(exc)})
+                return
 
     async def read(self, stream_id: str, *, from_sequence: int = 0) -> AsyncIterator[StreamChunk] | None:
         """An iterator over the stream usable on the caller's loop, or ``None`` for an unknown stream."""

@@ -341,6 +341,13 @@ class SessionStore(Protocol):
         """Sessions, most recently updated first."""
         ...
 
+    def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
+        """Runs with status ``running`` ordered by run id, after ``after_run_id`` (keyset paging).
+
+        Costs the number of runs in flight, never the number of sessions (orphan detection).
+        """
+        ...
+
     # checkpoints ------------------------------------------------------------------------------
     def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
         """Return a checkpoint with its state (the transcript up to its message count)."""

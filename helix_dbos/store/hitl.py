@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import pending_tool_calls, sessions
 
 PendingKind = Literal["client", "approval"]
@@ -107,14 +108,21 @@ def _row(row: Any) -> PendingToolCall:
 class PendingToolCallStore:
     """Pending tool calls over the store's engine (PostgreSQL or SQLite)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, retry: RetryPolicy | None = None) -> None:
         self._engine = engine
+        self._retry = retry if retry is not None else RetryPolicy.from_env()
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How operations retry transient database errors (see ``helix_dbos.store.retry``)."""
+        return self._retry
 
     def _begin(self) -> Any:
         from helix_dbos.store.sql import _begin_write
 
         return _begin_write(self._engine)
 
+    @retrying
     def register(self, calls: list[PendingToolCall]) -> None:
         """Record calls as pending, idempotently.
 
@@ -151,6 +159,7 @@ class PendingToolCallStore:
                         .values(run_id=call.run_id, workflow_id=call.workflow_id, delivery="hot")
                     )
 
+    @retrying
     def get(self, session_id: str, tool_call_ids: list[str] | None = None) -> list[PendingToolCall]:
         """Rows of the session (optionally only these ids), oldest first."""
         query = sa.select(pending_tool_calls).where(pending_tool_calls.c.session_id == session_id)
@@ -163,6 +172,7 @@ class PendingToolCallStore:
         """Calls still waiting for an answer."""
         return [c for c in self.get(session_id) if c.status == "pending"]
 
+    @retrying
     def submit(self, session_id: str, tool_call_id: str, submission: dict[str, Any]) -> SubmitOutcome:
         """Record an answer exactly once (see the module docstring)."""
         with self._begin() as conn:
@@ -201,6 +211,7 @@ class PendingToolCallStore:
         answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
         return SubmitOutcome(call=answered, delivery=call.delivery, batch_complete=remaining == 0)
 
+    @retrying
     def park(self, session_id: str, run_id: str) -> list[PendingToolCall]:
         """The workflow's end of the hot window: mark unanswered calls parked; return all rows of the run."""
         with self._begin() as conn:
@@ -221,6 +232,7 @@ class PendingToolCallStore:
             )
             return [_row(r) for r in rows]
 
+    @retrying
     def expire(self, session_id: str, tool_call_ids: list[str], now_ms: int) -> list[str]:
         """Expire calls whose deadline passed (CAS from ``pending``); returns the ids this call expired."""
         with self._begin() as conn:
@@ -239,6 +251,7 @@ class PendingToolCallStore:
             )
             return [r.tool_call_id for r in result]
 
+    @retrying
     def expired_parked(self, now_ms: int, limit: int = 100) -> list[PendingToolCall]:
         """Parked calls past their deadline (for the deadline sweeper)."""
         with self._engine.connect() as conn:
@@ -254,6 +267,7 @@ class PendingToolCallStore:
             )
             return [_row(r) for r in rows]
 
+    @retrying
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
         """Answers turned into tool results (idempotent)."""
         if not tool_call_ids:
@@ -269,6 +283,7 @@ class PendingToolCallStore:
                 .values(status="applied")
             )
 
+    @retrying
     def cancel_open(self, session_id: str) -> list[str]:
         """Cancel every open call of the session (abort); returns their ids."""
         with self._begin() as conn:

@@ -20,6 +20,9 @@ Design notes:
 - Streams (``helix_streams``, ``helix_stream_chunks``; revision 0003) belong to
   :class:`helix_dbos.stream.sql.SqlStreamManager`, whose module docstring explains the columns.
   Chunk bodies are plain ``JSON`` like message bodies: they go out over SSE as stored.
+- Produced text (model output, tool results, errors) may hold NUL or lone surrogates, which
+  PostgreSQL refuses: JSON documents and the ``EscapedText`` columns store them through the
+  reversible escape of :mod:`helix_dbos.store.codec` (the engine's JSON serialiser applies it).
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
   compares them.
 """
@@ -31,7 +34,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-SCHEMA_REVISION = "0004"
+from helix_dbos.store.codec import EscapedString, EscapedText
+
+SCHEMA_REVISION = "0005"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -73,14 +78,14 @@ sessions = sa.Table(
     sa.Column("message_count", sa.Integer(), nullable=False),
     sa.Column("custom_state", json_type(), nullable=False),
     sa.Column("output", json_type(), nullable=True),
-    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("error", EscapedText(), nullable=True),
     sa.Column("parent_session_id", sa.String(), nullable=True),
     sa.Column("root_session_id", sa.String(), nullable=True),
     sa.Column("interrupt_requested", sa.Boolean(), nullable=False),
     sa.Column("interrupt_context", json_type(), nullable=True),
     sa.Column("resume_count", sa.Integer(), nullable=False),
     sa.Column("aborted", sa.Boolean(), nullable=False),
-    sa.Column("abort_reason", sa.Text(), nullable=True),
+    sa.Column("abort_reason", EscapedText(), nullable=True),
     sa.Column("agent_fingerprint", sa.String(), nullable=True),
     sa.Column("metadata", json_type(), nullable=True),
     sa.Column("created_at", sa.BigInteger(), nullable=False),
@@ -114,7 +119,7 @@ runs = sa.Table(
     sa.Column("step_count", sa.Integer(), nullable=False),
     sa.Column("started_at", sa.BigInteger(), nullable=False),
     sa.Column("completed_at", sa.BigInteger(), nullable=True),
-    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("error", EscapedText(), nullable=True),
     sa.Column("start_sequence", sa.Integer(), nullable=False),
     sa.Column("stream_start_sequence", sa.Integer(), nullable=False),
     sa.Column("workflow_id", sa.String(), nullable=False),
@@ -125,6 +130,13 @@ runs = sa.Table(
     # One run per turn: the last line of defence against two concurrent starts. Its index
     # (session_id first) also serves every per-session lookup, so no separate session index.
     sa.UniqueConstraint("session_id", "turn"),
+    # Runs in flight only (store/orphans.py): orphan detection costs what is running, not what is stored.
+    sa.Index(
+        "ix_helix_runs_running",
+        "run_id",
+        postgresql_where=sa.text("status = 'running'"),
+        sqlite_where=sa.text("status = 'running'"),
+    ),
 )
 
 checkpoints = sa.Table(
@@ -138,7 +150,7 @@ checkpoints = sa.Table(
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("custom_state", json_type(), nullable=False),
     sa.Column("output", json_type(), nullable=True),
-    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("error", EscapedText(), nullable=True),
     sa.Column("message_count", sa.Integer(), nullable=False),
     sa.Column("stream_sequence", sa.Integer(), nullable=False),
     sa.UniqueConstraint("session_id", "run_id", "step_count"),
@@ -168,7 +180,7 @@ usage = sa.Table(
     sa.Column("run_id", sa.String(), primary_key=True),
     sa.Column("step", sa.Integer(), primary_key=True),
     sa.Column("kind", sa.String(32), primary_key=True),
-    sa.Column("name", sa.String(), primary_key=True),
+    sa.Column("name", EscapedString(), primary_key=True),
     sa.Column("ordinal", sa.Integer(), primary_key=True),
     sa.Column("input_tokens", sa.BigInteger(), nullable=False),
     sa.Column("output_tokens", sa.BigInteger(), nullable=False),
@@ -215,7 +227,7 @@ streams = sa.Table(
     # ``latest_sequence`` at the last end/fail/reset and that end's failure message; both survive
     # a reactivation.
     sa.Column("end_sequence", sa.BigInteger(), nullable=True),
-    sa.Column("error", sa.Text(), nullable=True),
+    sa.Column("error", EscapedText(), nullable=True),
     # The truncation marker of cleanup_to_step (seed 002, G4 on marker/poll transports): how many
     # cleanups removed chunks, the step of the last one, the high-water mark at it and the highest
     # sequence it removed.

@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import pydantic_core
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -54,6 +53,7 @@ from helix_dbos.session import (
     SubSessionRef,
     session_status_to_agent_status,
 )
+from helix_dbos.store import codec
 from helix_dbos.store.base import (
     CasResult,
     CommitResult,
@@ -68,6 +68,7 @@ from helix_dbos.store.base import (
 )
 from helix_dbos.store.hitl import PendingToolCallStore
 from helix_dbos.store.migrate import check_migrated
+from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
 from helix_dbos.store.workers import WorkerRegistry
 
@@ -96,8 +97,9 @@ def to_sqlalchemy_url(url: str) -> str:
 
 
 def _json_dumps(value: Any) -> str:
-    # pydantic-core serialises what json.dumps cannot (datetimes, models, UUIDs) and is faster.
-    return pydantic_core.to_json(value).decode()
+    # pydantic-core serialises what json.dumps cannot (datetimes, models, UUIDs) and is faster;
+    # the codec escapes what PostgreSQL refuses (NUL, lone surrogates), reversibly.
+    return codec.dumps(value)
 
 
 def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
@@ -109,7 +111,7 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
     ``engine_kwargs`` override the defaults (``pool_size=...`` for many concurrent workflows).
     """
     sa_url = to_sqlalchemy_url(url)
-    kwargs: dict[str, Any] = {"json_serializer": _json_dumps}
+    kwargs: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": codec.loads}
     backend = make_url(sa_url).get_backend_name()
     if backend == "sqlite":
         kwargs["connect_args"] = {"check_same_thread": False}
@@ -229,7 +231,9 @@ def _now_ms() -> int:
 
 
 def _dump_message(message: Message) -> dict[str, Any]:
-    return message.model_dump(mode="json", exclude_none=True)
+    # Python mode: JSON mode would turn a lone surrogate in a dict key (a tool call's argument name)
+    # into U+FFFD silently; the JSON serialiser (the codec) stores it faithfully instead.
+    return message.model_dump(mode="python", exclude_none=True)
 
 
 def _load_message(data: Any) -> Message:
@@ -282,7 +286,10 @@ class SqlSessionStore:
     otherwise; ``check_schema=False`` skips that query for callers that just checked.
     """
 
-    def __init__(self, database_url: str | Engine, *, check_schema: bool = True) -> None:
+    def __init__(
+        self, database_url: str | Engine, *, check_schema: bool = True, retry: RetryPolicy | None = None
+    ) -> None:
+        self._retry = retry if retry is not None else RetryPolicy.from_env()
         if isinstance(database_url, Engine):
             self._engine = database_url
             self._owns_engine = False
@@ -297,7 +304,7 @@ class SqlSessionStore:
                 code="framework_not_supported",
             )
         self._postgres = backend == "postgresql"
-        self._pending = PendingToolCallStore(self._engine)
+        self._pending = PendingToolCallStore(self._engine, retry=self._retry)
         if check_schema:
             try:
                 check_migrated(self._engine, self.url)
@@ -311,6 +318,11 @@ class SqlSessionStore:
         return self._engine
 
     @property
+    def retry_policy(self) -> RetryPolicy:
+        """How operations retry transient database errors (see ``helix_dbos.store.retry``)."""
+        return self._retry
+
+    @property
     def url(self) -> str:
         """The database URL with the password masked."""
         return self._engine.url.render_as_string(hide_password=True)
@@ -318,7 +330,7 @@ class SqlSessionStore:
     @property
     def workers(self) -> WorkerRegistry:
         """Worker heartbeats (see ``helix_dbos.store.workers``)."""
-        return WorkerRegistry(self._engine)
+        return WorkerRegistry(self._engine, retry=self._retry)
 
     @property
     def pending(self) -> PendingToolCallStore:
@@ -399,6 +411,7 @@ class SqlSessionStore:
 
     # lifecycle --------------------------------------------------------------------------------
 
+    @retrying
     def create_session(
         self,
         session_id: str,
@@ -432,12 +445,14 @@ class SqlSessionStore:
             raise SessionAlreadyExistsError(session_id)
         return _session_record(row)
 
+    @retrying
     def session_exists(self, session_id: str) -> bool:
         """Return whether the session exists."""
         with _begin_read(self._engine) as conn:
             stmt = sa.select(sa.literal(1)).where(sessions.c.session_id == session_id)
             return conn.execute(stmt).first() is not None
 
+    @retrying
     def delete_session(self, session_id: str) -> None:
         """Delete the session, its transcript, runs, checkpoints, child refs and usage.
 
@@ -447,12 +462,14 @@ class SqlSessionStore:
             for table in (messages, runs, checkpoints, sub_session_refs, usage, sessions):
                 conn.execute(sa.delete(table).where(table.c.session_id == session_id))
 
+    @retrying
     def load_session(self, session_id: str) -> SessionRecord | None:
         """Return the session row, or ``None``."""
         with _begin_read(self._engine) as conn:
             row = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
         return None if row is None else _session_record(row)
 
+    @retrying
     def load_state(self, session_id: str) -> AgentState | None:
         """Return the session as an :class:`AgentState` with its full transcript, or ``None``.
 
@@ -486,6 +503,7 @@ class SqlSessionStore:
 
     # messages ---------------------------------------------------------------------------------
 
+    @retrying
     def get_messages(
         self, session_id: str, *, offset: int = 0, limit: int = 50, include_thinking: bool = True
     ) -> PaginatedMessages:
@@ -518,11 +536,13 @@ class SqlSessionStore:
             messages=page, total=total, offset=offset, limit=limit, has_more=offset + len(page) < total
         )
 
+    @retrying
     def get_message_prefix(self, session_id: str, count: int) -> list[Message]:
         """Return the first ``count`` messages (what a run saw when it started)."""
         with _begin_read(self._engine) as conn:
             return self._read_prefix(conn, session_id, count)
 
+    @retrying
     def get_message_count(self, session_id: str) -> int:
         """Return the number of messages in the transcript (0 for an unknown session)."""
         with _begin_read(self._engine) as conn:
@@ -531,6 +551,7 @@ class SqlSessionStore:
             ).scalar_one_or_none()
         return count or 0
 
+    @retrying
     def truncate_messages(self, session_id: str, message_count: int) -> None:
         """Drop messages with sequence >= ``message_count`` (a no-op when there are fewer)."""
         with _begin_write(self._engine) as conn:
@@ -551,6 +572,7 @@ class SqlSessionStore:
 
     # status -----------------------------------------------------------------------------------
 
+    @retrying
     def compare_and_set_status(
         self,
         session_id: str,
@@ -590,6 +612,7 @@ class SqlSessionStore:
             raise SessionNotFoundError(session_id)
         return CasResult(ok=False, current_status=current.status, current_version=current.version)
 
+    @retrying
     def request_interrupt(self, session_id: str, reason: str | None, *, now_ms: int) -> bool:
         """Durably flag an interrupt for an active session; False when it is not active (or absent).
 
@@ -616,6 +639,7 @@ class SqlSessionStore:
             )
             return result.rowcount > 0
 
+    @retrying
     def clear_interrupt(self, session_id: str) -> None:
         """Clear a pending interrupt flag (the context stays as the record of the last request)."""
         with _begin_write(self._engine) as conn:
@@ -625,6 +649,7 @@ class SqlSessionStore:
                 .values(interrupt_requested=False, version=sessions.c.version + 1, updated_at=_now_ms())
             )
 
+    @retrying
     def increment_resume_count(self, session_id: str) -> int:
         """Add one to the session's resume counter and return the new value."""
         with _begin_write(self._engine) as conn:
@@ -644,6 +669,7 @@ class SqlSessionStore:
 
     # runs -------------------------------------------------------------------------------------
 
+    @retrying
     def start_run(self, request: StartRun) -> StartRunResult:
         """Open a run in one transaction: create or reopen the session, append input, record the run.
 
@@ -801,6 +827,7 @@ class SqlSessionStore:
         conn.execute(runs.insert().values(run.model_dump()))
         return run
 
+    @retrying
     def commit_step(self, commit: StepCommit) -> CommitResult:
         """Commit one loop iteration atomically and idempotently.
 
@@ -920,7 +947,7 @@ class SqlSessionStore:
             "final": final,
             "status": commit.session_status,
             "output": _json_dumps(commit.output),
-            "error": commit.error,
+            "error": None if commit.error is None else codec.escape_text(commit.error),
             "run_status": commit.run_status,
             "run_terminal": commit.run_status in _TERMINAL_RUN_STATUSES,
             "checkpoint_id": generate_checkpoint_id(sid, commit.step_count, timestamp_ms=now),
@@ -986,6 +1013,7 @@ class SqlSessionStore:
             code="framework_internal_error",
         )
 
+    @retrying
     def finish_run(
         self,
         session_id: str,
@@ -1035,12 +1063,14 @@ class SqlSessionStore:
                 )
             )
 
+    @retrying
     def get_run(self, run_id: str) -> RunRecord | None:
         """Return one run record, or ``None``."""
         with _begin_read(self._engine) as conn:
             row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).first()
         return None if row is None else _run_record(row)
 
+    @retrying
     def get_current_run(self, session_id: str) -> RunRecord | None:
         """Return the run with the highest turn, or ``None`` before the first run."""
         with _begin_read(self._engine) as conn:
@@ -1049,12 +1079,14 @@ class SqlSessionStore:
             ).first()
         return None if row is None else _run_record(row)
 
+    @retrying
     def list_runs(self, session_id: str) -> list[RunRecord]:
         """Return all runs of the session by turn (1, 2, 3 ...)."""
         with _begin_read(self._engine) as conn:
             rows = conn.execute(sa.select(runs).where(runs.c.session_id == session_id).order_by(runs.c.turn))
             return [_run_record(row) for row in rows]
 
+    @retrying
     def list_sessions(
         self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
     ) -> list[SessionRecord]:
@@ -1069,6 +1101,12 @@ class SqlSessionStore:
         )
         with _begin_read(self._engine) as conn:
             return [_session_record(row) for row in conn.execute(stmt)]
+
+    def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
+        """Runs with status ``running`` by run id, after ``after_run_id`` (see ``store/orphans.py``)."""
+        from helix_dbos.store.orphans import list_running_runs
+
+        return list_running_runs(self._engine, after_run_id=after_run_id, limit=limit)
 
     # checkpoints ------------------------------------------------------------------------------
 
@@ -1112,12 +1150,14 @@ class SqlSessionStore:
             sessions.c.parent_session_id,
         ).join(sessions, sessions.c.session_id == checkpoints.c.session_id)
 
+    @retrying
     def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
         """Return a checkpoint with its state (``state.messages``: the first ``message_count``)."""
         with _begin_read(self._engine) as conn:
             row = conn.execute(self._checkpoint_query().where(checkpoints.c.checkpoint_id == checkpoint_id)).first()
             return None if row is None else self._build_checkpoint(conn, row)
 
+    @retrying
     def get_latest_checkpoint(self, session_id: str) -> Checkpoint | None:
         """Return the newest checkpoint of the session (by time, then step)."""
         with _begin_read(self._engine) as conn:
@@ -1129,6 +1169,7 @@ class SqlSessionStore:
             ).first()
             return None if row is None else self._build_checkpoint(conn, row)
 
+    @retrying
     def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
         """Return checkpoint summaries, newest first (by time, then step)."""
         offset = max(offset, 0)
@@ -1163,6 +1204,7 @@ class SqlSessionStore:
 
     # sub-sessions and usage -------------------------------------------------------------------
 
+    @retrying
     def add_sub_session_refs(self, session_id: str, refs: list[SubSessionRef]) -> None:
         """Record child sessions; a ref that already exists is left as it is (re-executed steps)."""
         if not refs:
@@ -1173,6 +1215,7 @@ class SqlSessionStore:
                 [{**ref.model_dump(), "session_id": session_id} for ref in refs],
             )
 
+    @retrying
     def update_sub_session_ref(
         self, session_id: str, sub_session_id: str, *, status: str, completed_at: int | None = None
     ) -> None:
@@ -1187,11 +1230,13 @@ class SqlSessionStore:
                 .values(status=status, completed_at=completed_at)
             )
 
+    @retrying
     def get_sub_session_refs(self, session_id: str) -> list[SubSessionRef]:
         """Return the session's child references, oldest first."""
         with _begin_read(self._engine) as conn:
             return self._read_refs(conn, session_id)
 
+    @retrying
     def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
         """Return the usage records of the session (or of one run), in commit order."""
         stmt = sa.select(usage).where(usage.c.session_id == session_id)

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Engine
 
+from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import workers
 
 
@@ -40,9 +41,16 @@ class WorkerRecord(BaseModel):
 class WorkerRegistry:
     """Heartbeats and dead-worker claims over the store's engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, retry: RetryPolicy | None = None) -> None:
         self._engine = engine
+        self._retry = retry if retry is not None else RetryPolicy.from_env()
 
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How operations retry transient database errors (see ``helix_dbos.store.retry``)."""
+        return self._retry
+
+    @retrying
     def heartbeat(self, executor_id: str, app_version: str, now_ms: int) -> None:
         """Record that ``executor_id`` is alive (and clear an old takeover claim: it came back)."""
         values: dict[str, Any] = {
@@ -65,11 +73,13 @@ class WorkerRegistry:
                 except sa.exc.IntegrityError:
                     conn.execute(sa.update(workers).where(workers.c.executor_id == executor_id).values(values))
 
+    @retrying
     def list_workers(self) -> list[WorkerRecord]:
         """Every known worker."""
         with self._engine.connect() as conn:
             return [WorkerRecord.model_validate(dict(r._mapping)) for r in conn.execute(sa.select(workers))]
 
+    @retrying
     def claim_dead(self, *, me: str, app_version: str, now_ms: int, dead_after_ms: int) -> list[str]:
         """Claim workers of this app version whose heartbeat is older than ``dead_after_ms``."""
         threshold = now_ms - dead_after_ms

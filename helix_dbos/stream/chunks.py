@@ -23,7 +23,8 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal, TypeGuard, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 __all__ = [
     "STREAM_CHUNK_TYPES",
@@ -325,16 +326,34 @@ STREAM_CHUNK_TYPES: frozenset[str] = frozenset(
 
 
 def chunk_to_json(chunk: StreamChunk) -> str:
-    """Serialise a chunk to JSON text.
+    r"""Serialise a chunk to JSON text.
 
     ``None`` fields are kept: dropping them would lose a required ``OutputChunk.output`` of ``None``.
+    Text with a lone surrogate (a provider's ``"\\ud800"`` escape decodes to one) cannot be encoded
+    as UTF-8; it is written as the same JSON escape, which is what ``JSON.stringify`` does.
     """
-    return StreamChunkAdapter.dump_json(chunk).decode()
+    try:
+        return StreamChunkAdapter.dump_json(chunk).decode()
+    except PydanticSerializationError:
+        return json.dumps(StreamChunkAdapter.dump_python(chunk, mode="python"), separators=(",", ":"), default=str)
 
 
 def chunk_from_json(text: str | bytes) -> StreamChunk:
-    """Parse and validate a chunk from JSON text; raises ``pydantic.ValidationError`` on bad input."""
-    return StreamChunkAdapter.validate_json(text)
+    """Parse and validate a chunk from JSON text; raises ``pydantic.ValidationError`` on bad input.
+
+    Accepts what :func:`chunk_to_json` writes, lone-surrogate escapes included (the fast parser
+    refuses those, the standard library's does not).
+    """
+    try:
+        return StreamChunkAdapter.validate_json(text)
+    except ValidationError as exc:
+        if not any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise exc from None
+        return StreamChunkAdapter.validate_python(data)
 
 
 def canonical_arguments_digest(arguments: Any) -> str:

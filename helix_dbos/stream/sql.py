@@ -21,6 +21,15 @@ Writes
     later finds a chunk below N. A write that fails to commit is reported by the writer's next
     ``write``/``flush``/``close``, not by the ``write`` that queued it.
 
+Faults (``helix_dbos.stream.flusher``, ``helix_dbos.store.retry``)
+    Every read and write retries transient database errors (a restart, a dropped connection) for
+    the retry bound, so a database restart delays chunks but never drops them, and ``end_stream``
+    still lands. A batch the database refuses is written again stream by stream, so one stream's
+    bad chunk never costs another stream its chunks; a chunk refused on its own becomes an
+    ``error`` chunk with ``code="stream_gap"`` at its position. Chunks lost to an outage longer than
+    the bound are counted and reported by such a marker on the stream's next write or end. Text is
+    stored through the reversible escape of ``helix_dbos.store.codec`` (NUL, lone surrogates).
+
 Idempotent chunks
     ``write(chunk, dedupe_key=...)`` (or :meth:`SqlStreamManager.write_keyed`) stores a chunk once
     per ``(stream_id, dedupe_key)``: a replayed DBOS workflow re-emitting its deterministic chunks
@@ -73,7 +82,6 @@ Caveats
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import logging
@@ -92,9 +100,18 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.store import codec
 from helix_dbos.store.migrate import check_migrated
+from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.sql import _begin_write, create_engine_for
-from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, StreamChunk, chunk_from_json, chunk_to_json
+from helix_dbos.stream.chunks import (
+    RunPausedChunk,
+    RunResumedChunk,
+    StreamChunk,
+    StreamChunkAdapter,
+    chunk_from_json,
+)
+from helix_dbos.stream.flusher import BatchCommitter, Flusher, PendingChunk, storage_body
 from helix_dbos.stream.manager import ChunkRecord, StreamInfo, StreamStatus
 
 if TYPE_CHECKING:
@@ -296,7 +313,7 @@ class _StreamRow:
             chunk_count=int(row[2]),
             activation=int(row[3]),
             end_sequence=None if row[4] is None else int(row[4]),
-            error=row[5],
+            error=None if row[5] is None else codec.unescape_text(row[5]),
             truncation_epoch=int(row[6]),
             truncated_at_step=None if row[7] is None else int(row[7]),
             truncation_sequence=None if row[8] is None else int(row[8]),
@@ -403,122 +420,6 @@ class _Signals:
                 signal.waiters.discard(waiter)
             if not waiter.future.done():
                 waiter.future.cancel()
-
-
-# the flusher --------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _PendingChunk:
-    """A chunk serialised and waiting for the flusher."""
-
-    stream_id: str
-    run_id: str | None
-    chunk_type: str
-    step: int | None
-    body: str
-    """The chunk's JSON (the wire format), serialised when it was written."""
-    dedupe_key: str | None
-    status: StreamStatus | None
-    """The stream status this chunk switches to (``run_paused`` / ``run_resumed``), if any."""
-    writer: SqlStreamWriter | None
-
-
-_Barrier = concurrent.futures.Future[None]
-
-
-class _Flusher:
-    """One thread committing queued chunks in batches, in queue order.
-
-    A barrier (:meth:`barrier`) completes once every chunk queued before it is committed or has
-    failed; queueing one also cuts the batching delay short.
-    """
-
-    def __init__(
-        self, commit: Callable[[list[_PendingChunk]], None], *, max_chunks: int, max_delay: float, name: str
-    ) -> None:
-        self._commit = commit
-        self._max_chunks = max_chunks
-        self._max_delay = max_delay
-        self._name = name
-        self._cond = threading.Condition()
-        self._queue: deque[_PendingChunk | _Barrier] = deque()
-        self._chunks = 0
-        self._barriers = 0
-        self._busy = False
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._last_commit = float("-inf")
-
-    def submit(self, item: _PendingChunk) -> int:
-        """Queue a chunk; returns how many chunks are queued now (for back-pressure)."""
-        with self._cond:
-            if self._stopping:
-                raise HelixError("The stream manager is closed", code="transport_error", retryable=False)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.append(item)
-            self._chunks += 1
-            self._cond.notify()
-            return self._chunks
-
-    def barrier(self) -> _Barrier:
-        """Return a future that completes when everything queued so far has been committed."""
-        barrier: _Barrier = concurrent.futures.Future()
-        with self._cond:
-            if not self._queue and not self._busy:
-                barrier.set_result(None)
-                return barrier
-            self._queue.append(barrier)
-            self._barriers += 1
-            self._cond.notify()
-        return barrier
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Commit what is queued, then stop the thread."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                deadline = self._last_commit + self._max_delay
-                while self._chunks < self._max_chunks and not self._barriers and not self._stopping:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._cond.wait(remaining)
-                batch: list[_PendingChunk] = []
-                barriers: list[_Barrier] = []
-                while self._queue and len(batch) < self._max_chunks:
-                    item = self._queue.popleft()
-                    if isinstance(item, _PendingChunk):
-                        batch.append(item)
-                    else:
-                        barriers.append(item)
-                self._chunks -= len(batch)
-                self._barriers -= len(barriers)
-                self._busy = True
-            self._last_commit = time.monotonic()
-            try:
-                if batch:
-                    self._commit(batch)
-            except Exception:  # pragma: no cover - _commit reports its own failures
-                _log.exception("stream flusher: unexpected error")
-            finally:
-                with self._cond:
-                    self._busy = False
-                for barrier in barriers:
-                    barrier.set_result(None)
 
 
 # the listener -------------------------------------------------------------------------------------
@@ -770,6 +671,8 @@ class SqlStreamManager:
             flush is waiting: the most a lone chunk waits. ``0`` commits as soon as possible.
         max_pending_chunks: Queued chunks above which ``write`` waits for the flusher.
         check_schema: Refuse to start on a database not migrated to this version.
+        retry: How writes and reads retry transient database errors (default: ``HELIX_DB_RETRY_SECONDS``,
+            see ``helix_dbos.store.retry``).
     """
 
     def __init__(
@@ -782,6 +685,7 @@ class SqlStreamManager:
         batch_max_delay: float = 0.02,
         max_pending_chunks: int = 10_000,
         check_schema: bool = True,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if batch_max_chunks < 1:
             raise ValueError("batch_max_chunks must be at least 1")
@@ -810,7 +714,9 @@ class SqlStreamManager:
             _APPEND.format(columns=_STREAM_COLUMNS, notify=_PG_NOTIFY_RETURNING if self.notify else "")
         )
         self._signals = _Signals()
-        self._flusher = _Flusher(
+        self._retry = retry if retry is not None else RetryPolicy.from_env()
+        self._committer = BatchCommitter(self._write_groups, self._retry)
+        self._flusher = Flusher(
             self._commit_batch, max_chunks=batch_max_chunks, max_delay=batch_max_delay, name="helix-stream-flusher"
         )
         self._listener: _Listener | None = None
@@ -824,6 +730,11 @@ class SqlStreamManager:
     def engine(self) -> Engine:
         """The SQLAlchemy engine the manager uses."""
         return self._engine
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How reads and writes retry transient database errors (see ``helix_dbos.store.retry``)."""
+        return self._retry
 
     @property
     def listening(self) -> bool:
@@ -889,12 +800,12 @@ class SqlStreamManager:
             self._local_status.pop(stream_id, None)  # the next create_writer must reactivate
         elif isinstance(chunk, RunResumedChunk):
             status = "active"
-        pending = _PendingChunk(
+        pending = PendingChunk(
             stream_id=stream_id,
             run_id=run_id,
             chunk_type=chunk.type,
             step=chunk.step,
-            body=chunk_to_json(chunk),
+            body=storage_body(chunk),
             dedupe_key=dedupe_key,
             status=status,
             writer=writer,
@@ -902,40 +813,31 @@ class SqlStreamManager:
         if self._flusher.submit(pending) > self._max_pending:
             await self.flush()
 
-    def _commit_batch(self, batch: list[_PendingChunk]) -> None:
-        """Commit ``batch`` in one transaction (runs on the flusher thread)."""
-        by_stream: dict[str, list[_PendingChunk]] = {}
-        for item in batch:
-            by_stream.setdefault(item.stream_id, []).append(item)
-        now = _now_ms()
-        rejected: list[str] = []
-        try:
-            with _begin_write(self._engine) as conn:
-                # Every process locks stream rows in the same order, so two batches never deadlock.
-                for stream_id in sorted(by_stream):
-                    if not self._append(conn, stream_id, by_stream[stream_id], now):
-                        rejected.append(stream_id)
-        except Exception as exc:
-            error = HelixError(
-                f"Storing {len(batch)} stream chunk(s) failed: {exc}", code="transport_error", retryable=True, cause=exc
-            )
-            _log.warning("stream flusher: %s", error.message)
-            for item in batch:
-                if item.writer is not None:
-                    item.writer._fail(error)
-            return
-        for stream_id in rejected:
+    def _commit_batch(self, batch: list[PendingChunk]) -> None:
+        """Store ``batch`` (runs on the flusher thread; ``stream.flusher`` says what happens on errors)."""
+        outcome = self._committer.commit(batch)
+        for stream_id, items in outcome.ended.items():
             self._set_local(stream_id, "ended")
             error = _ended_error(stream_id)
-            _log.warning("stream flusher: dropped %d chunk(s): %s", len(by_stream[stream_id]), error.message)
-            for item in by_stream[stream_id]:
+            _log.warning("stream flusher: dropped %d chunk(s): %s", len(items), error.message)
+            for item in items:
                 if item.writer is not None:
                     item.writer._fail(error)
-        for stream_id in by_stream:
-            if stream_id not in rejected:
-                self._signals.bump(stream_id)
+        for stream_id in outcome.stored:
+            self._signals.bump(stream_id)
 
-    def _append(self, conn: Connection, stream_id: str, items: list[_PendingChunk], now: int) -> bool:
+    def _write_groups(self, groups: dict[str, list[PendingChunk]]) -> set[str]:
+        """Store every stream's chunks in one transaction; returns the streams that had ended."""
+        now = _now_ms()
+        ended: set[str] = set()
+        with _begin_write(self._engine) as conn:
+            # Every process locks stream rows in the same order, so two batches never deadlock.
+            for stream_id in sorted(groups):
+                if not self._append(conn, stream_id, groups[stream_id], now):
+                    ended.add(stream_id)
+        return ended
+
+    def _append(self, conn: Connection, stream_id: str, items: list[PendingChunk], now: int) -> bool:
         """Store one stream's share of a batch; ``False`` when the stream has ended."""
         unique = items
         if any(item.dedupe_key is not None for item in items):
@@ -973,7 +875,7 @@ class SqlStreamManager:
 
     @staticmethod
     def _insert_postgres(
-        conn: Connection, stream_id: str, base: int, items: list[_PendingChunk], now: int
+        conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int
     ) -> list[int] | None:
         """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences."""
         rows = ",".join(f"[{json.dumps(item.run_id)},{json.dumps(item.dedupe_key)},{item.body}]" for item in items)
@@ -983,7 +885,7 @@ class SqlStreamManager:
 
     @staticmethod
     def _insert_sqlite(
-        conn: Connection, stream_id: str, base: int, items: list[_PendingChunk], now: int
+        conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int
     ) -> list[int] | None:
         """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences."""
         rows = [
@@ -1049,7 +951,12 @@ class SqlStreamManager:
     async def _terminate(self, stream_id: str, status: StreamStatus, error: str | None) -> None:
         self._check_open()
         await self.flush()
-        params = {"sid": stream_id, "status": status, "error": error, "now": _now_ms()}
+        marker = self._committer.pending_loss_marker(stream_id)
+        if marker is not None:  # chunks lost to an outage: say so before the end
+            self._flusher.submit(marker)
+            await self.flush()
+        stored_error = None if error is None else codec.escape_text(error)
+        params = {"sid": stream_id, "status": status, "error": stored_error, "now": _now_ms()}
         await asyncio.to_thread(self._execute_write, _TERMINATE, params, notify=stream_id)
         self._set_local(stream_id, "ended")
         self._signals.bump(stream_id)
@@ -1163,34 +1070,39 @@ class SqlStreamManager:
                 with conn.begin():
                     yield conn
 
+    @retrying
     def _execute_write(self, statement: sa.TextClause, params: dict[str, Any], *, notify: str | None = None) -> None:
         with _begin_write(self._engine) as conn:
             conn.execute(statement, params)
             if notify is not None:
                 self._send_notify(conn, notify, control=False)
 
+    @retrying
     def _load_row(self, stream_id: str) -> _StreamRow | None:
         with self._reading() as conn:
             row = conn.execute(_ROW, {"sid": stream_id}).first()
         return None if row is None else _StreamRow.from_row(row)
 
+    @retrying
     def _read_page(self, stream_id: str, after: int) -> tuple[_StreamRow | None, list[ChunkRecord]]:
         with self._reading() as conn:
             rows = conn.execute(_PAGE, {"sid": stream_id, "after": after, "limit": _READ_PAGE}).all()
         if not rows:
             return None, []
         records = [
-            ChunkRecord.model_construct(sequence=int(r[10]), chunk=chunk_from_json(r[11]))
+            ChunkRecord.model_construct(sequence=int(r[10]), chunk=_chunk_from_storage(r[11]))
             for r in rows
             if r[10] is not None
         ]
         return _StreamRow.from_row(rows[0]), records
 
+    @retrying
     def _read_records(self, stream_id: str, after: int) -> list[ChunkRecord]:
         with self._reading() as conn:
             rows = conn.execute(_RECORDS, {"sid": stream_id, "after": after}).all()
-        return [ChunkRecord.model_construct(sequence=int(r[0]), chunk=chunk_from_json(r[1])) for r in rows]
+        return [ChunkRecord.model_construct(sequence=int(r[0]), chunk=_chunk_from_storage(r[1])) for r in rows]
 
+    @retrying
     def _info(self, stream_id: str) -> StreamInfo | None:
         with self._reading() as conn:
             row = conn.execute(_INFO, {"sid": stream_id}).first()
@@ -1198,6 +1110,7 @@ class SqlStreamManager:
             return None
         return StreamInfo(status=row[0], latest_sequence=int(row[1]), chunk_count=int(row[2]))
 
+    @retrying
     def _cleanup(self, stream_id: str, step_count: int) -> bool:
         now = _now_ms()
         with _begin_write(self._engine) as conn:
@@ -1222,12 +1135,14 @@ class SqlStreamManager:
             self._send_notify(conn, stream_id, control=True)
         return True
 
+    @retrying
     def _delete(self, stream_id: str) -> None:
         with _begin_write(self._engine) as conn:
             conn.execute(_DELETE_STREAM, {"sid": stream_id})
             conn.execute(_DELETE_ALL, {"sid": stream_id})
             self._send_notify(conn, stream_id, control=True)
 
+    @retrying
     def _reset(self, stream_id: str) -> None:
         with _begin_write(self._engine) as conn:
             conn.execute(_RESET, {"sid": stream_id, "now": _now_ms()})
@@ -1246,3 +1161,10 @@ def _ended_error(stream_id: str) -> HelixError:
 if TYPE_CHECKING:
     # Checked by mypy only: the SQL manager must satisfy the protocol structurally.
     _conforms: StreamManager = SqlStreamManager("sqlite://")
+
+
+def _chunk_from_storage(text: str) -> StreamChunk:
+    """A stored chunk: its JSON, with the storage escape undone when it has one (``store.codec``)."""
+    if codec.ESCAPE in text:
+        return StreamChunkAdapter.validate_python(codec.loads(text))
+    return chunk_from_json(text)

@@ -1,12 +1,18 @@
-"""``helix-dbos serve`` refuses to start without an authentication decision (no database needed)."""
+"""``helix-dbos serve``: it refuses to start without an authentication decision (no database needed),
+and it serves the demo agent with nothing but ``--agents demo``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from helix_dbos.cli import app
 from helix_dbos.service.server import tokens_from_env
+from tests.cli_process import CliProcess
+from tests.service.conftest import AUTH, TOKEN, free_port
 
 runner = CliRunner()
 
@@ -45,3 +51,33 @@ def test_serve_refuses_to_start_without_a_clear_auth_decision(
 def test_tokens_from_env() -> None:
     assert tokens_from_env({"HELIX_API_TOKENS": " a, b ,,c "}) == ["a", "b", "c"]
     assert tokens_from_env({}) == []
+
+
+def test_serve_runs_the_demo_agent_with_no_python_written(pg_database_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    server = CliProcess(
+        tmp_path,
+        "serve",
+        "--agents",
+        "demo",
+        "--database-url",
+        pg_database_url,
+        "--port",
+        str(port),
+        "--executor-id",
+        "serve-demo",
+        "--token",
+        TOKEN,
+    )
+    try:
+        server.wait_for("Uvicorn running", timeout=60)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH, timeout=30) as http:
+            started = http.post("/v1/runs", json={"agent": "trip-planner", "input": "Weather in Lima and Tokyo?"})
+            assert started.status_code == 202, started.text
+            session_id = started.json()["session_id"]
+            result = http.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 30}).json()
+        assert result["status"] == "completed", result
+        assert result["output"]["warmest_city"] == "Tokyo"
+    finally:
+        assert server.stop() == 0, server.output
+    assert "LLM Provider NOT provided" not in server.output

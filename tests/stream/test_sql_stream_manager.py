@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
-from helix_dbos.store.schema import stream_chunks, streams
-from helix_dbos.store.sql import create_engine_for
 from helix_dbos.stream.chunks import (
     RunPausedChunk,
     RunResumedChunk,
@@ -31,13 +29,9 @@ from helix_dbos.stream.chunks import (
 )
 from helix_dbos.stream.manager import ChunkRecord, StreamInfo, StreamReader
 from helix_dbos.stream.sql import SqlStreamManager, SqlStreamReader, SqlStreamWriter
+from tests.stream.conftest import MakeManager
 
 TIMEOUT = 5.0
-
-BACKENDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
 
 
 def text(content: str, step: int | None = None, agent_id: str = "s1") -> TextDeltaChunk:
@@ -62,53 +56,6 @@ async def drain(reader: StreamReader) -> list[StreamChunk]:
 async def idle() -> None:
     """Long enough for a live reader to have picked up anything there was to pick up."""
     await asyncio.sleep(0.15)
-
-
-# --- fixtures ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def db_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """A migrated database with empty stream tables."""
-    if backend == "sqlite":
-        return str(request.getfixturevalue("sqlite_store_url"))
-    url = str(request.getfixturevalue("pg_store_url"))
-    engine = create_engine_for(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(stream_chunks.delete())
-            conn.execute(streams.delete())
-    finally:
-        engine.dispose()
-    return url
-
-
-MakeManager = Callable[..., SqlStreamManager]
-
-
-@pytest.fixture
-def make_manager(db_url: str) -> Iterator[MakeManager]:
-    """Managers on the test's database; each one stands for a process of its own."""
-    made: list[SqlStreamManager] = []
-
-    def make(**kwargs: Any) -> SqlStreamManager:
-        manager = SqlStreamManager(db_url, **kwargs)
-        made.append(manager)
-        return manager
-
-    yield make
-    for manager in made:
-        manager.close()
-
-
-@pytest.fixture
-def manager(make_manager: MakeManager) -> SqlStreamManager:
-    return make_manager()
 
 
 async def require_reader(manager: SqlStreamManager, stream_id: str, from_sequence: int = 0) -> SqlStreamReader:

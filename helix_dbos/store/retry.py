@@ -1,0 +1,264 @@
+"""Riding out database restarts: transient errors are retried where the connection is used.
+
+A PostgreSQL restart, crash or failover drops every connection; for a few seconds new ones are
+refused ("connection refused", "the database system is starting up"). Nothing is wrong with the
+work in flight: the same transaction, run again once the server is back, succeeds. So every store
+and stream operation (one short transaction each) runs under :func:`retry_call`: on a *transient*
+error it rolls back, waits with exponential backoff and jitter, logs a warning, and runs the whole
+transaction again, for at most :attr:`RetryPolicy.max_seconds` (``HELIX_DB_RETRY_SECONDS``, default
+120 s: a restart or a managed failover). Past the bound it raises
+:class:`DatabaseUnavailableError`, a ``transport_error`` whose message names no host or SQL (the
+driver's error is its ``__cause__`` and is in the log): a run that fails with it can be continued
+with ``retry()`` once the database is back.
+
+The model is DBOS's own system-database retry (``dbos._sys_db.db_retry`` and
+``dbos._utils.retriable_postgres_exception``), with two differences: DBOS blocks without a bound
+(its step records cannot fail), and errors are classified here by exception type and SQLSTATE class,
+never by message text:
+
+- SQLAlchemy marked the connection invalidated (``DBAPIError.connection_invalidated``), or a pool
+  checkout timed out (``sqlalchemy.exc.TimeoutError``);
+- psycopg ``OperationalError`` without a SQLSTATE: the client lost or could not open the connection
+  ("server closed the connection unexpectedly", "connection refused", "consuming input failed");
+- SQLSTATE class ``08`` (connection exception) and ``53`` (insufficient resources: too many
+  connections, out of memory or disk, all of which pass);
+- ``57P01`` admin shutdown, ``57P02`` crash shutdown, ``57P03`` cannot connect now (starting up,
+  shutting down, in recovery), ``57P05`` idle session timeout;
+- ``40001`` serialization failure and ``40P01`` deadlock (the transaction was rolled back whole),
+  ``25P03`` idle-in-transaction timeout, ``25006`` read-only transaction (a pool still connected to a
+  primary that was demoted by a failover);
+- SQLite ``SQLITE_BUSY`` / ``SQLITE_LOCKED`` (by error code), after SQLite's own busy timeout.
+
+Query cancellation (``57014``, a statement timeout) is *not* transient: running it again would undo
+the cancel. Neither is anything about the data (``22xxx``, ``23xxx``): those fail at once.
+
+Every operation retried must be safe to run twice, because a connection can drop after the server
+committed and before the client heard so. The store's are: step commits are keyed by
+``(run_id, step)`` and a second commit is reported as already applied; runs are keyed by their
+``run_id``; stream chunks written from workflow code carry a dedupe key; the rest are guarded
+updates or reads. Nested retried calls (a store method calling another) retry only at the outermost
+level, so the bound holds for the whole operation.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Concatenate, Final, ParamSpec, Protocol, TypeVar, cast
+
+import psycopg
+import sqlalchemy as sa
+
+from helix_dbos.errors import HelixError
+
+__all__ = [
+    "DEFAULT_RETRY_SECONDS",
+    "RETRY_SECONDS_ENV",
+    "DatabaseUnavailableError",
+    "RetryPolicy",
+    "is_transient",
+    "retry_call",
+    "retrying",
+]
+
+_log = logging.getLogger("helix_dbos.store.retry")
+
+RETRY_SECONDS_ENV: Final = "HELIX_DB_RETRY_SECONDS"
+"""Environment variable: how long (seconds) a database operation retries transient errors; 0 disables."""
+DEFAULT_RETRY_SECONDS: Final = 120.0
+"""Long enough for a restart (seconds) or a managed failover (typically 30-120 s)."""
+
+_TRANSIENT_SQLSTATE_CLASSES: Final = frozenset({"08", "53"})
+_TRANSIENT_SQLSTATES: Final = frozenset({"57P01", "57P02", "57P03", "57P05", "40001", "40P01", "25P03", "25006"})
+_SQLITE_BUSY: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+class DatabaseUnavailableError(HelixError):
+    """The database stayed unreachable (or kept failing transiently) for the whole retry bound.
+
+    A ``transport_error``, retryable: nothing was written by the failed operation, and a run that
+    failed with it can be continued with ``retry()`` once the database is back. The message is safe
+    to show a client; the driver's error (host, port, SQL) is ``__cause__`` and went to the log.
+    """
+
+    def __init__(self, operation: str, elapsed_seconds: float, attempts: int, cause: BaseException) -> None:
+        super().__init__(
+            f"The database was unavailable for {elapsed_seconds:.0f} s ({attempts} attempts at {operation}); "
+            f"nothing was written. Retry once it is back (a run: retry()); the bound is {RETRY_SECONDS_ENV}.",
+            code="transport_error",
+            retryable=True,
+            cause=cause,
+        )
+        self.operation = operation
+        self.elapsed_seconds = elapsed_seconds
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long and how often a database operation is retried on transient errors.
+
+    ``max_seconds`` bounds the time spent retrying (``0``: never retry; ``math.inf``: wait forever,
+    as DBOS does for its own records). Waits start at ``initial_backoff`` and double up to
+    ``max_backoff``, each multiplied by a random factor in [0.5, 1.5) so that many callers that lost
+    their connections together do not reconnect in lockstep.
+    """
+
+    max_seconds: float = DEFAULT_RETRY_SECONDS
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.max_seconds >= 0 or self.initial_backoff < 0 or self.max_backoff < self.initial_backoff:
+            raise ValueError(f"invalid retry policy {self!r}")
+
+    @classmethod
+    def from_env(cls) -> RetryPolicy:
+        """The default policy, with ``max_seconds`` from ``HELIX_DB_RETRY_SECONDS`` when set."""
+        raw = os.environ.get(RETRY_SECONDS_ENV, "").strip()
+        if not raw:
+            return cls()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise HelixError(
+                f"{RETRY_SECONDS_ENV} must be a number of seconds (0 disables retries), not {raw!r}",
+                code="validation_error",
+            ) from None
+        if not seconds >= 0:
+            raise HelixError(f"{RETRY_SECONDS_ENV} must not be negative, not {raw!r}", code="validation_error")
+        return cls(max_seconds=seconds)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether running the same transaction again, later, may succeed (see the module docstring)."""
+    if isinstance(error, sa.exc.TimeoutError):
+        return True  # pool checkout timed out: connections are busy or being re-established
+    driver_error: BaseException | None = error
+    if isinstance(error, sa.exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        driver_error = error.orig
+    if isinstance(driver_error, psycopg.Error):
+        sqlstate = driver_error.sqlstate
+        if sqlstate is None:
+            # No SQLSTATE: the server never answered (refused, dropped, reset). A client-side misuse
+            # (InterfaceError, ProgrammingError) has none either, but is not an OperationalError.
+            return isinstance(driver_error, psycopg.OperationalError)
+        return sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES or sqlstate in _TRANSIENT_SQLSTATES
+    if isinstance(driver_error, sqlite3.OperationalError):
+        return getattr(driver_error, "sqlite_errorcode", None) in _SQLITE_BUSY
+    return False
+
+
+class _Depth(threading.local):
+    active = False
+
+
+_depth = _Depth()
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def retry_call(fn: Callable[[], T], *, policy: RetryPolicy, operation: str) -> T:
+    """Call ``fn`` (one whole transaction), retrying transient database errors under ``policy``.
+
+    A call made while another retried call is running in this thread runs once: the outer call
+    owns the retries, so nested operations never multiply the bound.
+    """
+    depth = _depth
+    if depth.active:
+        return fn()
+    depth.active = True
+    try:
+        return fn()  # the hot path: one call, no clock read, no allocation
+    except Exception as first:
+        if policy.max_seconds <= 0 or not is_transient(first):
+            raise
+        return _retry_after(first, fn, policy, operation)
+    finally:
+        depth.active = False
+
+
+def _retry_after(first: Exception, fn: Callable[[], T], policy: RetryPolicy, operation: str) -> T:
+    error = first
+    started = time.monotonic()
+    backoff = policy.initial_backoff
+    attempts = 1
+    while True:
+        elapsed = time.monotonic() - started
+        remaining = policy.max_seconds - elapsed
+        if remaining <= 0:
+            _log.error(
+                "database unavailable: %s gave up after %d attempts in %.1f s: %s",
+                operation,
+                attempts,
+                elapsed,
+                _one_line(error),
+            )
+            raise DatabaseUnavailableError(operation, elapsed, attempts, error) from error
+        wait = min(backoff * (0.5 + random.random()), remaining)
+        _log.warning(
+            "database unavailable: %s failed (%s); retrying in %.2f s (attempt %d, %.1f s of %s s)",
+            operation,
+            _one_line(error),
+            wait,
+            attempts,
+            elapsed,
+            "inf" if math.isinf(policy.max_seconds) else f"{policy.max_seconds:g}",
+        )
+        time.sleep(wait)
+        backoff = min(backoff * 2, policy.max_backoff)
+        attempts += 1
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            error = exc
+
+
+def _one_line(error: BaseException) -> str:
+    orig = error.orig if isinstance(error, sa.exc.DBAPIError) else error
+    text = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {text[0] if text else ''}"
+
+
+class _HasRetryPolicy(Protocol):
+    @property
+    def retry_policy(self) -> RetryPolicy: ...
+
+
+S = TypeVar("S", bound=_HasRetryPolicy)
+
+
+def retrying(method: Callable[Concatenate[S, P], T]) -> Callable[Concatenate[S, P], T]:
+    """Decorate a method that runs one whole transaction: retry it under ``self.retry_policy``."""
+    operation = method.__qualname__
+
+    @functools.wraps(method)
+    def wrapper(self: S, *args: P.args, **kwargs: P.kwargs) -> T:
+        depth = _depth
+        if depth.active:
+            return method(self, *args, **kwargs)
+        depth.active = True
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as first:
+            policy = self.retry_policy
+            if policy.max_seconds <= 0 or not is_transient(first):
+                raise
+            return _retry_after(first, lambda: method(self, *args, **kwargs), policy, operation)
+        finally:
+            depth.active = False
+
+    return cast(Callable[Concatenate[S, P], T], wrapper)

@@ -1,0 +1,379 @@
+"""The stream flusher: queued chunks committed in batches, never dropped silently.
+
+:class:`Flusher` is one thread that takes queued chunks in batches (see the batching notes in
+:mod:`helix_dbos.stream.sql`). :class:`BatchCommitter` decides what happens to a batch when the
+database does not simply take it:
+
+Transient errors (the database restarting, a connection dropped; ``helix_dbos.store.retry``)
+    The whole batch transaction is retried with backoff, for the store's retry bound. Chunks wait
+    in order meanwhile: nothing is reordered, nothing is lost, flushes wait.
+
+A non-transient error (the database refused something in the batch)
+    One stream's bad chunk must not cost the other streams theirs, so the batch is written again
+    one stream per transaction; inside a stream that still fails, one chunk per transaction. A
+    chunk the database refuses on its own is replaced, at its position, by an ``error`` chunk with
+    ``code="stream_gap"`` and ``recoverable=True`` that says which chunk type is missing: readers
+    see the gap in order, and the stream goes on. A stream that cannot be written at all (even the
+    marker is refused) fails only its own writers.
+
+The database stays away longer than the retry bound
+    The batch's chunks are lost, counted per stream, and their writers fail with
+    :class:`~helix_dbos.store.retry.DatabaseUnavailableError`. The stream's next write (or its end)
+    stores a ``stream_gap`` marker saying how many chunks are missing, so the loss is never silent.
+
+Isolation costs nothing on the normal path: the first attempt is the one transaction it always was.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from helix_dbos.errors import HelixError
+from helix_dbos.store import codec
+from helix_dbos.store.retry import DatabaseUnavailableError, RetryPolicy, retry_call
+from helix_dbos.stream.chunks import ErrorChunk, StreamChunk, chunk_to_json
+from helix_dbos.stream.manager import StreamStatus
+
+__all__ = ["GAP_CODE", "BatchCommitter", "BatchOutcome", "Flusher", "PendingChunk", "storage_body"]
+
+_log = logging.getLogger("helix_dbos.stream.sql")
+
+GAP_CODE: Final = "stream_gap"
+"""``ErrorChunk.code`` of the marker that stands where chunks are missing from a stream."""
+_INT32 = range(-(2**31), 2**31)
+
+
+class _Failable(Protocol):
+    def _fail(self, error: HelixError) -> None: ...
+
+
+@dataclass(slots=True)
+class PendingChunk:
+    """A chunk serialised and waiting for the flusher."""
+
+    stream_id: str
+    run_id: str | None
+    chunk_type: str
+    step: int | None
+    body: str
+    """The chunk's JSON as stored (:func:`storage_body`), serialised when it was written."""
+    dedupe_key: str | None
+    status: StreamStatus | None
+    """The stream status this chunk switches to (``run_paused`` / ``run_resumed``), if any."""
+    writer: _Failable | None
+    represents: int = 1
+    """How many written chunks this one stands for (a loss marker: the chunks it reports lost)."""
+
+
+def storage_body(chunk: StreamChunk) -> str:
+    """A chunk's JSON as stored: the wire JSON with NUL and lone surrogates escaped (``store.codec``)."""
+    return codec.escape_json_text(chunk_to_json(chunk))
+
+
+_Barrier = concurrent.futures.Future[None]
+
+
+class Flusher:
+    """One thread committing queued chunks in batches, in queue order.
+
+    A barrier (:meth:`barrier`) completes once every chunk queued before it is committed or has
+    failed; queueing one also cuts the batching delay short.
+    """
+
+    def __init__(
+        self, commit: Callable[[list[PendingChunk]], None], *, max_chunks: int, max_delay: float, name: str
+    ) -> None:
+        self._commit = commit
+        self._max_chunks = max_chunks
+        self._max_delay = max_delay
+        self._name = name
+        self._cond = threading.Condition()
+        self._queue: deque[PendingChunk | _Barrier] = deque()
+        self._chunks = 0
+        self._barriers = 0
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._last_commit = float("-inf")
+
+    def submit(self, item: PendingChunk) -> int:
+        """Queue a chunk; returns how many chunks are queued now (for back-pressure)."""
+        with self._cond:
+            if self._stopping:
+                raise HelixError("The stream manager is closed", code="transport_error", retryable=False)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.append(item)
+            self._chunks += 1
+            self._cond.notify()
+            return self._chunks
+
+    def barrier(self) -> _Barrier:
+        """Return a future that completes when everything queued so far has been committed."""
+        barrier: _Barrier = concurrent.futures.Future()
+        with self._cond:
+            if not self._queue and not self._busy:
+                barrier.set_result(None)
+                return barrier
+            self._queue.append(barrier)
+            self._barriers += 1
+            self._cond.notify()
+        return barrier
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Commit what is queued, then stop the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                deadline = self._last_commit + self._max_delay
+                while self._chunks < self._max_chunks and not self._barriers and not self._stopping:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                batch: list[PendingChunk] = []
+                barriers: list[_Barrier] = []
+                while self._queue and len(batch) < self._max_chunks:
+                    item = self._queue.popleft()
+                    if isinstance(item, PendingChunk):
+                        batch.append(item)
+                    else:
+                        barriers.append(item)
+                self._chunks -= len(batch)
+                self._barriers -= len(barriers)
+                self._busy = True
+            self._last_commit = time.monotonic()
+            try:
+                if batch:
+                    self._commit(batch)
+            except Exception:  # pragma: no cover - the committer reports its own failures
+                _log.exception("stream flusher: unexpected error")
+            finally:
+                with self._cond:
+                    self._busy = False
+                for barrier in barriers:
+                    barrier.set_result(None)
+
+
+# committing a batch -------------------------------------------------------------------------------
+
+WriteStreams = Callable[[dict[str, list[PendingChunk]]], set[str]]
+"""Store every group in ONE transaction; return the streams that had ended (their chunks refused)."""
+
+
+@dataclass
+class BatchOutcome:
+    """What became of a batch: streams that stored chunks, and the chunks of streams that had ended."""
+
+    stored: set[str] = field(default_factory=set)
+    ended: dict[str, list[PendingChunk]] = field(default_factory=dict)
+
+
+@dataclass
+class _Loss:
+    count: int
+    agent_id: str
+    agent_type: str
+
+
+class BatchCommitter:
+    """Stores batches for the flusher: retried, isolated per stream and per chunk, losses marked."""
+
+    def __init__(self, write: WriteStreams, policy: RetryPolicy) -> None:
+        self._write = write
+        self._policy = policy
+        self._lock = threading.Lock()
+        self._losses: dict[str, _Loss] = {}
+
+    def commit(self, batch: list[PendingChunk]) -> BatchOutcome:
+        """Store ``batch`` (see the module docstring); never raises for a database error."""
+        groups: dict[str, list[PendingChunk]] = {}
+        for item in batch:
+            groups.setdefault(item.stream_id, []).append(item)
+        with self._lock:
+            lost = {sid: self._losses.pop(sid) for sid in list(self._losses) if sid in groups}
+        for stream_id, loss in lost.items():
+            groups[stream_id].insert(0, self._loss_marker(stream_id, loss))
+        outcome = BatchOutcome()
+        try:
+            ended = self._store(groups, "stream flush")
+        except DatabaseUnavailableError as exc:
+            for stream_id, items in groups.items():
+                self._lose(stream_id, items, exc)
+            return outcome
+        except Exception as exc:
+            _log.warning(
+                "stream flusher: a batch of %d chunk(s) in %d stream(s) was refused (%s); storing each stream apart",
+                len(batch),
+                len(groups),
+                _describe(exc),
+            )
+            for stream_id in sorted(groups):  # the same lock order as the batch
+                self._commit_stream(stream_id, groups[stream_id], outcome)
+            return outcome
+        for stream_id, items in groups.items():
+            if stream_id in ended:
+                outcome.ended[stream_id] = items
+            else:
+                outcome.stored.add(stream_id)
+        return outcome
+
+    def pending_loss_marker(self, stream_id: str) -> PendingChunk | None:
+        """The marker for chunks of ``stream_id`` lost to an outage and not yet marked, if any."""
+        with self._lock:
+            loss = self._losses.pop(stream_id, None)
+        return None if loss is None else self._loss_marker(stream_id, loss)
+
+    # internals --------------------------------------------------------------------------------------
+
+    def _store(self, groups: dict[str, list[PendingChunk]], operation: str) -> set[str]:
+        return retry_call(lambda: self._write(groups), policy=self._policy, operation=operation)
+
+    def _commit_stream(self, stream_id: str, items: list[PendingChunk], outcome: BatchOutcome) -> None:
+        try:
+            if self._store({stream_id: items}, "stream flush (one stream)"):
+                outcome.ended[stream_id] = items
+            else:
+                outcome.stored.add(stream_id)
+            return
+        except DatabaseUnavailableError as exc:
+            self._lose(stream_id, items, exc)
+            return
+        except Exception:
+            pass  # something in this stream is refused: find it, one chunk at a time
+        for index, item in enumerate(items):
+            try:
+                if self._store({stream_id: [item]}, "stream flush (one chunk)"):
+                    outcome.ended[stream_id] = items[index:]
+                    return
+                outcome.stored.add(stream_id)
+                continue
+            except DatabaseUnavailableError as exc:
+                self._lose(stream_id, [item], exc)
+                continue
+            except Exception as exc:
+                refused = exc
+            marker = self._gap_marker(item, refused)
+            _log.warning(
+                "stream flusher: a %s chunk of stream %r was refused (%s); a %s marker stands in its place",
+                item.chunk_type,
+                stream_id,
+                _describe(refused),
+                GAP_CODE,
+            )
+            try:
+                if self._store({stream_id: [marker]}, "stream flush (gap marker)"):
+                    outcome.ended[stream_id] = items[index + 1 :]
+                    return
+                outcome.stored.add(stream_id)
+            except Exception as exc:
+                error = HelixError(
+                    f"Stream {stream_id!r} cannot be stored ({_describe(exc)}); its chunks were dropped",
+                    code="transport_error",
+                    retryable=False,
+                    cause=exc,
+                )
+                _log.error("stream flusher: %s", error.message)
+                for rest in items[index:]:
+                    if rest.writer is not None:
+                        rest.writer._fail(error)
+                return
+
+    def _lose(self, stream_id: str, items: list[PendingChunk], error: DatabaseUnavailableError) -> None:
+        count = sum(item.represents for item in items)
+        agent_id, agent_type = _identity(items[-1], stream_id)
+        with self._lock:
+            loss = self._losses.setdefault(stream_id, _Loss(0, agent_id, agent_type))
+            loss.count += count
+        _log.error(
+            "stream flusher: %d chunk(s) of stream %r lost: %s; a %s marker will say so",
+            count,
+            stream_id,
+            error.message,
+            GAP_CODE,
+        )
+        for item in items:
+            if item.writer is not None:
+                item.writer._fail(error)
+
+    @staticmethod
+    def _gap_marker(item: PendingChunk, error: BaseException) -> PendingChunk:
+        agent_id, agent_type = _identity(item, item.stream_id)
+        step = item.step if item.step is not None and item.step in _INT32 else None
+        chunk = ErrorChunk(
+            agent_id=agent_id,
+            agent_type=agent_type,
+            step=step,
+            timestamp=int(time.time() * 1000),
+            error=(
+                f"A {item.chunk_type} chunk could not be stored ({_error_class(error)}) and is missing here; "
+                "the session's messages and state are complete: reload them to see it."
+            ),
+            code=GAP_CODE,
+            recoverable=True,
+        )
+        return PendingChunk(
+            stream_id=item.stream_id,
+            run_id=item.run_id,
+            chunk_type=chunk.type,
+            step=step,
+            body=storage_body(chunk),
+            dedupe_key=item.dedupe_key,
+            status=item.status,
+            writer=item.writer,
+        )
+
+    @staticmethod
+    def _loss_marker(stream_id: str, loss: _Loss) -> PendingChunk:
+        chunk = ErrorChunk(
+            agent_id=loss.agent_id,
+            agent_type=loss.agent_type,
+            timestamp=int(time.time() * 1000),
+            error=(
+                f"{loss.count} chunk(s) of this stream were lost: the database was unavailable for longer "
+                "than the retry bound. The session's messages and state are complete: reload them."
+            ),
+            code=GAP_CODE,
+            recoverable=True,
+        )
+        return PendingChunk(stream_id, None, chunk.type, None, storage_body(chunk), None, None, None, loss.count)
+
+
+def _identity(item: PendingChunk, stream_id: str) -> tuple[str, str]:
+    """The emitting agent of a queued chunk, for the marker that replaces it."""
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        data = codec.loads(item.body)
+        return str(data["agent_id"]), str(data["agent_type"])
+    return item.run_id or stream_id, "unknown"
+
+
+def _error_class(error: BaseException) -> str:
+    orig = getattr(error, "orig", None) or error
+    sqlstate = getattr(orig, "sqlstate", None)
+    return f"{type(orig).__name__}, SQLSTATE {sqlstate}" if sqlstate else type(orig).__name__
+
+
+def _describe(error: BaseException) -> str:
+    orig = getattr(error, "orig", None) or error
+    lines = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {lines[0] if lines else ''}"
