@@ -7,9 +7,7 @@ scripted model); creating one installs it as the process runtime without touchin
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 import pytest
 from dbos import DBOS
@@ -56,14 +54,3 @@ def make_executor(runtime_db: str) -> Iterator[ExecutorFactory]:
     for executor in created:
         executor.close()
         executor.store.close()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long ``fuzz`` profiles here run only when asked for: ``-m fuzz`` or ``HELIX_FUZZ=1``."""
-    if os.environ.get("HELIX_FUZZ") or "fuzz" in (config.getoption("markexpr") or ""):
-        return
-    here = Path(__file__).parent
-    skip = pytest.mark.skip(reason="long fuzz profile: run it with -m fuzz (or HELIX_FUZZ=1)")
-    for item in items:
-        if "fuzz" in item.keywords and here in item.path.parents:
-            item.add_marker(skip)
