@@ -17,6 +17,7 @@ from helix_dbos.checkpoint import (
 from helix_dbos.demo import DEMO_MODEL, DemoModel, build_demo_agent
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
+    AgentMismatchError,
     AgentNotResumableError,
     DatabaseNotMigratedError,
     DefinitionError,
@@ -295,6 +296,7 @@ __all__ = [
     "AgentExecutionHandle",
     "AgentHooks",
     "AgentInput",
+    "AgentMismatchError",
     "AgentNotResumableError",
     "AgentRegistry",
     "AgentResult",

@@ -8,6 +8,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── DefinitionError                 validation_error      bad define_agent / define_tool call
     ├── AgentAlreadyRunningError        state_already_running a run is in flight for the session
     ├── AgentNotResumableError          state_not_resumable
+    ├── AgentMismatchError              state_agent_mismatch  the session belongs to another agent
     ├── SessionNotFoundError            state_session_not_found
     ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
@@ -58,6 +59,7 @@ ErrorCode = Literal[
     "state_already_running",
     "state_not_resumable",
     "state_conflict",
+    "state_agent_mismatch",
     "transport_error",
     "validation_error",
     "validation_invalid_text",
@@ -192,6 +194,26 @@ class AgentNotResumableError(HelixError):
         )
         self.session_id = session_id
         self.current_status = current_status
+
+
+class AgentMismatchError(HelixError):
+    """A run was asked for with an agent other than the one the session belongs to.
+
+    A session is one agent's conversation: its transcript pairs calls of that agent's tools, and
+    a parked answer is applied by that agent. Nothing is written when this is raised. The code
+    ``state_agent_mismatch`` is a helix-dbos addition to the seeds' table (HTTP 409).
+    """
+
+    def __init__(self, session_id: str, session_agent: str, requested_agent: str) -> None:
+        super().__init__(
+            f"Session {session_id!r} belongs to agent {session_agent!r}, not {requested_agent!r}; "
+            "start a new session for another agent",
+            code="state_agent_mismatch",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.session_agent = session_agent
+        self.requested_agent = requested_agent
 
 
 class SessionNotFoundError(HelixError):

@@ -126,6 +126,8 @@ class COMMON_METADATA_KEYS:
     MEMORY_INJECTION = "memory_injection"
     IS_ERROR = "is_error"
     """Set on tool results that carry an error rather than a result (a helix-dbos addition)."""
+    FILES = "files"
+    """A user message's attached files (``FileInput`` dicts), sent to the model as content parts."""
 
 
 def is_system_message(message: object) -> TypeGuard[SystemMessage]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
@@ -45,22 +47,80 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class AbortSignal:
-    """Cooperative cancellation for tools: check ``aborted`` or call ``throw_if_aborted``."""
+    """Cooperative cancellation for tools: check ``aborted``, call ``throw_if_aborted``, or ``wait``.
 
-    def __init__(self) -> None:
-        self.aborted = False
-        self.reason: str | None = None
+    The runtime trips a tool's signal when its run is aborted or interrupted: at once in the
+    process that takes the ``abort`` / ``interrupt`` call, and from any other process through
+    ``probe``, which reads the session's durable flags. A signal that is not tripped yet consults
+    its probe when it is read, at most once per ``probe_interval_seconds``, so a tool that polls in
+    a tight loop costs one small read per interval, and a tool that never looks costs nothing.
+    """
+
+    def __init__(
+        self,
+        probe: Callable[[], str | None] | None = None,
+        *,
+        probe_interval_seconds: float = 0.25,
+    ) -> None:
+        self._tripped = threading.Event()
+        self._reason: str | None = None
+        self._probe = probe
+        self._interval = probe_interval_seconds
+        self._next_probe = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the signal was tripped (reading it may consult the probe)."""
+        if not self._tripped.is_set():
+            self._consult_probe()
+        return self._tripped.is_set()
+
+    @property
+    def reason(self) -> str | None:
+        """Why it was tripped (``"aborted: <reason>"``, ``"interrupted"``, ...), or ``None``."""
+        return self._reason
 
     def abort(self, reason: str | None = None) -> None:
         """Mark the signal aborted (idempotent; the first reason wins)."""
-        if not self.aborted:
-            self.aborted = True
-            self.reason = reason
+        with self._lock:
+            if self._tripped.is_set():
+                return
+            self._reason = reason
+            self._tripped.set()
 
     def throw_if_aborted(self) -> None:
-        """Raise ``asyncio.CancelledError``-like ``RuntimeError`` when aborted."""
+        """Raise ``RuntimeError`` when aborted (the tool then fails with the reason)."""
         if self.aborted:
             raise RuntimeError(f"aborted: {self.reason or 'no reason given'}")
+
+    def wait(self, timeout_seconds: float | None = None) -> bool:
+        """Block until the signal trips (True) or ``timeout_seconds`` pass (False): an abortable sleep."""
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        while not self.aborted:
+            slice_seconds = self._interval if self._probe is not None else None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                slice_seconds = left if slice_seconds is None else min(slice_seconds, left)
+            self._tripped.wait(slice_seconds)
+        return True
+
+    def _consult_probe(self) -> None:
+        if self._probe is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next_probe:
+                return
+            self._next_probe = now + self._interval
+        try:
+            reason = self._probe()
+        except Exception:  # an unreadable flag is not an abort; the next read tries again
+            return
+        if reason is not None:
+            self.abort(reason)
 
 
 @dataclass(frozen=True)

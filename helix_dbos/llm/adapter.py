@@ -13,16 +13,17 @@ step result is the complete, authoritative answer.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from helix_dbos.agent import LLMConfig
+from helix_dbos.llm.files import FileKind
 from helix_dbos.messages import Message
 from helix_dbos.step_result import ParsedToolCall, StepResult
 from helix_dbos.tool import AbortSignal, Tool
 
-__all__ = ["LLMAdapter", "LLMGenerateInput", "LLMStreamCallbacks"]
+__all__ = ["LLMAdapter", "LLMGenerateInput", "LLMStreamCallbacks", "check_input_files"]
 
 
 async def _invoke(callback: Callable[..., object] | None, *args: object) -> None:
@@ -97,3 +98,15 @@ class LLMAdapter(Protocol):
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         """Run one model call; provider failures come back as an ``ErrorStepResult``."""
         ...
+
+
+def check_input_files(adapter: object, config: LLMConfig, kinds: Collection[FileKind]) -> None:
+    """Let ``adapter`` refuse files its model does not take, before a run starts.
+
+    Adapters may define ``check_input_files(config, kinds)`` (optional, so any object with
+    ``generate_step`` stays an adapter); it raises a ``validation_error`` ``HelixError`` to refuse.
+    An adapter without it accepts every file kind.
+    """
+    check = getattr(adapter, "check_input_files", None)
+    if callable(check):
+        check(config, kinds)

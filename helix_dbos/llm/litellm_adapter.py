@@ -52,6 +52,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from helix_dbos.agent import LLMConfig
 from helix_dbos.errors import HelixError, classify_error
 from helix_dbos.llm.adapter import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.caching import (
@@ -62,6 +63,7 @@ from helix_dbos.llm.caching import (
     apply_cache_strategies,
     merge_provider_options,
 )
+from helix_dbos.llm.files import FileKind, message_files, user_content_parts
 from helix_dbos.llm.stop_reason import map_litellm_finish_reason
 from helix_dbos.messages import (
     AssistantMessage,
@@ -270,8 +272,21 @@ def _thinking_blocks(thinking: ThinkingContent) -> list[dict[str, Any]] | None:
     return None
 
 
+def _user_parts(message: UserMessage, cache_control: Any) -> list[dict[str, Any]] | None:
+    """Content parts of a user message with files (``None`` without): text, then one part per file."""
+    files = message_files(message)
+    if not files:
+        return None
+    parts = user_content_parts(message.content, files)
+    if cache_control is not None:  # the breakpoint goes after the whole message
+        parts[-1] = {**parts[-1], "cache_control": cache_control}
+    return parts
+
+
 def _message_to_dict(message: Message, *, anthropic: bool) -> dict[str, Any]:
     cache_control = _cache_control(message.provider_options, anthropic)
+    if isinstance(message, UserMessage) and (parts := _user_parts(message, cache_control)) is not None:
+        return {"role": "user", "content": parts}
     if isinstance(message, SystemMessage | UserMessage):
         return {"role": message.role, "content": _content(message.content, cache_control)}
     if isinstance(message, ToolResultMessage):
@@ -579,11 +594,18 @@ class _RawResponse:
     usage: Any = None
 
 
+def _not_json(name: str) -> Any:
+    # Python's parser accepts Infinity / NaN; JSON (and every JSON store) does not.
+    raise json.JSONDecodeError(f"{name} is not valid JSON", name, 0)
+
+
 def _parse_arguments(call: _RawCall, *, truncated_ok: bool) -> Any:
     if not call.arguments.strip():
         return {}
     try:
-        return json.loads(call.arguments)
+        return json.loads(call.arguments, parse_constant=_not_json)
+    except RecursionError:
+        return call.arguments  # valid but too deep for Python's parser: the runtime answers it with an error
     except json.JSONDecodeError as exc:
         if truncated_ok:
             return call.arguments  # cut by max_tokens; plan_step_processing coerces it
@@ -694,6 +716,36 @@ class LiteLLMAdapter:
         self._logger = logger or logging.getLogger("helix_dbos.llm")
         self._sleep = sleep
         self._strict_providers = frozenset(strict_tool_providers)
+
+    def check_input_files(self, config: LLMConfig, kinds: Collection[FileKind]) -> None:
+        """Refuse, before a run starts, files the agent's model does not take (``validation_error``).
+
+        The rule reads LiteLLM's bundled model map (offline): a model LiteLLM knows is refused images
+        unless ``supports_vision``, PDFs unless ``supports_pdf_input``, audio unless
+        ``supports_audio_input``. A model it does not know (``openai/<anything>`` at an ``api_base``, a
+        self-hosted one) is given the benefit of the doubt: its server answers for itself. Declare a
+        known model's abilities with ``litellm.register_model`` if the map is wrong.
+        """
+        needs = {"image": "supports_vision", "pdf": "supports_pdf_input", "audio": "supports_audio_input"}
+        asked = sorted(k for k in kinds if k in needs)
+        if not asked:
+            return
+        litellm = _import_litellm()
+        try:
+            litellm.get_model_info(config.model)
+        except Exception:
+            return  # not in LiteLLM's map
+        from litellm import utils as litellm_utils
+
+        refused = [k for k in asked if not getattr(litellm_utils, needs[k])(config.model)]
+        if refused:
+            what = ", ".join({"image": "images", "pdf": "PDFs", "audio": "audio"}[k] for k in refused)
+            raise HelixError(
+                f"Model {config.model!r} does not take {what} (LiteLLM's model map says so); nothing was "
+                "started. Use a model that does, or send the content as text.",
+                code="validation_error",
+                retryable=False,
+            )
 
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         """Call the model, retrying retryable failures; provider failures return ``ErrorStepResult``."""

@@ -6,9 +6,11 @@ scripted model (the demo's, or a test's) under a prefix of its own such as ``hel
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
-from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput
+from helix_dbos.agent import LLMConfig
+from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput, check_input_files
+from helix_dbos.llm.files import FileKind
 from helix_dbos.step_result import StepResult
 
 
@@ -26,3 +28,7 @@ class ModelRouter:
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         """Delegate to the adapter for ``input.config.model``."""
         return await self.adapter_for(input.config.model).generate_step(input)
+
+    def check_input_files(self, config: LLMConfig, kinds: Collection[FileKind]) -> None:
+        """Ask the adapter that serves ``config.model`` whether it takes these files."""
+        check_input_files(self.adapter_for(config.model), config, kinds)

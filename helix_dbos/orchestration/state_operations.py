@@ -11,7 +11,7 @@ from typing import Any
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import DefinitionError
-from helix_dbos.messages import Message, UserInputMessage, UserMessage
+from helix_dbos.messages import COMMON_METADATA_KEYS, Message, UserInputMessage, UserMessage
 from helix_dbos.orchestration.message_builder import build_messages_for_llm
 from helix_dbos.session import AgentInput, AgentState, SendInput
 from helix_dbos.state.tracker import to_json_state
@@ -60,7 +60,7 @@ def _with_files(message: UserInputMessage) -> dict[str, Any] | None:
     if not message.files:
         return message.metadata
     metadata = dict(message.metadata or {})
-    metadata["files"] = [f.model_dump(mode="json", exclude_none=True) for f in message.files]
+    metadata[COMMON_METADATA_KEYS.FILES] = [f.model_dump(mode="json", exclude_none=True) for f in message.files]
     return metadata
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -74,18 +75,85 @@ class StepProcessingPlan(BaseModel):
 
 
 def coerce_tool_call_arguments(raw: Any, logger: Logger | None = None) -> dict[str, Any]:
-    """Always return an object: objects pass, JSON-object strings are parsed, anything else is ``{}``."""
-    if isinstance(raw, dict):
-        return raw
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    (logger or noop_logger).warn("[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__})
+    """Always return an object: objects pass, JSON-object strings are parsed, anything else is ``{}``.
+
+    "Object" means a JSON object: one holding ``Infinity`` or ``NaN`` (which Python's parser
+    accepts, and no JSON store does) is not one either.
+    """
+    parsed, problem = _arguments_object(raw)
+    if parsed is not None:
+        return parsed
+    (logger or noop_logger).warn(
+        "[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__, "problem": problem}
+    )
     return {}
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _has_non_finite_number(value: Any) -> bool:
+    stack = [value]
+    while stack:  # iterative: arguments may nest deeper than the recursion limit
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def _arguments_object(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """``(object, None)`` for arguments that are a JSON object (or blank), else ``(None, why not)``."""
+    value = raw
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}, None
+        try:
+            value = json.loads(raw, parse_constant=_reject_constant)
+        except RecursionError:
+            return None, "the arguments are nested too deeply to parse"
+        except ValueError as exc:
+            return None, f"the arguments are not valid JSON ({_short(str(exc))})"
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        what = "null" if value is None else kind.get(type(value), type(value).__name__)
+        return None, f"the arguments must be a JSON object, not {what}"
+    if _has_non_finite_number(value):
+        return None, "the arguments hold a number JSON cannot represent (Infinity or NaN)"
+    return value, None
+
+
+def tool_call_argument_error(raw: Any) -> str | None:
+    """Why a model's raw tool-call arguments are not an object (``None`` when they are, or are blank).
+
+    :func:`coerce_tool_call_arguments` turns such arguments into ``{}`` so the transcript keeps an
+    object; the runtime uses this to answer the call with an error instead of running the tool on
+    arguments the model never gave.
+    """
+    return _arguments_object(raw)[1]
+
+
+def tool_call_argument_errors(step_result: StepResult) -> dict[str, str]:
+    """``{tool_call_id: message}`` for the calls of a step whose arguments are not an object."""
+    if not isinstance(step_result, ToolCallsStepResult):
+        return {}
+    errors: dict[str, str] = {}
+    for call in step_result.tool_calls:
+        problem = tool_call_argument_error(call.arguments)
+        if problem is not None:
+            errors[call.id] = (
+                f"Invalid arguments for tool '{_short(call.name)}': {problem}. "
+                "Call it again with a JSON object that matches its schema."
+            )
+    return errors
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @functools.lru_cache(maxsize=256)

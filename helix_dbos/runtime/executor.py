@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import threading
@@ -32,15 +33,17 @@ from pydantic_core import to_jsonable_python
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
+    AgentMismatchError,
     AgentNotResumableError,
     HelixError,
     RunNotFinishedError,
     SessionNotFoundError,
     StaleStateError,
 )
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.adapter import LLMAdapter, check_input_files
+from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.logger import Logger, noop_logger
-from helix_dbos.messages import Message
+from helix_dbos.messages import Message, UserMessage
 from helix_dbos.orchestration.message_builder import heal_unpaired_finish
 from helix_dbos.orchestration.state_operations import (
     default_custom_state,
@@ -49,6 +52,7 @@ from helix_dbos.orchestration.state_operations import (
 )
 from helix_dbos.runtime import services
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, HITL_TOPIC
+from helix_dbos.runtime.hooks import defined_hooks
 from helix_dbos.runtime.loop import RunRequest
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
@@ -101,10 +105,14 @@ def _request_key(agent_name: str, parsed: AgentInput, turn: int) -> str:
 class AgentExecutionHandle:
     """A run in flight (or finished): wait for its result, read its state, stream its chunks."""
 
-    def __init__(self, executor: DBOSAgentExecutor, run: RunRecord, agent_name: str) -> None:
+    def __init__(
+        self, executor: DBOSAgentExecutor, run: RunRecord, agent_name: str, hooks: AgentHooks | None = None
+    ) -> None:
         self._executor = executor
         self._run = run
         self.agent_name = agent_name
+        self.hooks = hooks
+        """The per-call hooks this handle's run was started with; ``resume`` and ``retry`` pass them on."""
 
     @property
     def session_id(self) -> str:
@@ -189,13 +197,16 @@ class AgentExecutionHandle:
         return self._executor.can_resume(self.session_id)
 
     def resume(self, options: ResumeOptions | None = None) -> AgentExecutionHandle:
-        """Continue the interrupted or suspended session in a new run; returns its handle."""
-        return self._executor.resume(self.agent_name, self.session_id, (options or ResumeOptions()).message)
+        """Continue the interrupted or suspended session in a new run (with this handle's per-call hooks)."""
+        message = (options or ResumeOptions()).message
+        return self._executor.resume(self.agent_name, self.session_id, message, hooks=self.hooks)
 
     def retry(self, options: RetryOptions | None = None) -> AgentExecutionHandle:
-        """Start again from a checkpoint (the latest by default); returns the new run's handle."""
+        """Start again from a checkpoint (the latest by default), with this handle's per-call hooks."""
         opts = options or RetryOptions()
-        return self._executor.retry(self.session_id, checkpoint_id=opts.checkpoint_id, message=opts.message)
+        return self._executor.retry(
+            self.session_id, checkpoint_id=opts.checkpoint_id, message=opts.message, hooks=self.hooks
+        )
 
 
 class DBOSAgentExecutor:
@@ -267,12 +278,16 @@ class DBOSAgentExecutor:
         check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
+        self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
         session_id = session_id or f"session-{uuid.uuid4().hex}"
+        existing = self.store.load_session(session_id)
+        if existing is not None and existing.agent_type != config.name:
+            # Before anything is read or written for the request: a session is one agent's.
+            raise AgentMismatchError(session_id, existing.agent_type, config.name)
         if idempotency_key:
             for run in self.store.list_runs(session_id):
                 if run.request_key == f"key:{idempotency_key}":
-                    return AgentExecutionHandle(self, run, config.name)
-        existing = self.store.load_session(session_id)
+                    return AgentExecutionHandle(self, run, config.name, hooks)
         # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
         next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
         request_key = f"key:{idempotency_key}" if idempotency_key else _request_key(config.name, parsed, next_turn)
@@ -320,9 +335,9 @@ class DBOSAgentExecutor:
             raise
         if started.existing:
             self._start_if_orphaned(session_id)
-            return AgentExecutionHandle(self, started.run, config.name)
+            return AgentExecutionHandle(self, started.run, config.name, hooks)
         self._start_workflow(config, started.run, started.session, hooks)
-        return AgentExecutionHandle(self, started.run, config.name)
+        return AgentExecutionHandle(self, started.run, config.name, hooks)
 
     async def execute_async(
         self,
@@ -337,6 +352,12 @@ class DBOSAgentExecutor:
         return await asyncio.to_thread(
             self.execute, agent, input, session_id=session_id, idempotency_key=idempotency_key, hooks=hooks
         )
+
+    def _check_files(self, agent: AgentConfig, messages: Sequence[Message]) -> None:
+        """Refuse files no model takes, or the agent's model does not, before anything is written."""
+        files = [f for m in messages if isinstance(m, UserMessage) for f in message_files(m)]
+        if files:
+            check_input_files(self._services.llm, agent.llm_config, check_files(files))
 
     def _start_workflow(
         self,
@@ -361,9 +382,10 @@ class DBOSAgentExecutor:
             fingerprint=run.agent_fingerprint,
             resume_messages=resume_messages or [],
             stream_start_sequence=run.stream_start_sequence,
+            hook_names=defined_hooks([agent.hooks] if hooks is None else [agent.hooks, hooks]),
         )
         if hooks is not None:
-            self._services.call_hooks[run.workflow_id] = hooks
+            self._services.remember_call_hooks(run.workflow_id, hooks)
         self.streams.open(session.stream_id, run.run_id, agent.name)
         with SetWorkflowID(run.workflow_id):
             handle = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
@@ -456,7 +478,9 @@ class DBOSAgentExecutor:
             self._wake(outcome.call.workflow_id, parsed.tool_call_id)
             run = self.store.get_run(outcome.call.run_id)
             session = self.store.load_session(session_id)
-            return AgentExecutionHandle(self, run, session.agent_type) if run and session else None
+            if run is None or session is None:
+                return None
+            return AgentExecutionHandle(self, run, session.agent_type, self._services.call_hooks_of(run.workflow_id))
         if outcome.batch_complete:
             return self._continue_parked(session_id)
         return None
@@ -476,12 +500,18 @@ class DBOSAgentExecutor:
             )
 
     def _continue_parked(self, session_id: str) -> AgentExecutionHandle | None:
+        """Start the continuation of a parked run under the session's agent.
+
+        It keeps the per-call hooks the parked run was started with when this process started it
+        (the seeds' process-local registry); in any other process it has the agent's hooks only.
+        """
         session = self.store.load_session(session_id)
         run = self.store.get_current_run(session_id)
         if session is None or run is None or run.status != "suspended":
             return None
+        hooks = self._services.call_hooks_of(run.workflow_id)
         try:
-            return self._start_next_run(session, mode="resume", message=None)
+            return self._start_next_run(session, mode="resume", message=None, hooks=hooks)
         except (AgentAlreadyRunningError, StaleStateError):
             return self.get_handle(session_id)  # someone else started it: same deterministic run
 
@@ -583,6 +613,7 @@ class DBOSAgentExecutor:
             raise SessionNotFoundError(session_id)
         requested = self.store.request_interrupt(session_id, reason, now_ms=now_ms())
         if requested:
+            self._trip_tool_signals(session_id, f"interrupted: {reason}" if reason else "interrupted")
             run = self.store.get_current_run(session_id)
             if run is not None and run.status == "running":
                 self._wake(run.workflow_id, "interrupt")
@@ -614,11 +645,17 @@ class DBOSAgentExecutor:
             now_ms=now_ms(),
         )
         self.store.pending.cancel_open(session_id)
+        self._trip_tool_signals(session_id, error)
         self._wake(run.workflow_id, "abort")
         with contextlib.suppress(Exception):
             if DBOS.get_workflow_status(run.workflow_id) is not None:
                 DBOS.cancel_workflow(run.workflow_id)
         self.streams.fail(session.stream_id, error)
+
+    def _trip_tool_signals(self, session_id: str, reason: str) -> None:
+        """Trip the abort signals of the session's tools running here (others see the durable flag)."""
+        if self._services.abort_signals is not None:
+            self._services.abort_signals.trip(session_id, reason)
 
     def can_resume(self, session_id: str) -> CanResumeResult:
         """Whether :meth:`resume` would accept the session, with the reason when not."""
@@ -639,40 +676,56 @@ class DBOSAgentExecutor:
         return CanResumeResult(can_resume=False, reason=f"status {session.status!r}: use retry()")
 
     def resume(
-        self, agent: AgentConfig | str, session_id: str, message: SendInput | None = None
+        self,
+        agent: AgentConfig | str,
+        session_id: str,
+        message: SendInput | None = None,
+        *,
+        hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
-        """Continue an interrupted or suspended session in a new run (``previous_run_id`` links them)."""
+        """Continue an interrupted or suspended session in a new run (``previous_run_id`` links them).
+
+        ``hooks`` are per-call hooks for the new run, fired after the agent's own (as on ``execute``).
+        """
         check_text(session_id=session_id, message=message)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         session = self.store.load_session(session_id)
         if session is None:
             raise SessionNotFoundError(session_id)
+        if session.agent_type != config.name:
+            raise AgentMismatchError(session_id, session.agent_type, config.name)
         verdict = self.can_resume(session_id)
         if not verdict.can_resume:
             if session.status == "active":
                 raise AgentAlreadyRunningError(session_id, session.status)
             raise AgentNotResumableError(session_id, session.status, verdict.reason)
-        if session.agent_type != config.name:
-            raise HelixError(
-                f"Session {session_id!r} belongs to agent {session.agent_type!r}, not {config.name!r}",
-                code="validation_error",
-            )
-        return self._start_next_run(session, mode="resume", message=message)
+        return self._start_next_run(session, mode="resume", message=message, hooks=hooks)
 
     async def resume_async(
-        self, agent: AgentConfig | str, session_id: str, message: SendInput | None = None
+        self,
+        agent: AgentConfig | str,
+        session_id: str,
+        message: SendInput | None = None,
+        *,
+        hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`resume`."""
-        return await asyncio.to_thread(self.resume, agent, session_id, message)
+        return await asyncio.to_thread(functools.partial(self.resume, agent, session_id, message, hooks=hooks))
 
     def retry(
-        self, session_id: str, *, checkpoint_id: str | None = None, message: SendInput | None = None
+        self,
+        session_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        message: SendInput | None = None,
+        hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
         """Start again from a checkpoint (the latest by default), discarding what followed it.
 
         An explicit ``checkpoint_id`` that does not belong to the session is an error, never a
         silent restart. A fresh run starting from the checkpoint's state is used rather than DBOS's
         workflow fork: the checkpoint already is the boundary, and run records stay contiguous.
+        ``hooks`` are per-call hooks for the new run.
         """
         check_text(session_id=session_id, checkpoint_id=checkpoint_id, message=message)
         session = self.store.load_session(session_id)
@@ -698,13 +751,21 @@ class DBOSAgentExecutor:
             message=message,
             truncate_to=checkpoint.message_count,
             reset_state=checkpoint.state.custom_state,
+            hooks=hooks,
         )
 
     async def retry_async(
-        self, session_id: str, *, checkpoint_id: str | None = None, message: SendInput | None = None
+        self,
+        session_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        message: SendInput | None = None,
+        hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`retry`."""
-        return await asyncio.to_thread(self.retry, session_id, checkpoint_id=checkpoint_id, message=message)
+        return await asyncio.to_thread(
+            functools.partial(self.retry, session_id, checkpoint_id=checkpoint_id, message=message, hooks=hooks)
+        )
 
     def _start_next_run(
         self,
@@ -714,11 +775,13 @@ class DBOSAgentExecutor:
         message: SendInput | None,
         truncate_to: int | None = None,
         reset_state: dict[str, Any] | None = None,
+        hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
         agent = self.registry.require(session.agent_type)
         turn = session.turn + 1
         workflow_id = workflow_id_for(session.session_id, turn)
         extra = input_messages(message) if message is not None else []
+        self._check_files(agent, extra)
         allowed: list[SessionStatus] = (
             ["interrupted", "active"] if mode == "resume" else ["failed", "interrupted", "completed"]
         )
@@ -742,10 +805,10 @@ class DBOSAgentExecutor:
         started = self.store.start_run(start)
         if started.existing:
             self._start_if_orphaned(session.session_id)
-            return AgentExecutionHandle(self, started.run, agent.name)
+            return AgentExecutionHandle(self, started.run, agent.name, hooks)
         resume_messages = extra if mode == "resume" else []
-        self._start_workflow(agent, started.run, started.session, None, resume_messages=resume_messages)
-        return AgentExecutionHandle(self, started.run, agent.name)
+        self._start_workflow(agent, started.run, started.session, hooks, resume_messages=resume_messages)
+        return AgentExecutionHandle(self, started.run, agent.name, hooks)
 
     # -- inspection ------------------------------------------------------------------------------------
     def get_handle(self, session_id: str) -> AgentExecutionHandle | None:
@@ -754,7 +817,7 @@ class DBOSAgentExecutor:
         session = self.store.load_session(session_id)
         if run is None or session is None:
             return None
-        return AgentExecutionHandle(self, run, session.agent_type)
+        return AgentExecutionHandle(self, run, session.agent_type, self._services.call_hooks_of(run.workflow_id))
 
     def get_state(self, session_id: str) -> AgentState | None:
         """The session's state with its full transcript.

@@ -85,9 +85,17 @@ def needs_approval(run_agent: str, tool: Tool, call: ParsedToolCall, session_id:
 
 
 def register_step(
-    who: RunIdentity, calls: list[HitlCall], hot_window_seconds: float, hooks: list[AgentHooks]
+    who: RunIdentity,
+    calls: list[HitlCall],
+    hot_window_seconds: float,
+    hooks: list[AgentHooks],
+    announce: bool = True,
 ) -> dict[str, Any]:
-    """Record the calls as pending (idempotent) and fix the hot-window deadline."""
+    """Record the calls as pending (idempotent) and fix the hot-window deadline.
+
+    ``announce`` fires ``on_agent_suspended``; a continuation answering the batch its previous run
+    suspended on does not announce it again (it fires ``on_agent_resumed`` once the answers are in).
+    """
     rt = services.current()
     now = now_ms()
     rows = [
@@ -106,18 +114,19 @@ def register_step(
         for c in calls
     ]
     rt.store.pending.register(rows)
-    fire(
-        hooks,
-        "on_agent_suspended",
-        RunPayload(
-            who.session_id,
-            who.run_id,
-            who.agent.name,
-            "suspended_client_tool",
-            extra={"tool_call_ids": [c.call.id for c in calls], "reason": "client_tool"},
-        ),
-        rt.logger,
-    )
+    if announce:
+        fire(
+            hooks,
+            "on_agent_suspended",
+            RunPayload(
+                who.session_id,
+                who.run_id,
+                who.agent.name,
+                "suspended_client_tool",
+                extra={"tool_call_ids": [c.call.id for c in calls], "reason": "client_tool"},
+            ),
+            rt.logger,
+        )
     current = {r.tool_call_id: r for r in rt.store.pending.get(who.session_id, [c.call.id for c in calls])}
     return {
         "hot_deadline_ms": now + int(hot_window_seconds * 1000),

@@ -56,6 +56,24 @@ class MessagePayload:
 
 
 @dataclass(frozen=True)
+class LLMCallPayload:
+    """``before_llm_call`` / ``after_llm_call``: one model call of a run (``step`` counts from 1).
+
+    ``step_result`` and ``duration_ms`` are set after the call; ``messages`` are what the model was
+    sent (system prompt first) and ``tool_names`` the tools it was offered.
+    """
+
+    session_id: str
+    run_id: str
+    agent_type: str
+    step: int
+    messages: list[Any]
+    tool_names: list[str]
+    step_result: Any = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class RunPayload:
     """Run lifecycle: ``on_agent_start``, ``_complete``, ``_fail``, ``_suspended``, ``_resumed``."""
 
@@ -94,3 +112,16 @@ def fire(hook_sets: list[AgentHooks], name: str, payload: object, logger: Logger
 def has_hook(hook_sets: list[AgentHooks], *names: str) -> bool:
     """True when any hook set defines any of ``names``."""
     return any(getattr(h, n, None) is not None for h in hook_sets for n in names)
+
+
+HOOK_NAMES: tuple[str, ...] = tuple(AgentHooks.model_fields)
+"""Every hook an :class:`AgentHooks` can define."""
+
+
+def defined_hooks(hook_sets: list[AgentHooks]) -> list[str]:
+    """The names of the hooks any of ``hook_sets`` defines, sorted.
+
+    A run records this list when it starts: it decides which hook steps the run takes, so a replay
+    in a process that lacks the per-call hooks takes the same steps (firing only what it has).
+    """
+    return sorted(n for n in HOOK_NAMES if has_hook(hook_sets, n))

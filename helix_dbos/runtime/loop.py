@@ -37,7 +37,11 @@ from helix_dbos.orchestration.state_operations import (
     build_effective_tools,
     completion_tool_name,
 )
-from helix_dbos.orchestration.step_processor import StepProcessingPlan, plan_step_processing
+from helix_dbos.orchestration.step_processor import (
+    StepProcessingPlan,
+    plan_step_processing,
+    tool_call_argument_errors,
+)
 from helix_dbos.orchestration.stop_checker import (
     StopConfig,
     determine_final_status,
@@ -47,7 +51,7 @@ from helix_dbos.orchestration.stop_checker import (
 )
 from helix_dbos.runtime import services
 from helix_dbos.runtime.hitl import HitlCall, await_answers, check_step, needs_approval, register_step
-from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, has_hook
+from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, defined_hooks
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.steps import (
     RunIdentity,
@@ -110,6 +114,10 @@ class RunRequest(BaseModel):
     resume_messages: list[Message] = Field(default_factory=list)
     """Input of a ``resume``; appended after any outstanding tool batch is resolved, so a user
     message never lands between a tool call and its result."""
+    hook_names: list[str] | None = None
+    """The hooks defined (agent's and per-call) when the run started. They decide which hook steps
+    the run takes, so a replay in a process without the per-call hooks takes the same steps and
+    DBOS finds its recorded ones. ``None`` (runs recorded before this field) uses the live hooks."""
 
 
 class RunSummary(BaseModel):
@@ -153,6 +161,7 @@ class _Run:
             stream_start_sequence=request.stream_start_sequence,
         )
         self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
+        self.hook_plan = frozenset(defined_hooks(self.hooks) if request.hook_names is None else request.hook_names)
         self.messages = messages
         self.custom_state = dict(request.start_custom_state)
         self.committed_count = request.start_message_count
@@ -165,11 +174,15 @@ class _Run:
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
 
+    def wants(self, *hooks: str) -> bool:
+        """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""
+        return any(h in self.hook_plan for h in hooks)
+
     # -- transcript --------------------------------------------------------------------------------
     def append(self, message: Message) -> None:
         self.messages.append(message)
         self.pending_messages.append(message)
-        if has_hook(self.hooks, "on_message"):
+        if self.wants("on_message"):
             payload = MessagePayload(self.who.session_id, self.who.run_id, self.agent.name, message)
             self.deferred_hooks.append(("on_message", payload))
 
@@ -261,6 +274,16 @@ def _run_loop(request: RunRequest) -> RunSummary:
     finish_name = completion_tool_name(agent)
     stop_config = StopConfig(max_steps=agent.max_steps, stop_when=agent.stop_when)
 
+    if run.wants("on_agent_start"):  # its own step only when defined: recovery must not fire it again
+        start = RunPayload(
+            run.who.session_id,
+            run.who.run_id,
+            agent.name,
+            "running",
+            previous_run_id=request.previous_run_id,
+            extra={"mode": request.mode, "turn": request.turn},
+        )
+        DBOS.run_step({"name": f"{agent.name}.hooks"}, hooks_step, run.who, run.hooks, [("on_agent_start", start)])
     outstanding = _outstanding_calls(run.messages)
     if outstanding:  # a continuation: answer the batch the previous run suspended on, first
         batch = _execute_tools(run, outstanding, tools_by_name, resuming=True)
@@ -278,8 +301,17 @@ def _run_loop(request: RunRequest) -> RunSummary:
         run.step += 1
         llm_messages = build_agent_messages_for_llm(agent, run.messages, run.custom_state)
         applied, run.applied_pending = run.applied_pending, []
+        llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None
         out = DBOS.run_step(
-            {"name": f"{agent.name}.llm"}, llm_step, run.who, run.step, llm_messages, tools, pending, applied
+            {"name": f"{agent.name}.llm"},
+            llm_step,
+            run.who,
+            run.step,
+            llm_messages,
+            tools,
+            pending,
+            applied,
+            llm_hooks,
         )
         pending = None
         _emit_checkpoint(run, out.get("commit"), run.step - 1)
@@ -305,7 +337,8 @@ def _run_loop(request: RunRequest) -> RunSummary:
 
         batch = BatchOutcome()
         if plan.pending_tool_calls or plan.pending_sub_agent_calls:
-            batch = _execute_tools(run, plan.pending_tool_calls, tools_by_name)
+            invalid = tool_call_argument_errors(step_result)
+            batch = _execute_tools(run, plan.pending_tool_calls, tools_by_name, invalid_arguments=invalid)
             for call in plan.pending_sub_agent_calls:
                 run.append(
                     create_tool_result_message(
@@ -434,7 +467,12 @@ def _emit_checkpoint(run: _Run, commit: dict[str, Any] | None, step: int) -> Non
 
 
 def _execute_tools(
-    run: _Run, calls: list[ParsedToolCall], tools_by_name: dict[str, Tool], *, resuming: bool = False
+    run: _Run,
+    calls: list[ParsedToolCall],
+    tools_by_name: dict[str, Tool],
+    *,
+    resuming: bool = False,
+    invalid_arguments: dict[str, str] | None = None,
 ) -> BatchOutcome:
     """Run a batch of tool calls in the seeds' phase order.
 
@@ -442,6 +480,8 @@ def _execute_tools(
     Human-in-the-loop calls are registered and awaited meanwhile (approved calls then run as steps).
     Phase 2: finish_with tools one after another on the merged state; the first success wins.
     ``resuming`` answers the batch a suspended run left behind (its calls already streamed).
+    ``invalid_arguments`` (call id -> message) are calls whose arguments were not an object: they
+    are answered with that error, never run on the ``{}`` they were coerced to.
     """
     results: dict[str, dict[str, Any]] = {}
     regular: list[tuple[ParsedToolCall, Tool]] = []
@@ -456,6 +496,10 @@ def _execute_tools(
         tool = tools_by_name.get(call.name)
         if tool is None:
             results[call.id] = _unknown_tool_result(call, tools_by_name)
+            if call.id in known:  # never left open: the call has its result now
+                run.applied_pending.append(call.id)
+        elif invalid_arguments and call.id in invalid_arguments:
+            results[call.id] = _error_result(call, invalid_arguments[call.id])
         elif call.id in known:
             hitl.append(HitlCall(call, tool, known[call.id]["kind"]))
         elif tool.is_client:
@@ -485,6 +529,7 @@ def _execute_tools(
             hitl,
             run.rt.hot_window_seconds,
             run.hooks,
+            not resuming,
         )
         if not resuming:
             _emit_hitl_requests(run, hitl, registration)
@@ -618,7 +663,8 @@ def _run_tool_steps(
 
 def _unknown_tool_result(call: ParsedToolCall, tools_by_name: dict[str, Tool]) -> dict[str, Any]:
     available = ", ".join(sorted(n for n, t in tools_by_name.items() if t.execute is not None)) or "none"
-    return _error_result(call, f"Unknown tool '{call.name}'. Available tools: {available}.")
+    name = call.name if len(call.name) <= 200 else call.name[:200] + "..."
+    return _error_result(call, f"Unknown tool '{name}'. Available tools: {available}.")
 
 
 def _error_result(call: ParsedToolCall, error: str | None) -> dict[str, Any]:
@@ -665,7 +711,7 @@ def _record_tool_result(run: _Run, call: ParsedToolCall, output: dict[str, Any])
     run.pending_usage.append(
         UsageRecord(kind="tool", name=call.name, step=run.step, value=output["duration_ms"], success=success)
     )
-    if has_hook(run.hooks, "after_tool") and output.get("after_tool", True):
+    if run.wants("after_tool") and output.get("after_tool", True):
         run.deferred_hooks.append(
             (
                 "after_tool",

@@ -10,6 +10,7 @@ set up before ``DBOS.launch()``.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -17,9 +18,11 @@ from helix_dbos.agent import AgentHooks
 from helix_dbos.errors import HelixError
 from helix_dbos.llm.adapter import LLMAdapter
 from helix_dbos.logger import Logger
+from helix_dbos.runtime.abort import ToolAbortSignals
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.store.base import SessionStore
+from helix_dbos.tool import AbortSignal
 
 
 @dataclass
@@ -34,12 +37,40 @@ class RuntimeServices:
     tool_pool: ThreadPoolExecutor
     hot_window_seconds: float = 60.0
     """How long a run waits in ``DBOS.recv`` for HITL answers before it parks (ends its workflow)."""
-    call_hooks: dict[str, AgentHooks] = field(default_factory=dict)
-    """Per-call hooks by workflow id; process-local, so a run recovered elsewhere has only agent hooks."""
+    call_hooks: OrderedDict[str, AgentHooks] = field(default_factory=OrderedDict)
+    """Per-call hooks by workflow id (the seeds' process-local ``HookManagerRegistry``): a run
+    recovered or continued in another process has only its agent's hooks. Bounded, oldest first
+    out, because a long-lived server starts runs whose hooks nobody needs again."""
+    max_call_hooks: int = 4096
+    abort_signals: ToolAbortSignals | None = None
+    """The abort signals of the tools running in this process (built over ``store`` by default)."""
+    _hooks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.abort_signals is None:
+            self.abort_signals = ToolAbortSignals(self.store)
+
+    def tool_abort_signal(self, session_id: str) -> AbortSignal:
+        """The abort signal for one tool call: tripped by ``abort`` / ``interrupt`` from any process."""
+        assert self.abort_signals is not None
+        return self.abort_signals.for_tool(session_id)
+
+    def remember_call_hooks(self, workflow_id: str, hooks: AgentHooks) -> None:
+        """Keep the per-call hooks of a run this process starts (its steps look them up by id)."""
+        with self._hooks_lock:
+            self.call_hooks[workflow_id] = hooks
+            self.call_hooks.move_to_end(workflow_id)
+            while len(self.call_hooks) > self.max_call_hooks:
+                self.call_hooks.popitem(last=False)
+
+    def call_hooks_of(self, workflow_id: str) -> AgentHooks | None:
+        """The per-call hooks a run was started with in this process, if any."""
+        with self._hooks_lock:
+            return self.call_hooks.get(workflow_id)
 
     def hooks_for(self, workflow_id: str, agent_hooks: AgentHooks) -> list[AgentHooks]:
         """Agent hooks first, then the per-call hooks of this workflow (if this process has them)."""
-        per_call = self.call_hooks.get(workflow_id)
+        per_call = self.call_hooks_of(workflow_id)
         return [agent_hooks] if per_call is None else [agent_hooks, per_call]
 
 

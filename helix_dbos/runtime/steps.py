@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dbos import DBOS
@@ -35,9 +35,16 @@ from helix_dbos.messages import Message
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayload, ToolHookPayload, fire
+from helix_dbos.runtime.hooks import (
+    LLMCallPayload,
+    MessagePayload,
+    RunPayload,
+    StateChangePayload,
+    ToolHookPayload,
+    fire,
+)
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
-from helix_dbos.step_result import ParsedToolCall, StepResultAdapter
+from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter
 from helix_dbos.store.base import StepCommit
 from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
@@ -72,8 +79,13 @@ def llm_step(
     tools: list[Tool],
     pending: StepCommit | None,
     applied_pending: list[str] | None = None,
+    hooks: list[AgentHooks] | None = None,
 ) -> dict[str, Any]:
-    """Commit the previous iteration, honour a pending interrupt, then call the model once."""
+    """Commit the previous iteration, honour a pending interrupt, then call the model once.
+
+    ``hooks`` (given only when a run defines ``before_llm_call`` / ``after_llm_call``) fire right
+    around the model call, inside this step, so a recovered run does not fire them again.
+    """
     rt = services.current()
     commit: dict[str, Any] | None = None
     if pending is not None:
@@ -116,14 +128,34 @@ def llm_step(
         session_id=who.session_id,
         callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking),
     )
+    call = LLMCallPayload(who.session_id, who.run_id, agent.name, step, messages, [t.name for t in tools])
+    if hooks:
+        fire(hooks, "before_llm_call", call, rt.logger)
     started = time.perf_counter()
     step_result = background_loop.run(rt.llm.generate_step(request))
+    if hooks:
+        elapsed = round((time.perf_counter() - started) * 1000, 3)
+        fire(hooks, "after_llm_call", replace(call, step_result=step_result, duration_ms=elapsed), rt.logger)
     return {
         "commit": commit,
         "interrupted": False,
-        "step_result": StepResultAdapter.dump_python(step_result, mode="json"),
+        "step_result": _dump_step_result(step_result),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def _dump_step_result(step_result: StepResult) -> dict[str, Any]:
+    """The step result as the step's recorded output (JSON types).
+
+    pydantic-core cannot dump a dict *key* holding a lone surrogate in JSON mode (a key written as
+    a surrogate escape in a model's JSON decodes to one); such a result is recorded in Python mode, which DBOS
+    stores just as well and which validates back to the same result.
+    """
+    try:
+        dumped: dict[str, Any] = StepResultAdapter.dump_python(step_result, mode="json")
+    except UnicodeEncodeError:
+        dumped = StepResultAdapter.dump_python(step_result)
+    return dumped
 
 
 def _announce_resync(who: RunIdentity, step: int, checkpoint_id: str, pending: StepCommit) -> None:
@@ -219,6 +251,7 @@ def tool_step(request: ToolStepRequest) -> dict[str, Any]:
         tool_call_id=call.id,
         tool_name=tool.name,
         state_tracker=tracker,
+        abort_signal=rt.tool_abort_signal(who.session_id),
     )
     fire(
         request.hooks,

@@ -121,7 +121,6 @@ def create_app(
     max_body_bytes: int | None = 4 * 1024 * 1024,
     blocking_threads: int = 32,
     result_waiters: int = 64,
-    submit_grace_seconds: float = 5.0,
     title: str = "helix-dbos agent service",
 ) -> FastAPI:
     """Build the HTTP + SSE service over ``executor``.
@@ -129,9 +128,6 @@ def create_app(
     Raises :class:`~helix_dbos.service.auth.ServiceAuthConfigError` unless ``authenticate`` (sync or
     async ``(request) -> principal | None``), ``bearer_tokens`` or ``allow_unauthenticated=True`` is
     given: an agent service open to anyone by accident is the failure this guards against.
-
-    ``submit_grace_seconds``: how long an answer to a tool call the run has streamed but not yet
-    registered may wait for the registration (only while the session's run is in flight).
 
     The app does not own the executor: launch it before and shut it down after serving (the
     ``helix-dbos serve`` command does both).
@@ -143,7 +139,6 @@ def create_app(
         executor,
         blocking_threads=blocking_threads,
         result_waiters=result_waiters,
-        submit_grace_seconds=submit_grace_seconds,
     )
 
     @contextlib.asynccontextmanager

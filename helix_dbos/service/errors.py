@@ -69,6 +69,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "transport_result_timeout": 408,
     "state_already_running": 409,
     "state_not_resumable": 409,
+    "state_agent_mismatch": 409,
     "state_concurrency_conflict": 409,
     "state_conflict": 409,
     "framework_cancelled": 409,

@@ -2,9 +2,8 @@
 
 :class:`ServiceOperations` holds what a route does beyond parsing and answering: the checks that
 turn a well-formed request that does not fit the session into a 404 or 409 before the executor
-sees it, the deterministic session of a keyed start, the result of an aborted run, and the grace
-wait of an early tool answer. Error text leaving here for a client goes through
-:func:`~helix_dbos.errors.public_error_message`.
+sees it, the deterministic session of a keyed start, and the result of an aborted run. Error text
+leaving here for a client goes through :func:`~helix_dbos.errors.public_error_message`.
 """
 
 from __future__ import annotations
@@ -12,12 +11,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from helix_dbos.errors import HelixError, RunNotFinishedError, SessionNotFoundError, public_error_message
+from helix_dbos.errors import (
+    AgentMismatchError,
+    HelixError,
+    RunNotFinishedError,
+    SessionNotFoundError,
+    public_error_message,
+)
 from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable
 from helix_dbos.service.errors import AgentNotFoundError, ResultTimeoutError
 from helix_dbos.service.schemas import (
@@ -36,11 +40,9 @@ from helix_dbos.service.schemas import (
 )
 from helix_dbos.session import SubmitToolResult
 from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
-from helix_dbos.store.hitl import PendingToolCallNotFoundError
 
 T = TypeVar("T")
 
-_SUBMIT_POLL_SECONDS = (0.05, 0.1, 0.2, 0.4)
 """Backoff between attempts of an answer waiting for its tool call to be registered (then 0.5 s)."""
 
 
@@ -76,11 +78,8 @@ def _run_view(run: RunRecord) -> RunView:
 class ServiceOperations:
     """The operations behind the routes: blocking executor calls, run off the event loop."""
 
-    def __init__(
-        self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int, submit_grace_seconds: float
-    ) -> None:
+    def __init__(self, executor: DBOSAgentExecutor, *, blocking_threads: int, result_waiters: int) -> None:
         self.executor = executor
-        self.submit_grace_seconds = submit_grace_seconds
         self._pool = ThreadPoolExecutor(max_workers=blocking_threads, thread_name_prefix="helix-http")
         self._waits = ThreadPoolExecutor(max_workers=result_waiters, thread_name_prefix="helix-http-wait")
 
@@ -113,10 +112,7 @@ class ServiceOperations:
     # before the executor sees it (the executor's own refusals of these are validation errors).
     def require_same_agent(self, session: SessionRecord, agent: str) -> None:
         if session.agent_type != agent:
-            raise HelixError(
-                f"Session {session.session_id!r} belongs to agent {session.agent_type!r}, not {agent!r}",
-                code="state_conflict",
-            )
+            raise AgentMismatchError(session.session_id, session.agent_type, agent)
 
     def require_agent_for(self, name: str, session_id: str | None) -> str:
         """``name`` must be served, and be the agent of ``session_id`` when that session exists."""
@@ -138,7 +134,7 @@ class ServiceOperations:
         """An answer must be of the pending call's kind (and, for an approval, for its arguments)."""
         rows = self.executor.store.pending.get(session_id, [submission.tool_call_id])
         if not rows:
-            return  # the executor answers 404, or the grace period waits for the registration
+            return  # the executor answers 404
         row = rows[0]
         expected = "client-tool-result" if row.kind == "client" else "approval-response"
         if submission.kind != expected:
@@ -272,23 +268,10 @@ class ServiceOperations:
         return AbortAccepted(session_id=session_id)
 
     async def submit(self, session_id: str, submission: SubmitToolResult) -> ToolResultAccepted:
-        # A run streams a client tool's ``tool_start`` just before it records the call as pending, so
-        # a fast client can answer a call that is not registered yet. While the session's run is in
-        # flight, give the registration a short grace period instead of failing such an answer. The
-        # wait is on the event loop, between short attempts in the pool: answers for calls that never
-        # come cannot hold the blocking threads other requests need.
-        deadline = time.monotonic() + self.submit_grace_seconds
-        attempt = 0
-        while True:
-            try:
-                handle = await self.call(self.submit_once, session_id, submission)
-                break
-            except PendingToolCallNotFoundError:
-                if time.monotonic() >= deadline or not await self.call(self.run_in_flight, session_id):
-                    raise
-                pause = _SUBMIT_POLL_SECONDS[attempt] if attempt < len(_SUBMIT_POLL_SECONDS) else 0.5
-                attempt += 1
-                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        # No waiting for an unknown call id: a run registers a call as pending before it streams the
+        # call's tool_start (or shows it in a snapshot or the transcript), so a call id a client can
+        # know is always registered, and an unknown one is refused at once, holding no thread.
+        handle = await self.call(self.submit_once, session_id, submission)
         return ToolResultAccepted(
             session_id=session_id,
             tool_call_id=submission.tool_call_id,

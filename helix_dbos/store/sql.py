@@ -36,6 +36,7 @@ from sqlalchemy.engine import make_url
 from helix_dbos.checkpoint import Checkpoint, CheckpointMeta, generate_checkpoint_id
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
+    AgentMismatchError,
     AgentNotResumableError,
     ExecutorSupersededError,
     HelixError,
@@ -727,6 +728,8 @@ class SqlSessionStore:
 
     def _reopen(self, conn: Connection, request: StartRun, session: SessionRecord) -> StartRunResult:
         sid = request.session_id
+        if session.agent_type != request.agent_type:  # checked under the row lock: a session is one agent's
+            raise AgentMismatchError(sid, session.agent_type, request.agent_type)
         current: RunRecord | None = None
         if session.run_id is not None:
             run_row = conn.execute(sa.select(runs).where(runs.c.run_id == session.run_id)).first()

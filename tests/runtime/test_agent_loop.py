@@ -288,13 +288,17 @@ def test_hooks_fire_in_canonical_order(make_executor: ExecutorFactory) -> None:
         def hook(payload: Any) -> None:
             message = getattr(payload, "message", None)
             key = getattr(payload, "tool_call_id", None) or getattr(message, "tool_call_id", None)
-            key = key or getattr(message, "role", "")
+            key = key or getattr(message, "role", "") or str(getattr(payload, "step", ""))
             with lock:
                 events.append(f"{name}:{key}")
 
         return hook
 
+    llm_payloads: list[Any] = []
     hooks = AgentHooks(
+        on_agent_start=record("on_agent_start"),
+        before_llm_call=record("before_llm_call"),
+        after_llm_call=lambda p: (llm_payloads.append(p), record("after_llm_call")(p)),
         before_tool=record("before_tool"),
         on_state_change=record("on_state_change"),
         on_message=record("on_message"),
@@ -312,16 +316,30 @@ def test_hooks_fire_in_canonical_order(make_executor: ExecutorFactory) -> None:
     )
     model = MockLLMAdapter([tool_calls(("t1", "add_note", {"text": "a"})), finish("done")])
     executor = make_executor(model, [agent])
-    assert executor.execute(agent, "go").result().status == "completed"
-    assert events[:5] == [
+    handle = executor.execute(agent, "go")
+    assert handle.result().status == "completed"
+    assert events == [
+        "on_agent_start:",
+        "before_llm_call:1",
+        "after_llm_call:1",
         "before_tool:t1",
         "on_state_change:t1",
         "on_message:assistant",
         "on_message:t1",
         "after_tool:t1",
+        "before_llm_call:2",
+        "after_llm_call:2",
+        "on_message:assistant",
+        "on_message:f1",
+        "on_agent_complete:",
     ]
-    assert events[-1] == "on_agent_complete:"
-    assert events.count("on_agent_complete:") == 1
+    # The model-call hooks see what the model was sent and what it answered.
+    first, second = llm_payloads
+    assert (first.session_id, first.run_id, first.agent_type) == (handle.session_id, handle.run_id, "hooked")
+    assert first.messages[0].role == "system" and first.messages[-1].content == "go"
+    assert first.tool_names == ["add_note", "__finish__"]
+    assert first.step_result.tool_calls[0].id == "t1" and first.duration_ms >= 0
+    assert second.step_result.tool_calls[0].name == "__finish__"
 
 
 def test_on_agent_complete_fires_for_finish_with(make_executor: ExecutorFactory) -> None:

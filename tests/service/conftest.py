@@ -54,7 +54,7 @@ def stream_backend() -> str:
 def service(make_executor: ExecutorFactory, runtime_db: str, stream_backend: str) -> Iterator[Service]:
     manager = SqlStreamManager(runtime_db) if stream_backend == "sql" else None
     executor = make_executor(model(), agents, **({"stream_manager": manager} if manager else {}))
-    yield Service(executor, create_app(executor, bearer_tokens=[TOKEN], sse_ping_seconds=1.0, submit_grace_seconds=1.0))
+    yield Service(executor, create_app(executor, bearer_tokens=[TOKEN], sse_ping_seconds=1.0))
     # A run left waiting for a client would hold a DBOS thread past the module's DBOS.destroy().
     for session in executor.store.list_sessions(status="active", limit=1000):
         with contextlib.suppress(HelixError):

@@ -107,7 +107,7 @@ async def test_result_after_abort_says_aborted_with_the_reason(service: Service,
 
 
 async def test_unregistered_tool_call_answers_do_not_hold_blocking_threads(service: Service) -> None:
-    app = create_app(service.executor, bearer_tokens=[TOKEN], blocking_threads=4, submit_grace_seconds=3.0)
+    app = create_app(service.executor, bearer_tokens=[TOKEN], blocking_threads=4)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://s", headers=AUTH, timeout=30) as http:
         session_id = (await http.post("/v1/runs", json={"agent": "locator", "input": "go"})).json()["session_id"]

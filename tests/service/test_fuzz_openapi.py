@@ -64,7 +64,7 @@ def fuzz_target(make_executor: ExecutorFactory, runtime_db: str) -> Iterator[Fuz
     manager = SqlStreamManager(runtime_db)
     executor = make_executor(model(), agents, stream_manager=manager, hot_window_seconds=0.5)
     # Short waits keep the fuzzer's requests short; the schema says these bounds.
-    app = create_app(executor, bearer_tokens=[TOKEN], max_result_wait_seconds=2.0, submit_grace_seconds=0.5)
+    app = create_app(executor, bearer_tokens=[TOKEN], max_result_wait_seconds=2.0)
     statuses: collections.Counter[int] = collections.Counter()
     _count_statuses(app, statuses)
     with serve(app, log_level="error") as url:  # the fuzzer's malformed HTTP is uvicorn's to refuse

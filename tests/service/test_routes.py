@@ -313,7 +313,9 @@ async def test_interrupt_resume_abort_retry(client: httpx.AsyncClient) -> None:
     snapshot = (await client.get(f"/v1/sessions/{session_id}")).json()
     assert snapshot["status"] == "interrupted" and snapshot["can_resume"]["can_resume"] is True
 
-    assert_error(await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 409, "state_conflict")
+    assert_error(
+        await client.post(f"/v1/sessions/{session_id}/resume", json={"agent": "echo"}), 409, "state_agent_mismatch"
+    )
     resumed = (await client.post(f"/v1/sessions/{session_id}/resume", json={"message": "go on"})).json()
     assert resumed["run_id"] == f"{session_id}-turn-2" and resumed["stream_url"].endswith("/stream")
     await wait_until(client, session_id, lambda s: has_pending(s) and s["current_run"]["turn"] == 2)
@@ -348,11 +350,11 @@ async def test_starting_a_run_on_a_busy_session_is_409(client: httpx.AsyncClient
     assert_error(await client.post("/v1/runs", json=busy), 409, "state_already_running")
     # Another agent on the session: a conflict too, whatever the session's state.
     other = {"agent": "echo", "input": "hi", "session_id": session_id}
-    assert_error(await client.post("/v1/runs", json=other), 409, "state_conflict")
+    assert_error(await client.post("/v1/runs", json=other), 409, "state_agent_mismatch")
     assert_error(
         await client.post("/v1/chat", json={"agent": "echo", "message": "hi", "session_id": session_id}),
         409,
-        "state_conflict",
+        "state_agent_mismatch",
     )
     await client.post(f"/v1/sessions/{session_id}/abort")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -645,3 +647,33 @@ def test_validation_error_message_nested_location_and_root() -> None:
     with pytest.raises(ValidationError) as root_info:
         SearchInput.model_validate("not an object")
     assert "<root>: " in validation_error_message("t", root_info.value)
+
+
+def test_abort_signal_probe_is_rate_limited_and_trips_once() -> None:
+    answers: list[str | None] = [None, "aborted: remote"]
+    probes: list[float] = []
+
+    def probe() -> str | None:
+        probes.append(time.monotonic())
+        return answers[min(len(probes) - 1, 1)]
+
+    signal = AbortSignal(probe, probe_interval_seconds=0.05)
+    assert not signal.aborted  # first read probes: not yet
+    assert not signal.aborted and len(probes) == 1  # within the interval: no second probe
+    time.sleep(0.06)
+    assert signal.aborted and signal.reason == "aborted: remote"
+    assert signal.aborted and len(probes) == 2  # tripped: never probed again
+    signal.abort("later")
+    assert signal.reason == "aborted: remote"
+
+
+def test_abort_signal_wait_and_a_failing_probe() -> None:
+    def broken() -> str | None:
+        raise OSError("database unreachable")
+
+    signal = AbortSignal(broken, probe_interval_seconds=0.01)
+    started = time.monotonic()
+    assert signal.wait(0.1) is False  # a probe that cannot read is not an abort
+    assert 0.09 <= time.monotonic() - started < 1.0
+    threading.Timer(0.05, signal.abort, args=("stop",)).start()
+    assert signal.wait(5) is True and signal.reason == "stop"

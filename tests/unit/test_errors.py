@@ -53,6 +53,7 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "state_tool_call_not_found": "state",
     "state_checkpoint_not_found": "state",
     "state_conflict": "state",
+    "state_agent_mismatch": "state",
     "transport_error": "transport",
     "validation_error": "validation",
     "validation_invalid_text": "validation",
@@ -72,8 +73,9 @@ EXPECTED_RETRYABLE = {
 
 def test_error_code_set_is_the_seeds_table() -> None:
     # The seeds' 21 codes, plus helix-dbos's: an unknown agent, tool call or checkpoint (404 over
-    # HTTP), a request that conflicts with the session (409), and text that cannot be stored (422).
-    assert len(EXPECTED_CATEGORIES) == 26
+    # HTTP), a request that conflicts with the session (409) or names another agent for it (409),
+    # and text that cannot be stored (422).
+    assert len(EXPECTED_CATEGORIES) == 27
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))

@@ -25,6 +25,7 @@ EXPECTED = [
     "AgentExecutionHandle",
     "AgentHooks",
     "AgentInput",
+    "AgentMismatchError",
     "AgentNotResumableError",
     "AgentRegistry",
     "AgentResult",
