@@ -14,6 +14,7 @@ finish_with tool completes the agent; later finish_with calls in the same batch 
 from __future__ import annotations
 
 import contextvars
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ from dbos import DBOS, StepOptions
 from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.agent import AgentConfig, AgentHooks
-from helix_dbos.errors import extract_error_message
+from helix_dbos.errors import extract_error_message, public_error_message
 from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
 from helix_dbos.orchestration.message_builder import (
     NOT_APPROVED_MESSAGE,
@@ -50,6 +51,7 @@ from helix_dbos.orchestration.stop_checker import (
     should_stop_execution,
 )
 from helix_dbos.runtime import services
+from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hitl import HitlCall, await_answers, check_step, needs_approval, register_step
 from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, defined_hooks
 from helix_dbos.runtime.services import RuntimeServices
@@ -88,6 +90,8 @@ from helix_dbos.stream.chunks import (
     ToolStartChunk,
 )
 from helix_dbos.tool import FINISH_TOOL_NAME, Tool
+
+_log = logging.getLogger("helix_dbos.runtime.loop")
 
 FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
 
@@ -246,7 +250,9 @@ def run_agent_loop(request: RunRequest) -> RunSummary:
     except Exception as exc:
         if type(exc).__module__.startswith("dbos"):
             raise  # cancellation, lost ownership and the like belong to DBOS
-        error = f"{type(exc).__name__}: {extract_error_message(exc)}"
+        raise_if_exiting(exc)
+        _log.error("run %s failed", request.run_id, exc_info=exc)
+        error = public_error_message(exc)  # what clients see; the driver's details stay in the log
         DBOS.run_step({"name": "helix.fail_run"}, fail_run_step, request.session_id, request.run_id, error)
         rt = services.current()
         rt.streams.fail(request.stream_id, error)

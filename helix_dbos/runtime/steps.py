@@ -35,6 +35,7 @@ from helix_dbos.messages import Message
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.exiting import ProcessExiting, process_exiting, raise_if_exiting
 from helix_dbos.runtime.hooks import (
     LLMCallPayload,
     MessagePayload,
@@ -44,7 +45,7 @@ from helix_dbos.runtime.hooks import (
     fire,
 )
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
-from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter
+from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter, is_error_step
 from helix_dbos.store.base import StepCommit
 from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
@@ -132,7 +133,13 @@ def llm_step(
     if hooks:
         fire(hooks, "before_llm_call", call, rt.logger)
     started = time.perf_counter()
-    step_result = background_loop.run(rt.llm.generate_step(request))
+    try:
+        step_result = background_loop.run(rt.llm.generate_step(request))
+    except Exception as exc:
+        raise_if_exiting(exc)
+        raise
+    if is_error_step(step_result) and process_exiting():
+        raise ProcessExiting(f"process exiting; not recording the model call's error: {step_result.error}")
     if hooks:
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         fire(hooks, "after_llm_call", replace(call, step_result=step_result, duration_ms=elapsed), rt.logger)
@@ -265,6 +272,7 @@ def tool_step(request: ToolStepRequest) -> dict[str, Any]:
         output["success"] = True
         output["result"] = to_jsonable_python(result)
     except Exception as exc:
+        raise_if_exiting(exc)
         output["error"] = f"Tool '{tool.name}' failed: {extract_error_message(exc)}"
         result = None
     output["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,44 @@
+"""A process that is exiting must not record, as a run's outcome, the failures its own exit causes.
+
+When a process's main thread finishes (a script returns, an app exits on an error) while DBOS is
+running agent workflows on its threads, Python starts shutting down: thread pools refuse new work
+("cannot schedule new futures after interpreter shutdown"), and a model call or tool that needs one
+fails. Recorded as a step's output, that failure would fail the run for good, although nothing was
+wrong with it: the process simply left, as a killed one does.
+
+So a step or the loop that fails while the process is exiting raises :class:`ProcessExiting`
+instead. It is a ``BaseException``, which DBOS records neither as a step's nor as a workflow's
+outcome (it catches ``Exception``): the workflow stays ``PENDING`` and is recovered at the next
+start, exactly as after a crash. ``shutdown()`` is still the clean way out: it waits for runs in
+flight first.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+_exiting = threading.Event()
+
+# Python announces its shutdown to threading's exit hooks (the ones that stop thread pools) before
+# it marks the main thread finished, and runs them last-registered first: registered here, ours
+# runs before the pools refuse work. ``_register_atexit`` is private to threading (it is how
+# concurrent.futures itself learns of the shutdown); without it, the main thread's end still tells.
+_register = getattr(threading, "_register_atexit", None)
+if _register is not None:
+    _register(_exiting.set)
+
+
+class ProcessExiting(BaseException):
+    """The process is exiting: this run stops here, unrecorded, and is recovered at the next start."""
+
+
+def process_exiting() -> bool:
+    """Whether the interpreter is shutting down (its main thread has finished)."""
+    return _exiting.is_set() or sys.is_finalizing() or not threading.main_thread().is_alive()
+
+
+def raise_if_exiting(cause: BaseException) -> None:
+    """Raise :class:`ProcessExiting` from ``cause`` when the process is exiting; return otherwise."""
+    if process_exiting():
+        raise ProcessExiting(f"process exiting; not recording {type(cause).__name__}: {cause}") from cause
