@@ -39,6 +39,7 @@ from helix_dbos.errors import (
     RunNotFinishedError,
     SessionNotFoundError,
     StaleStateError,
+    public_error_message,
 )
 from helix_dbos.llm.adapter import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
@@ -85,6 +86,15 @@ from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
 from helix_dbos.validation import check_text
 
 _MAX_LOCAL_HANDLES = 4096
+
+
+def session_id_for_key(idempotency_key: str, scope: str = "") -> str:
+    """The session a keyed start without a ``session_id`` opens: deterministic, so a repeat finds it.
+
+    ``scope`` keeps equal keys of different callers apart (the service passes the caller's identity).
+    """
+    digest = hashlib.sha256(f"{scope}\x00{idempotency_key}".encode()).hexdigest()[:40]
+    return f"idem-{digest}"
 
 
 def workflow_id_for(session_id: str, turn: int) -> str:
@@ -273,13 +283,15 @@ class DBOSAgentExecutor:
 
         A second identical request while the first is running returns the same run; a different
         request while a run is in flight raises :class:`AgentAlreadyRunningError`. With an
-        ``idempotency_key``, a repeat of the request returns its run even after it finished.
+        ``idempotency_key``, a repeat of the request returns its run even after it finished; without
+        a ``session_id`` the key also names the session (:func:`session_id_for_key`).
         """
         check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
-        session_id = session_id or f"session-{uuid.uuid4().hex}"
+        if session_id is None:
+            session_id = session_id_for_key(idempotency_key) if idempotency_key else f"session-{uuid.uuid4().hex}"
         existing = self.store.load_session(session_id)
         if existing is not None and existing.agent_type != config.name:
             # Before anything is read or written for the request: a session is one agent's.
@@ -853,13 +865,17 @@ class DBOSAgentExecutor:
             if status is not None and status.status not in ("PENDING", "ENQUEUED", "DELAYED"):
                 if status.status == "SUCCESS":
                     return dict(DBOS.retrieve_workflow(workflow_id).get_result())
-                return {
-                    "status": "failed",
-                    "output": None,
-                    "error": f"workflow {status.status}: {status.error}",
-                }
+                return {"status": "failed", "output": None, "error": self._ended_without_outcome(workflow_id, status)}
             if deadline is not None and time.monotonic() >= deadline:
                 raise RunNotFinishedError(workflow_id, timeout_seconds or 0.0)
+
+    def _ended_without_outcome(self, workflow_id: str, status: Any) -> str:
+        """Why a run's workflow ended without publishing its outcome: aborted (with the reason), or failed."""
+        run = self.store.get_run(workflow_id)
+        session = self.store.load_session(run.session_id) if run is not None else None
+        if session is not None and session.aborted and session.run_id == workflow_id:
+            return session.error or (f"aborted: {session.abort_reason}" if session.abort_reason else "aborted")
+        return public_error_message(f"workflow {status.status}: {status.error}" if status.error else status.status)
 
     def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
         if outcome["status"] == "suspended_client_tool":

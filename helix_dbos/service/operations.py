@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ from helix_dbos.errors import (
     SessionNotFoundError,
     public_error_message,
 )
-from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable
+from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable, session_id_for_key
 from helix_dbos.service.errors import AgentNotFoundError, ResultTimeoutError
 from helix_dbos.service.schemas import (
     AbortAccepted,
@@ -44,16 +43,6 @@ from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
 T = TypeVar("T")
 
 """Backoff between attempts of an answer waiting for its tool call to be registered (then 0.5 s)."""
-
-
-def idempotent_session_id(scope: str, key: str) -> str:
-    """The session a keyed start without ``session_id`` opens: one per (caller, key), deterministic.
-
-    The key is hashed with the caller's scope (see :func:`~helix_dbos.service.auth.principal_scope`),
-    so a repeat finds the same session and run, and two callers' equal keys never meet.
-    """
-    digest = hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
-    return f"idem-{digest}"
 
 
 def _safe_error(error: str | None) -> str | None:
@@ -167,7 +156,7 @@ class ServiceOperations:
     def start(self, body: StartRunRequest, scope: str) -> tuple[str, str, Any]:
         session_id = body.session_id
         if session_id is None and body.idempotency_key is not None:
-            session_id = idempotent_session_id(scope, body.idempotency_key)
+            session_id = session_id_for_key(body.idempotency_key, scope)
         agent = self.require_agent_for(body.agent, session_id)
         handle = self.executor.execute(agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key)
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
@@ -299,4 +288,4 @@ class ServiceOperations:
         return records
 
 
-__all__ = ["ServiceOperations", "idempotent_session_id"]
+__all__ = ["ServiceOperations"]

@@ -407,7 +407,8 @@ def test_abort_a_waiting_run(make_executor: ExecutorFactory) -> None:
     executor.abort(handle.session_id, "user cancelled")
     result = handle.result()
     assert time.monotonic() - started < 5  # woken, not left blocked for the hot window
-    assert result.status == "failed" and result.error is not None and "aborted" in result.error
+    assert result.status == "failed" and result.error == "aborted: user cancelled"
+    assert "CANCELLED" not in (executor.get_handle(handle.session_id).result().error or "")
     state = handle.get_state()
     assert state.status == "failed"
     assert not executor.can_resume(handle.session_id).can_resume
@@ -505,3 +506,17 @@ def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
     waiting.abort("stop")
     outcome = waiting.outcome()
     assert isinstance(outcome, AbortedOutcome) and outcome.reason == "stop"
+
+
+def test_an_idempotency_key_without_a_session_names_one_session(make_executor: ExecutorFactory) -> None:
+    agent = define_agent("keyed", system_prompt="Answer.", llm_config="openai/fake")
+    model = MockLLMAdapter([{"type": "text", "content": "hi", "should_stop": True, "stop_reason": "end_turn"}] * 2)
+    executor = make_executor(model, [agent])
+    first = executor.execute(agent, "hello", idempotency_key="order-42")
+    again = executor.execute(agent, "hello", idempotency_key="order-42")
+    assert (again.session_id, again.run_id) == (first.session_id, first.run_id)
+    assert first.result().status == "completed"
+    repeat = executor.execute(agent, "hello", idempotency_key="order-42")  # after it finished, too
+    assert repeat.run_id == first.run_id and len(executor.list_runs(first.session_id)) == 1
+    other = executor.execute(agent, "hello", idempotency_key="order-43")
+    assert other.session_id != first.session_id
