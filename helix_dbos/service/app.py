@@ -171,11 +171,12 @@ def create_app(
     # validation, a bug, the database away), grouped by their one HTTP status.
     not_found = "state_session_not_found"
     conflicts = ("state_already_running", "state_not_resumable", "state_concurrency_conflict")
+    mismatch = ("state_agent_mismatch", "state_conflict")  # the session belongs to another agent
     read_errors = error_responses(not_found)
-    start_errors = error_responses("state_agent_not_found", *conflicts, "state_conflict", body=True)
-    resume_errors = error_responses(not_found, "state_agent_not_found", *conflicts, "state_conflict", body=True)
+    start_errors = error_responses("state_agent_not_found", *conflicts, *mismatch, body=True)
+    resume_errors = error_responses(not_found, "state_agent_not_found", *conflicts, *mismatch, body=True)
     retry_errors = error_responses(
-        not_found, "state_agent_not_found", "state_checkpoint_not_found", *conflicts, body=True
+        not_found, "state_agent_not_found", "state_checkpoint_not_found", *conflicts, *mismatch, body=True
     )
     control_errors = error_responses(not_found, *conflicts, body=True)
     submit_errors = error_responses(not_found, "state_tool_call_not_found", *conflicts, "state_conflict", body=True)

@@ -15,7 +15,8 @@ HTTP   codes
 405    ``framework_method_not_allowed`` (the ``Allow`` header lists the methods)
 408    ``transport_result_timeout``: the run is still going; ask again to keep waiting
 409    ``state_already_running``, ``state_not_resumable``, ``state_concurrency_conflict``,
-       ``state_conflict``, ``framework_cancelled``: the session's state does not allow this now
+       ``state_conflict``, ``state_agent_mismatch`` (the session is another agent's),
+       ``framework_cancelled``: the session's state does not allow this now
 413    ``validation_body_too_large``
 422    ``validation_error`` (with ``details``), ``validation_invalid_text`` (NUL or a lone
        surrogate in any string; ``details`` say where): fix the request
