@@ -173,8 +173,11 @@ def test_orphan_detection_costs_the_runs_in_flight_not_the_parked_sessions(pg_se
                 started = time.perf_counter()
                 assert executor.recover_orphaned_runs() == []
                 scan_seconds = time.perf_counter() - started
-            # One page of running runs (there are none), whatever the number of parked sessions.
-            assert len(statements) == 1 and "helix_runs" in statements[0], statements
+            # One page of running runs (there are none), whatever the number of parked sessions. The
+            # engine is shared with the durable stream, whose flusher may still be ending the orphan's
+            # stream in the background: those writes are not the scan's.
+            scan = [sql for sql in statements if "helix_stream" not in sql]
+            assert len(scan) == 1 and "helix_runs" in scan[0], statements
         finally:
             shutdown(executor)
     finally:
