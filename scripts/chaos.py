@@ -284,15 +284,15 @@ def run_chaos(config: ChaosConfig) -> ChaosReport:
         restart_every = max(1, config.kills // (config.pg_restarts + 1)) if config.pg_restarts else 0
         deadline = time.monotonic() + config.timeout
         finished = 0
-        exits = 0
+        exits: list[str] = []
         while time.monotonic() < deadline:
             now = time.monotonic()
             for worker in workers:
                 if worker.alive:
                     continue
                 if worker.restart_at is None:  # it exited by itself: restart it, as a supervisor would
-                    exits += 1
-                    say(f"chaos: {worker.executor_id} exited by itself ({_last_error(worker.log)})")
+                    exits.append(f"{worker.executor_id}: {_last_error(worker.log)}")
+                    say(f"chaos: {exits[-1]}")
                     worker.restart_at = now + 1.0
                 elif now >= worker.restart_at:
                     worker.spawn()
@@ -338,7 +338,7 @@ def run_chaos(config: ChaosConfig) -> ChaosReport:
                 "tool calls per session": config.tools_per_session,
                 "worker SIGKILLs": len(kills),
                 "PostgreSQL restarts": restarts,
-                "worker exits (not killed)": exits,
+                "worker exits (not killed)": len(exits),
                 "wall time (s)": round(total_seconds, 1),
                 "LLM requests": sum(model.calls.values()),
                 "LLM requests repeated": sum(n - 1 for n in model.calls.values()),
@@ -348,7 +348,8 @@ def run_chaos(config: ChaosConfig) -> ChaosReport:
         as_configured = len(kills) >= config.kills and restarts >= config.pg_restarts
         what = f"{len(kills)} kills, {restarts} PostgreSQL restarts during the load"
         report.checks.insert(0, Check("chaos as configured", as_configured, what))
-        report.checks.insert(1, Check("workers rode out outages", exits == 0, f"{exits} exited by themselves"))
+        exited = f"{len(exits)} exited by themselves {exits}"
+        report.checks.insert(1, Check("workers rode out outages", not exits, exited))
         store.close()
     finally:
         for worker in workers:
@@ -376,8 +377,15 @@ def _wait(condition: Any, timeout: float, what: str, workers: list[Worker], *, f
 
 
 def _last_error(log: Path) -> str:
-    lines = [line for line in _tail(log, 200).splitlines() if "Error" in line or "error" in line]
-    return lines[-1][:200] if lines else "no error logged"
+    """The last traceback in a worker's log, as its innermost project frame and its exception line."""
+    lines = _tail(log, 400).splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback")]
+    if not starts:
+        return "no traceback logged"
+    trace = lines[starts[-1] :]
+    frames = [line.strip() for line in trace if line.startswith('  File "') and "site-packages" not in line]
+    ends = [line for line in trace[1:] if line and not line.startswith(" ")]
+    return f"{frames[-1] if frames else '?'}: {ends[0] if ends else '?'}"[:400]
 
 
 def _tail(path: Path, lines: int = 30) -> str:
