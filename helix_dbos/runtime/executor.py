@@ -475,14 +475,14 @@ class DBOSAgentExecutor:
             what = "a client-executed tool" if row.kind == "client" else "an approval request"
             raise HelixError(
                 f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
-                code="validation_error",
+                code="state_conflict",  # a well-formed answer that does not fit the pending call
                 retryable=False,
             )
         if isinstance(parsed, ApprovalResponse) and parsed.arguments_digest not in (None, row.arguments_digest):
             raise HelixError(
                 f"The approval for {parsed.tool_call_id!r} was given for different arguments than the call has "
                 "(arguments_digest mismatch); nothing was recorded",
-                code="validation_error",
+                code="state_conflict",
                 retryable=False,
             )
         outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"))

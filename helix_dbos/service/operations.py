@@ -119,35 +119,9 @@ class ServiceOperations:
                 code="state_checkpoint_not_found",
             )
 
-    def require_fitting_answer(self, session_id: str, submission: SubmitToolResult) -> None:
-        """An answer must be of the pending call's kind (and, for an approval, for its arguments)."""
-        rows = self.executor.store.pending.get(session_id, [submission.tool_call_id])
-        if not rows:
-            return  # the executor answers 404
-        row = rows[0]
-        expected = "client-tool-result" if row.kind == "client" else "approval-response"
-        if submission.kind != expected:
-            what = "a client-executed tool" if row.kind == "client" else "an approval request"
-            raise HelixError(
-                f"Tool call {submission.tool_call_id!r} is {what}; submit a {expected!r}, not a {submission.kind!r}",
-                code="state_conflict",
-            )
-        digest = getattr(submission, "arguments_digest", None)
-        if digest is not None and digest != row.arguments_digest:
-            raise HelixError(
-                f"The approval for {submission.tool_call_id!r} was given for different arguments than the call "
-                "has (arguments_digest mismatch); nothing was recorded",
-                code="state_conflict",
-            )
-
     def submit_once(self, session_id: str, submission: SubmitToolResult) -> Any:
-        self.require_fitting_answer(session_id, submission)
+        # The executor refuses an answer that does not fit the pending call (409 state_conflict).
         return self.executor.submit_tool_result(session_id, submission)
-
-    def run_in_flight(self, session_id: str) -> bool:
-        session = self.executor.store.load_session(session_id)
-        run = self.executor.store.get_current_run(session_id)
-        return session is not None and session.status == "active" and run is not None and run.status == "running"
 
     def run_status(self, run_id: str) -> Any:
         run = self.executor.store.get_run(run_id)
