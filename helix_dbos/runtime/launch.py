@@ -45,7 +45,7 @@ from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
 from helix_dbos.store.base import RunRecord
 from helix_dbos.store.migrate import upgrade
-from helix_dbos.store.retry import RetryPolicy, retry_call
+from helix_dbos.store.retry import RetryPolicy, is_transient, retry_call
 from helix_dbos.store.sql import SqlSessionStore, to_sqlalchemy_url
 from helix_dbos.stream.manager import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
@@ -148,6 +148,28 @@ def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
         engine.dispose()
 
 
+def _launch_dbos(config: DBOSConfig) -> None:
+    """``DBOS.launch()``, started again when the database drops out in the middle of it.
+
+    DBOS retries its own records without a bound, but not the migrations and checks of its launch:
+    a database that crashes in that window (a worker restarted by its supervisor just as the database
+    restarts) would fail the launch and the process with it. A failed launch is undone with
+    ``DBOS.destroy`` (keeping the registered workflows) and tried again within the retry bound; an
+    error that is not transient is raised at once.
+    """
+
+    def attempt() -> None:
+        try:
+            DBOS.launch()
+        except Exception as exc:
+            if is_transient(exc):
+                DBOS.destroy()
+                DBOS(config=config)
+            raise
+
+    retry_call(attempt, policy=RetryPolicy.from_env(), operation="launching DBOS")
+
+
 def launch(
     database_url: str | None = None,
     *,
@@ -191,7 +213,7 @@ def launch(
         logger=logger,
         hot_window_seconds=hot_window_seconds,
     )
-    DBOS.launch()
+    _launch_dbos(config)
     executor.recover_orphaned_runs()
     if background_tasks:
         executor.start_background_tasks(takeover_after_seconds=takeover_after_seconds)
