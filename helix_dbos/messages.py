@@ -10,10 +10,11 @@ tool result with the same ``tool_call_id``; see ``helix_dbos.orchestration.messa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, Literal, TypeGuard
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 
 class _Data(BaseModel):
@@ -95,12 +96,136 @@ MessagesAdapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 """Validates a list of messages from JSON-able data."""
 
 
+# -- files -----------------------------------------------------------------------------------------------
+#
+# The rules for a file are plain regular expressions, so that the JSON schema of ``FileInput`` (and
+# the service's OpenAPI schema) states them exactly and the validator below applies the very same
+# expressions. They use only ASCII classes, literals, alternation and bounded repeats, which ECMA-262
+# (JSON Schema), Rust's regex (schemathesis's validator) and Python's ``re`` read alike.
+
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+"""Images: sent as ``image_url`` parts; the only files that may be given by ``http(s)://`` URL."""
+AUDIO_MEDIA_TYPES = ("audio/wav", "audio/x-wav", "audio/wave", "audio/mpeg", "audio/mp3")
+"""Audio: sent as ``input_audio`` parts (wav or mp3)."""
+OTHER_MEDIA_TYPES = ("application/pdf", "application/json")
+"""PDF (a ``file`` part) and JSON (decoded and sent as text, like ``text/*``)."""
+
+_MEDIA_TOKEN = "[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
+"""A lower-case RFC 6838 subtype name (any ``text/<subtype>`` is taken as text)."""
+
+IMAGE_MEDIA_TYPE_PATTERN = "^(?:image/(?:png|jpeg|gif|webp))$"
+"""``media_type`` of an image."""
+TEXT_MEDIA_TYPE_PATTERN = f"^(?:text/{_MEDIA_TOKEN}|application/json)$"
+"""``media_type`` of a text file (sent as its decoded text)."""
+OTHER_MEDIA_TYPE_PATTERN = f"^(?:application/(?:pdf|json)|audio/(?:wav|x-wav|wave|mpeg|mp3)|text/{_MEDIA_TOKEN})$"
+"""``media_type`` of every other supported file (PDF, audio, text)."""
+
+_BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)"
+"""Padded standard base64 of at least one byte, with no whitespace."""
+_URI_TOKEN = "[A-Za-z0-9!#$&^_.+-]+"
+_DATA_URI = f"data:(?:{_URI_TOKEN}/{_URI_TOKEN})?(?:;{_URI_TOKEN}={_URI_TOKEN})*;base64,{_BASE64}"
+"""An RFC 2397 ``data:`` URI holding base64; its own media type is not consulted (``media_type`` is)."""
+_URL = "https?://[!-~]+"
+"""An ``http(s)://`` URL: printable ASCII, no spaces (percent-encode anything else)."""
+
+EMBEDDED_DATA_PATTERN = f"^(?:{_BASE64}|{_DATA_URI})$"
+"""``data`` that carries the file itself: base64, or a base64 ``data:`` URI."""
+IMAGE_DATA_PATTERN = f"^(?:{_BASE64}|{_DATA_URI}|{_URL})$"
+"""``data`` of an image: embedded, or an ``http(s)://`` URL the provider fetches."""
+
+_EMBEDDED_DATA = re.compile(EMBEDDED_DATA_PATTERN)
+_IMAGE_DATA = re.compile(IMAGE_DATA_PATTERN)
+_IMAGE_MEDIA_TYPE = re.compile(IMAGE_MEDIA_TYPE_PATTERN)
+_OTHER_MEDIA_TYPE = re.compile(OTHER_MEDIA_TYPE_PATTERN)
+
+SUPPORTED_MEDIA_TYPES = (
+    "images (image/png, image/jpeg, image/gif, image/webp), application/pdf, audio (audio/wav, "
+    "audio/x-wav, audio/wave, audio/mpeg, audio/mp3), and text (text/<subtype>, application/json), "
+    "in lower case and without parameters"
+)
+
+
+def file_input_problem(data: str, media_type: str) -> str | None:
+    """Why a file with this ``data`` and ``media_type`` cannot be accepted, or ``None`` when it can.
+
+    The whole rule, and exactly what ``FileInput``'s JSON schema says (one ``anyOf`` branch for
+    images, one for the rest): a supported ``media_type``; ``data`` in padded base64 or a base64
+    ``data:`` URI; an ``http(s)://`` URL only for an image.
+    """
+    # fullmatch, not match: Python's ``$`` also matches before a final newline; ECMA-262's does not.
+    image = _IMAGE_MEDIA_TYPE.fullmatch(media_type) is not None
+    if not image and _OTHER_MEDIA_TYPE.fullmatch(media_type) is None:
+        return f"unsupported media_type; supported are {SUPPORTED_MEDIA_TYPES}"
+    if _EMBEDDED_DATA.fullmatch(data) is not None:
+        return None
+    if _IMAGE_DATA.fullmatch(data) is not None:
+        return None if image else "only images may be given by URL; send the file's data (base64 or a data: URI)"
+    return (
+        "data must be padded base64 (no whitespace), a data:<type>;base64,<data> URI, "
+        "or (for an image) an http(s):// URL"
+    )
+
+
+def _file_input_json_schema(schema: dict[str, Any]) -> None:
+    """``FileInput``'s schema as two object variants, so that a schema reader sees the URL rule too."""
+    properties = schema["properties"]
+
+    def variant(title: str, media_type: str, data: str, description: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "title": title,
+            "description": description,
+            "properties": {
+                "data": {**properties["data"], "type": "string", "pattern": data},
+                "media_type": {**properties["media_type"], "type": "string", "pattern": media_type},
+                "filename": properties["filename"],
+            },
+            "required": ["data", "media_type"],
+            "additionalProperties": False,
+        }
+
+    image = variant(
+        "ImageFileInput",
+        IMAGE_MEDIA_TYPE_PATTERN,
+        IMAGE_DATA_PATTERN,
+        "An image: base64, a base64 data: URI, or an http(s):// URL.",
+    )
+    other = variant(
+        "DataFileInput",
+        OTHER_MEDIA_TYPE_PATTERN,
+        EMBEDDED_DATA_PATTERN,
+        "A PDF, audio or text file: base64 or a base64 data: URI.",
+    )
+    kept: dict[str, Any] = {key: schema[key] for key in ("title", "description") if key in schema}
+    schema.clear()
+    schema.update(kept)
+    schema["anyOf"] = [image, other]
+
+
 class FileInput(_Data):
-    """A file attached to a user input message (base64 data or a data URI)."""
+    """A file attached to a user input message: its data (base64, a data URI, or an image's URL).
+
+    Checked on construction (:func:`file_input_problem`): media types are lower case, without
+    parameters; a ``data:`` URI's own media type is ignored in favour of ``media_type``. A text file
+    (``text/*``, ``application/json``) that is not valid UTF-8 is decoded with replacement
+    characters when it is sent. Whether the agent's *model* takes images, PDFs or audio is checked
+    when a run starts (``LiteLLMAdapter.check_input_files``).
+    """
+
+    model_config = ConfigDict(json_schema_extra=_file_input_json_schema)
 
     data: str
+    """Padded base64, a ``data:<type>;base64,<data>`` URI, or (images only) an ``http(s)://`` URL."""
     media_type: str
+    """One of the supported media types (``SUPPORTED_MEDIA_TYPES``), lower case."""
     filename: str | None = None
+
+    @model_validator(mode="after")
+    def _supported(self) -> FileInput:
+        problem = file_input_problem(self.data, self.media_type)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 class UserInputMessage(_Data):

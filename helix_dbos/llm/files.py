@@ -11,21 +11,23 @@ Media type                                  Content part
                                             ``http(s)://`` URL: images may be given by URL)
 ``application/pdf``                         ``file`` with ``file_data`` (a ``data:`` URL) and
                                             ``filename``
-``audio/wav``, ``audio/mpeg`` (mp3)         ``input_audio``
+``audio/wav|x-wav|wave|mpeg|mp3``          ``input_audio``
 ``text/*``, ``application/json``            a ``text`` part with the decoded UTF-8 text
 ==========================================  =================================================
 
-Anything else, data that is not valid base64 (or a ``data:`` URI whose type disagrees with
-``media_type``), text that is not UTF-8, or a URL for anything but an image is refused with a
-``validation_error`` before the run starts (:func:`check_files`), so no file is ever dropped
-silently. Whether the *model* takes images, PDFs or audio is the adapter's call (see
-``LiteLLMAdapter.check_input_files``).
+What a file may be is ``FileInput``'s own rule (:func:`helix_dbos.messages.file_input_problem`),
+which its JSON schema states exactly: a supported media type (lower case), ``data`` in padded base64
+or a base64 ``data:`` URI (whose own media type is ignored: ``media_type`` decides), and a URL only
+for an image. Anything else is refused when the request is read, so no file is ever dropped
+silently. Two things are lenient on purpose, as a schema cannot state them: a text file that is not
+valid UTF-8 is decoded with replacement characters (U+FFFD), and a ``data:`` URI that names another
+type is sent as ``media_type``. Whether the *model* takes images, PDFs or audio is the adapter's
+call (see ``LiteLLMAdapter.check_input_files``), made before a run starts.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -33,92 +35,67 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from helix_dbos.errors import HelixError
-from helix_dbos.messages import COMMON_METADATA_KEYS, FileInput, UserMessage
+from helix_dbos.messages import (
+    AUDIO_MEDIA_TYPES,
+    COMMON_METADATA_KEYS,
+    IMAGE_MEDIA_TYPES,
+    TEXT_MEDIA_TYPE_PATTERN,
+    FileInput,
+    UserMessage,
+    file_input_problem,
+)
 
 FileKind = Literal["image", "pdf", "audio", "text"]
 
 FILES_METADATA_KEY = COMMON_METADATA_KEYS.FILES
 """Where a user message keeps its files (``metadata["files"]``, a list of ``FileInput`` dicts)."""
 
-IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
-TEXT_MEDIA_TYPES = frozenset({"application/json"})
+AUDIO_FORMATS = {t: "mp3" if t in ("audio/mpeg", "audio/mp3") else "wav" for t in AUDIO_MEDIA_TYPES}
+"""The ``input_audio`` format of each audio media type."""
 
-_DATA_URI = re.compile(r"data:(?P<type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<payload>.*)", re.DOTALL)
-_URL = re.compile(r"https?://\S+", re.IGNORECASE)
+_DATA_URI_PREFIX = re.compile(r"data:[^,]*,")
+_URL = re.compile(r"https?://")
+_TEXT_MEDIA_TYPE = re.compile(TEXT_MEDIA_TYPE_PATTERN)
 
 
 def file_kind(media_type: str) -> FileKind | None:
-    """How a media type reaches a model, or ``None`` when no model takes it."""
-    mt = media_type.strip().lower()
-    if mt in IMAGE_MEDIA_TYPES:
+    """How a media type reaches a model, or ``None`` when it is not one ``FileInput`` accepts."""
+    if media_type in IMAGE_MEDIA_TYPES:
         return "image"
-    if mt == "application/pdf":
+    if media_type == "application/pdf":
         return "pdf"
-    if mt in AUDIO_FORMATS:
+    if media_type in AUDIO_FORMATS:
         return "audio"
-    if mt.startswith("text/") or mt in TEXT_MEDIA_TYPES:
+    if _TEXT_MEDIA_TYPE.fullmatch(media_type):
         return "text"
     return None
 
 
-def _refuse(file: FileInput, why: str) -> HelixError:
-    name = f" {file.filename!r}" if file.filename else ""
-    return HelixError(f"File{name} ({file.media_type}) cannot be sent to a model: {why}", code="validation_error")
-
-
-def _base64_payload(file: FileInput) -> str | None:
-    """The base64 payload of a file given as base64 or a ``data:`` URI; ``None`` for a URL."""
-    data = file.data.strip()
-    if _URL.fullmatch(data):
-        return None
-    match = _DATA_URI.fullmatch(data)
-    if match is not None:
-        declared = match["type"].strip().lower()
-        if declared and declared != file.media_type.strip().lower():
-            raise _refuse(file, f"its data: URI says {declared!r}")
-        if ";base64" not in match["params"].lower():
-            raise _refuse(file, "a data: URI must be base64-encoded (';base64,')")
-        data = match["payload"]
-    return data
-
-
-def _decode(file: FileInput, payload: str) -> bytes:
-    try:
-        decoded = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        raise _refuse(file, "its data is not valid base64 (nor a data: URI)") from None
-    if not decoded:
-        raise _refuse(file, "it is empty")
-    return decoded
-
-
 def check_file(file: FileInput) -> FileKind:
-    """Check that ``file`` can be sent to a model; returns its kind or raises ``validation_error``."""
+    """The kind of ``file``; ``validation_error`` for one that bypassed ``FileInput``'s validation.
+
+    (``FileInput`` checks itself on construction; ``model_construct`` or a later assignment can
+    still hand over one that does not hold, and that is refused here rather than sent.)
+    """
+    problem = file_input_problem(file.data, file.media_type)
     kind = file_kind(file.media_type)
-    if kind is None:
-        raise _refuse(
-            file,
-            "supported are images (png, jpeg, gif, webp), application/pdf, audio (wav, mp3), "
-            "and text (text/*, application/json)",
-        )
-    payload = _base64_payload(file)
-    if payload is None:
-        if kind != "image":
-            raise _refuse(file, "only images may be given by URL; send the file's data (base64 or a data: URI)")
-        return kind
-    decoded = _decode(file, payload)
-    if kind == "text":
-        try:
-            decoded.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _refuse(file, "a text file must be UTF-8") from None
+    if problem is not None or kind is None:
+        name = f" {file.filename!r}" if file.filename else ""
+        raise HelixError(f"File{name} cannot be sent to a model: {problem}", code="validation_error")
     return kind
 
 
 def check_files(files: Iterable[FileInput]) -> set[FileKind]:
     """Check every file (see :func:`check_file`); returns the kinds present."""
     return {check_file(f) for f in files}
+
+
+def _base64_payload(file: FileInput) -> str | None:
+    """The base64 payload of a checked file (base64 or a ``data:`` URI); ``None`` for a URL."""
+    if _URL.match(file.data):
+        return None
+    prefix = _DATA_URI_PREFIX.match(file.data)
+    return file.data[prefix.end() :] if prefix else file.data
 
 
 def message_files(message: UserMessage) -> list[FileInput]:
@@ -136,14 +113,14 @@ def message_files(message: UserMessage) -> list[FileInput]:
 
 
 def file_content_part(file: FileInput) -> dict[str, Any]:
-    """The OpenAI / LiteLLM content part for a checked file."""
+    """The OpenAI / LiteLLM content part for a file."""
     kind = check_file(file)
-    media_type = file.media_type.strip().lower()
+    media_type = file.media_type
     payload = _base64_payload(file)
     if kind == "image":
-        url = file.data.strip() if payload is None else f"data:{media_type};base64,{payload}"
+        url = file.data if payload is None else f"data:{media_type};base64,{payload}"
         return {"type": "image_url", "image_url": {"url": url}}
-    assert payload is not None  # check_file refused URLs for everything but images
+    assert payload is not None  # only images may be URLs (FileInput)
     if kind == "pdf":
         return {
             "type": "file",
@@ -151,7 +128,9 @@ def file_content_part(file: FileInput) -> dict[str, Any]:
         }
     if kind == "audio":
         return {"type": "input_audio", "input_audio": {"data": payload, "format": AUDIO_FORMATS[media_type]}}
-    text = base64.b64decode(payload).decode("utf-8")
+    # Lenient on purpose (module docstring): a schema cannot say "UTF-8", and U+FFFD shows the model
+    # where the bytes were not text.
+    text = base64.b64decode(payload).decode("utf-8", errors="replace")
     name = file.filename or "attachment"
     return {"type": "text", "text": f'<file name="{name}" media_type="{media_type}">\n{text}\n</file>'}
 

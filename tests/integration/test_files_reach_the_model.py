@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from helix_dbos import FileInput, HelixError, LLMConfig, UserInputMessage, define_agent
 from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
@@ -62,6 +63,8 @@ def test_an_image_a_pdf_and_a_text_file_reach_the_model_as_content_parts(
         {"data": PNG, "media_type": "image/png", "filename": "dot.png"},
         {"data": f"data:application/pdf;base64,{PDF}", "media_type": "application/pdf", "filename": "a.pdf"},
         {"data": base64.b64encode("héllo".encode()).decode(), "media_type": "text/plain", "filename": "n.txt"},
+        # Not UTF-8: decoded with replacement characters, not refused (a schema cannot say "UTF-8").
+        {"data": base64.b64encode(b"caf\xe9").decode(), "media_type": "text/csv", "filename": "l.csv"},
     )
     handle = executor.execute(agent, user("What is this?", *files))
     assert handle.result().status == "completed"
@@ -73,6 +76,7 @@ def test_an_image_a_pdf_and_a_text_file_reach_the_model_as_content_parts(
     assert content[2]["file"]["file_data"] == f"data:application/pdf;base64,{PDF}"
     assert content[2]["file"]["filename"] == "a.pdf"
     assert content[3] == {"type": "text", "text": '<file name="n.txt" media_type="text/plain">\nhéllo\n</file>'}
+    assert content[4] == {"type": "text", "text": '<file name="l.csv" media_type="text/csv">\ncaf\ufffd\n</file>'}
 
     # The files stay on the stored message and go out again with the history of the next turn.
     again = executor.execute(agent, "And now?", session_id=handle.session_id)
@@ -93,18 +97,37 @@ def test_an_image_url_is_sent_as_the_url(make_executor: ExecutorFactory, server:
 
 
 @pytest.mark.parametrize(
+    ("file", "match"),
+    [
+        ({"data": PNG, "media_type": "application/zip"}, "unsupported media_type"),
+        ({"data": PNG, "media_type": "IMAGE/PNG"}, "unsupported media_type"),
+        ({"data": "not base64!", "media_type": "image/png"}, "data must be padded base64"),
+        ({"data": "", "media_type": "image/png"}, "data must be padded base64"),
+        ({"data": "data:text/plain,hi", "media_type": "text/plain"}, "data must be padded base64"),
+        ({"data": "https://example.com/a.pdf", "media_type": "application/pdf"}, "only images"),
+    ],
+)
+def test_files_that_are_not_files_a_model_takes_are_refused_when_the_input_is_read(
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer, file: dict[str, Any], match: str
+) -> None:
+    """What ``FileInput``'s schema refuses, its validation refuses (the service answers it with a 422)."""
+    agent = agent_on("openai/fake", server, name="shape")
+    executor = executor_for(make_executor, agent)
+    session_id = f"refused-file-{uuid.uuid4().hex}"
+    with pytest.raises(ValidationError, match=match):
+        executor.execute(agent, user("look", file), session_id=session_id)
+    assert executor.store.load_session(session_id) is None
+    assert server.request_count == 0
+
+
+@pytest.mark.parametrize(
     ("model", "file", "match"),
     [
-        ("openai/fake", {"data": PNG, "media_type": "application/zip"}, "supported are images"),
-        ("openai/fake", {"data": "not base64!", "media_type": "image/png"}, "not valid base64"),
-        ("openai/fake", {"data": f"data:image/jpeg;base64,{PNG}", "media_type": "image/png"}, "data: URI says"),
-        ("openai/fake", {"data": "https://example.com/a.pdf", "media_type": "application/pdf"}, "only images"),
-        ("openai/fake", {"data": base64.b64encode(b"\xff\xfe").decode(), "media_type": "text/plain"}, "UTF-8"),
         ("openai/gpt-3.5-turbo", {"data": PNG, "media_type": "image/png"}, "does not take images"),
         ("deepseek/deepseek-chat", {"data": PDF, "media_type": "application/pdf"}, "does not take PDFs"),
     ],
 )
-def test_files_a_model_cannot_take_are_refused_before_anything_is_written(
+def test_files_the_agents_model_cannot_take_are_refused_before_anything_is_written(
     make_executor: ExecutorFactory, server: ScriptedOpenAIServer, model: str, file: dict[str, Any], match: str
 ) -> None:
     agent = agent_on(model, server, name="picky")
