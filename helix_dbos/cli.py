@@ -436,6 +436,7 @@ def recover(
     how each ended. Runs already waiting on the queue are listed too.
     """
     from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+    from helix_dbos.runtime.recovery import requeue_pending_runs
 
     url = _url(database_url)
     if agents is not None:
@@ -451,7 +452,7 @@ def recover(
         if not system_url.startswith("sqlite:") or Path(system_url.removeprefix("sqlite:///")).exists():
             client = DBOSClient(system_database_url=system_url)
             try:
-                requeued, queued = _requeue(client, list(executor_id), APPLICATION_VERSION)
+                requeued, queued = requeue_pending_runs(client, list(executor_id), APPLICATION_VERSION)
             finally:
                 client.destroy()
         _print_requeued(store, list(executor_id), requeued, queued)
@@ -459,26 +460,6 @@ def recover(
             console.print(_worker_hint(store))
     finally:
         store.close()
-
-
-def _requeue(lister: Any, executor_ids: list[str], app_version: str) -> tuple[list[str], list[str]]:
-    """Re-enqueue the PENDING agent runs of ``executor_ids``; returns them and those already queued.
-
-    ``lister`` is ``DBOS`` or a ``DBOSClient``: both list and resume workflows the same way.
-    """
-    from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
-
-    def ids(**filters: Any) -> list[str]:
-        found = lister.list_workflows(
-            name=AGENT_WORKFLOW_NAME, app_version=app_version, load_input=False, load_output=False, **filters
-        )
-        return [w.workflow_id for w in found]
-
-    pending = ids(status="PENDING", executor_id=executor_ids)
-    queued = ids(status="ENQUEUED")
-    for workflow_id in pending:
-        lister.resume_workflow(workflow_id)  # PENDING -> ENQUEUED on DBOS's internal queue
-    return pending, queued
 
 
 def _print_requeued(store: Any, executor_ids: list[str], requeued: list[str], queued: list[str]) -> None:
@@ -507,11 +488,12 @@ def _recover_here(url: str, executor_ids: list[str], loaded: list[AgentConfig]) 
 
     from helix_dbos.runtime.executor import AgentExecutionHandle
     from helix_dbos.runtime.launch import launch, shutdown
+    from helix_dbos.runtime.recovery import requeue_pending_runs
 
     executor = launch(url, agents=loaded, executor_id="helix-dbos-recover")
     failed = 0
     try:
-        requeued, queued = _requeue(DBOS, executor_ids, str(DBOS.application_version))
+        requeued, queued = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
         _print_requeued(executor.store, executor_ids, requeued, queued)
         for workflow_id in [*requeued, *queued]:
             run = executor.store.get_run(workflow_id)

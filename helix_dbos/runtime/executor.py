@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandle
-from dbos._error import DBOSAwaitedWorkflowCancelledError
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
@@ -52,9 +51,11 @@ from helix_dbos.orchestration.state_operations import (
     normalize_agent_input,
 )
 from helix_dbos.runtime import services
+from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, HITL_TOPIC
 from helix_dbos.runtime.hooks import defined_hooks
 from helix_dbos.runtime.loop import RunRequest
+from helix_dbos.runtime.recovery import requeue_pending_runs
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.steps import OUTCOME_EVENT, now_ms
@@ -152,7 +153,7 @@ class AgentExecutionHandle:
             else:
                 outcome = self._executor._await_outcome(self.workflow_id, timeout_seconds)
             self._executor._local_handles.pop(self.workflow_id, None)
-        except DBOSAwaitedWorkflowCancelledError:
+        except AwaitedWorkflowCancelledError:
             session = self._executor.store.load_session(self.session_id)
             error = session.error if session is not None and session.error else "cancelled"
             return AgentResult(status="failed", error=error)
@@ -580,9 +581,7 @@ class DBOSAgentExecutor:
     @property
     def executor_id(self) -> str:
         """The DBOS executor id of this process."""
-        from dbos._utils import GlobalParams
-
-        return str(GlobalParams.executor_id)
+        return str(DBOS.executor_id)
 
     def heartbeat(self) -> None:
         """Record that this worker is alive."""
@@ -607,11 +606,11 @@ class DBOSAgentExecutor:
 
     def recover_executors(self, executor_ids: list[str]) -> int:
         """Re-enqueue the pending workflows of these executors for any live worker; returns how many."""
-        handles = DBOS._recover_pending_workflows(executor_ids)
+        requeued, _ = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
         self.logger.warn(
-            "[helix-dbos] took over runs of dead workers", {"executors": executor_ids, "runs": len(handles)}
+            "[helix-dbos] took over runs of dead workers", {"executors": executor_ids, "runs": len(requeued)}
         )
-        return len(handles)
+        return len(requeued)
 
     # -- run control -------------------------------------------------------------------------------------
     def interrupt(self, session_id: str, reason: str | None = None) -> bool:

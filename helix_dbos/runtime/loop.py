@@ -51,6 +51,7 @@ from helix_dbos.orchestration.stop_checker import (
     should_stop_execution,
 )
 from helix_dbos.runtime import services
+from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hitl import HitlCall, await_answers, check_step, needs_approval, register_step
 from helix_dbos.runtime.hooks import MessagePayload, RunPayload, ToolHookPayload, defined_hooks
@@ -248,7 +249,7 @@ def run_agent_loop(request: RunRequest) -> RunSummary:
     try:
         return _run_loop(request)
     except Exception as exc:
-        if type(exc).__module__.startswith("dbos"):
+        if is_dbos_control_exception(exc):
             raise  # cancellation, lost ownership and the like belong to DBOS
         raise_if_exiting(exc)
         _log.error("run %s failed", request.run_id, exc_info=exc)

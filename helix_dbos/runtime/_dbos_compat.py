@@ -1,0 +1,32 @@
+"""Every use of DBOS beyond its public API, in one place, pinned to the DBOS version by a test.
+
+helix-dbos builds on ``dbos==3.4.0``. Where it needs something DBOS does not export, the need is
+met here and nowhere else, so an upgrade of DBOS has one module to check (``tests/unit/
+test_dbos_compat.py`` fails on another version until it is checked):
+
+- :data:`AwaitedWorkflowCancelledError`: what ``WorkflowHandle.get_result()`` raises for a
+  workflow cancelled while it was awaited (an abort); DBOS raises it but does not export it.
+- :func:`is_dbos_control_exception`: exceptions DBOS raises *through* workflow code to unwind it
+  (cancellation, lost ownership of a workflow); the loop must let them pass, not record them as the
+  run's failure. DBOS has no common public base class for them, so they are known by module.
+
+Re-enqueueing a dead worker's runs, once ``DBOS._recover_pending_workflows``, is done through the
+public ``list_workflows`` and ``resume_workflow`` (:mod:`helix_dbos.runtime.recovery`).
+"""
+
+from __future__ import annotations
+
+from dbos._error import DBOSAwaitedWorkflowCancelledError
+
+DBOS_VERSION = "3.4.0"
+"""The DBOS version this module was checked against."""
+
+AwaitedWorkflowCancelledError = DBOSAwaitedWorkflowCancelledError
+
+
+def is_dbos_control_exception(exc: BaseException) -> bool:
+    """Whether ``exc`` is DBOS unwinding a workflow (cancellation, lost ownership), not a failure of it."""
+    return type(exc).__module__.split(".", 1)[0] == "dbos"
+
+
+__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_control_exception"]

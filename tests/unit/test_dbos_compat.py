@@ -1,0 +1,45 @@
+"""The private DBOS names helix-dbos relies on exist in the DBOS version it pins, and mean what it assumes.
+
+A DBOS upgrade fails here first: check ``helix_dbos/runtime/_dbos_compat.py`` against the new
+version, then update :data:`DBOS_VERSION`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import dbos
+from dbos import DBOS
+
+import helix_dbos
+from helix_dbos.runtime._dbos_compat import DBOS_VERSION, AwaitedWorkflowCancelledError, is_dbos_control_exception
+
+
+def test_the_installed_dbos_is_the_version_the_compat_module_was_checked_against() -> None:
+    assert importlib.metadata.version("dbos") == DBOS_VERSION
+
+
+def test_the_names_used_are_what_they_are_assumed_to_be() -> None:
+    assert issubclass(AwaitedWorkflowCancelledError, Exception)
+    assert AwaitedWorkflowCancelledError.__module__.startswith("dbos")
+    for name in ("list_workflows", "resume_workflow"):  # the public re-enqueue path
+        assert callable(getattr(DBOS, name)) and callable(getattr(dbos.DBOSClient, name))
+
+
+def test_dbos_control_exceptions_are_told_from_failures() -> None:
+    from dbos._error import DBOSWorkflowCancelledError
+
+    assert is_dbos_control_exception(DBOSWorkflowCancelledError("wf"))
+    assert not is_dbos_control_exception(RuntimeError("a tool failed"))
+
+
+def test_no_module_but_the_compat_module_imports_private_dbos_names() -> None:
+    package = Path(helix_dbos.__file__).parent
+    offenders = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "_dbos_compat.py" and ("dbos._" in path.read_text() or "DBOS._" in path.read_text())
+    ]
+    # store/retry.py names DBOS's retry helpers in its docstring only (where its model comes from).
+    assert offenders == ["store/retry.py"], offenders
