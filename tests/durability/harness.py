@@ -29,7 +29,7 @@ from helix_dbos import (
 from helix_dbos.errors import HelixError
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+from helix_dbos.runtime.launch import dbos_config_for
 from helix_dbos.store.retry import RetryPolicy
 from helix_dbos.stream.sql import SqlStreamManager
 from tests import pg
@@ -102,16 +102,9 @@ def launched(
     url = pg.create_database(cluster.url, pg.unique_name("outage"))
     upgrade(url)
     DBOS.destroy()
-    DBOS(
-        config={
-            "name": "helix-dbos",
-            "system_database_url": dbos_system_database_url(url),
-            "application_version": APPLICATION_VERSION,
-            "executor_id": "outage-test",
-            "log_level": "ERROR",
-            "notification_listener_polling_interval_sec": 0.01,
-        }
-    )
+    config = dbos_config_for(url, executor_id="outage-test", log_level="ERROR")
+    config["notification_listener_polling_interval_sec"] = 0.01
+    DBOS(config=config)
     store = SqlSessionStore(url, retry=retry)
     manager = SqlStreamManager(store.engine, retry=retry)
     executor = DBOSAgentExecutor(

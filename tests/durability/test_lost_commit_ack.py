@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from helix_dbos.messages import AssistantMessage, ToolCallRequest, ToolResultMessage, UserMessage
-from helix_dbos.store.base import StartRun, StepCommit
+from helix_dbos.store.base import StartRun, StartRunResult, StepCommit
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.schema import checkpoints, messages
 from helix_dbos.store.sql import SqlSessionStore
@@ -86,8 +86,8 @@ def proxied_store(pg_server_url: str) -> Iterator[tuple[SqlSessionStore, AckDrop
     proxy.close()
 
 
-def _start(store: SqlSessionStore) -> None:
-    store.start_run(
+def _start(store: SqlSessionStore) -> StartRunResult:
+    return store.start_run(
         StartRun(
             session_id="s1",
             run_id="r1",
@@ -144,18 +144,7 @@ def test_a_run_start_whose_ack_was_lost_returns_the_started_run(
 ) -> None:
     store, proxy = proxied_store
     proxy.armed.set()
-    started = store.start_run(
-        StartRun(
-            session_id="s1",
-            run_id="r1",
-            workflow_id="wf-r1",
-            agent_type="tester",
-            new_session_state={},
-            input_messages=[UserMessage(content="hi")],
-            request_key="req-1",
-            now_ms=1,
-        )
-    )
+    started = _start(store)
     assert proxy.dropped == 1
     assert started.existing and started.run.run_id == "r1"  # the executor then starts its workflow if missing
     assert store.get_message_count("s1") == 1
