@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.migrate import upgrade
-from helix_dbos.store.sql import create_engine_for
 from helix_dbos.stream.chunks import TextDeltaChunk
 from helix_dbos.stream.sql import SqlStreamManager
 from tests import pg

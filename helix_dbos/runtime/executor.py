@@ -58,7 +58,7 @@ from helix_dbos.runtime.loop import RunRequest
 from helix_dbos.runtime.recovery import requeue_pending_runs
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.steps import OUTCOME_EVENT, now_ms
+from helix_dbos.runtime.steps import OUTCOME_EVENT
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workflow import agent_run_workflow
 from helix_dbos.session import (
@@ -81,6 +81,7 @@ from helix_dbos.session import (
     SuspendedClientToolOutcome,
 )
 from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
+from helix_dbos.store.engine import now_ms
 from helix_dbos.store.hitl import PendingToolCallNotFoundError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager

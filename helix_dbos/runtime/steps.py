@@ -47,14 +47,10 @@ from helix_dbos.runtime.hooks import (
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter, is_error_step
 from helix_dbos.store.base import StepCommit
+from helix_dbos.store.engine import now_ms
 from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds; only ever read inside steps, never in workflow code."""
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

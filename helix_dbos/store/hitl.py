@@ -20,7 +20,6 @@ always read from here.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.store.engine import begin_write, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import pending_tool_calls, sessions
 
@@ -97,10 +97,6 @@ class SubmitOutcome(BaseModel):
     """Every call of the run is now answered or expired."""
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _row(row: Any) -> PendingToolCall:
     return PendingToolCall.model_validate(dict(row._mapping))
 
@@ -118,9 +114,7 @@ class PendingToolCallStore:
         return self._retry
 
     def _begin(self) -> Any:
-        from helix_dbos.store.sql import _begin_write
-
-        return _begin_write(self._engine)
+        return begin_write(self._engine)
 
     @retrying
     def register(self, calls: list[PendingToolCall]) -> None:
@@ -187,7 +181,7 @@ class PendingToolCallStore:
             call = _row(row)
             if call.status != "pending":
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, call.status)
-            now = _now_ms()
+            now = now_ms()
             changed = conn.execute(
                 sa.update(pending_tool_calls)
                 .where(

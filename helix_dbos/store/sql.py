@@ -22,16 +22,12 @@ connection.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
 
 from helix_dbos.checkpoint import Checkpoint, CheckpointMeta, generate_checkpoint_id
 from helix_dbos.errors import (
@@ -66,6 +62,10 @@ from helix_dbos.store.base import (
     StepCommit,
     UsageRecord,
 )
+from helix_dbos.store.engine import begin_read as _begin_read
+from helix_dbos.store.engine import begin_write as _begin_write
+from helix_dbos.store.engine import create_engine_for
+from helix_dbos.store.engine import now_ms as _now_ms
 from helix_dbos.store.hitl import PendingToolCallStore
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy, retrying
@@ -75,79 +75,7 @@ from helix_dbos.store.workers import WorkerRegistry
 if TYPE_CHECKING:
     from helix_dbos.store.base import SessionStore
 
-SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
-"""How long a SQLite writer waits for the write lock before failing with "database is locked"."""
-
-_WRITE_OPTION: Final = "helix_write"
 _TERMINAL_RUN_STATUSES: Final = frozenset({"completed", "failed", "interrupted"})
-
-
-# engines ----------------------------------------------------------------------------------------
-
-
-def to_sqlalchemy_url(url: str) -> str:
-    """Normalise a database URL for SQLAlchemy: ``postgresql://`` / ``postgres://`` use psycopg 3.
-
-    Other URLs (``sqlite:///path``, explicit ``postgresql+driver://``) pass through unchanged.
-    """
-    parsed = make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
-
-
-def _json_dumps(value: Any) -> str:
-    # pydantic-core serialises what json.dumps cannot (datetimes, models, UUIDs) and is faster;
-    # the codec escapes what PostgreSQL refuses (NUL, lone surrogates), reversibly.
-    return codec.dumps(value)
-
-
-def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
-    """Create a SQLAlchemy engine configured the way the store needs it.
-
-    PostgreSQL goes through psycopg 3, with ``pool_pre_ping``. SQLite gets
-    ``check_same_thread=False`` (the runtime calls the store from several threads), WAL, a busy
-    timeout, and explicit ``BEGIN`` / ``BEGIN IMMEDIATE`` transactions (see the module docstring).
-    ``engine_kwargs`` override the defaults (``pool_size=...`` for many concurrent workflows).
-    """
-    sa_url = to_sqlalchemy_url(url)
-    kwargs: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": codec.loads}
-    backend = make_url(sa_url).get_backend_name()
-    if backend == "sqlite":
-        kwargs["connect_args"] = {"check_same_thread": False}
-        database = make_url(sa_url).database
-        if database and database != ":memory:" and not database.startswith("file:"):
-            Path(database).parent.mkdir(parents=True, exist_ok=True)  # the embedded default lives in .helix/
-    else:
-        # One cheap round trip per checkout buys surviving a server restart or failover: without
-        # it the first statement on each stale pooled connection fails, inside a workflow step.
-        kwargs["pool_pre_ping"] = True
-    kwargs.update(engine_kwargs)
-    engine = sa.create_engine(sa_url, **kwargs)
-    if backend == "sqlite":
-        _install_sqlite_events(engine)
-    return engine
-
-
-def _install_sqlite_events(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Hand transaction control to the "begin" listener below.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        # A deferred transaction that reads and then writes can fail at once with SQLITE_BUSY
-        # (the busy timeout does not apply to a lock upgrade); IMMEDIATE takes the write lock up
-        # front, waiting for it under the busy timeout instead.
-        immediate = conn.get_execution_options().get(_WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 _PG_COMMIT_STEP = sa.text(
@@ -206,25 +134,6 @@ FROM (SELECT 1) AS one LEFT JOIN s ON true
 """
 )
 """The PostgreSQL form of ``commit_step`` (see ``SqlSessionStore._commit_step_postgres``)."""
-
-
-@contextmanager
-def _begin_write(engine: Engine) -> Iterator[Connection]:
-    """Yield a connection inside a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
-    with engine.connect() as conn:
-        conn.execution_options(**{_WRITE_OPTION: True})
-        with conn.begin():
-            yield conn
-
-
-@contextmanager
-def _begin_read(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as conn, conn.begin():
-        yield conn
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # row conversion ---------------------------------------------------------------------------------
@@ -943,18 +852,18 @@ class SqlSessionStore:
             "first": commit.first_sequence,
             "message_count": commit.first_sequence + len(commit.messages),
             "now": now,
-            "custom_state": _json_dumps(commit.custom_state),
+            "custom_state": codec.dumps(commit.custom_state),
             "final": final,
             "status": commit.session_status,
-            "output": _json_dumps(commit.output),
+            "output": codec.dumps(commit.output),
             "error": None if commit.error is None else codec.escape_text(commit.error),
             "run_status": commit.run_status,
             "run_terminal": commit.run_status in _TERMINAL_RUN_STATUSES,
             "checkpoint_id": generate_checkpoint_id(sid, commit.step_count, timestamp_ms=now),
             "checkpoint_status": commit.checkpoint_status,
             "stream_sequence": commit.stream_sequence,
-            "messages": _json_dumps([_dump_message(m) for m in commit.messages]),
-            "usage": _json_dumps([{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]),
+            "messages": codec.dumps([_dump_message(m) for m in commit.messages]),
+            "usage": codec.dumps([{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]),
         }
         with _begin_write(self._engine) as conn:
             row = conn.execute(_PG_COMMIT_STEP, params).one()

@@ -88,7 +88,6 @@ import logging
 import os
 import select
 import threading
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -101,9 +100,10 @@ from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
 from helix_dbos.store import codec
+from helix_dbos.store.engine import begin_write as _begin_write
+from helix_dbos.store.engine import create_engine_for, now_ms
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.sql import _begin_write, create_engine_for
 from helix_dbos.stream.chunks import (
     RunPausedChunk,
     RunResumedChunk,
@@ -133,10 +133,6 @@ _MAX_NOTIFY_ID_BYTES: Final = 7000
 _LOCAL_STATUS_LIMIT: Final = 10_000
 """Entries of the local stream-status cache before it is dropped and rebuilt."""
 _TERMINAL: Final = frozenset({"ended", "failed"})
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # SQL ----------------------------------------------------------------------------------------------
@@ -752,7 +748,7 @@ class SqlStreamManager:
         self._check_open()
         if self._local_status.get(stream_id) != "active":
             await self.flush()  # let queued chunks of the previous turn hit the end they were written before
-            await asyncio.to_thread(self._execute_write, _ACTIVATE, {"sid": stream_id, "now": _now_ms()})
+            await asyncio.to_thread(self._execute_write, _ACTIVATE, {"sid": stream_id, "now": now_ms()})
             self._set_local(stream_id, "active")
         return SqlStreamWriter(self, stream_id, run_id, agent_type)
 
@@ -765,7 +761,7 @@ class SqlStreamManager:
         """
         self._check_open()
         await self.flush()
-        await asyncio.to_thread(self._execute_write, _ACTIVATE, {"sid": stream_id, "now": _now_ms()})
+        await asyncio.to_thread(self._execute_write, _ACTIVATE, {"sid": stream_id, "now": now_ms()})
         self._set_local(stream_id, "active")
 
     async def write_keyed(
@@ -828,7 +824,7 @@ class SqlStreamManager:
 
     def _write_groups(self, groups: dict[str, list[PendingChunk]]) -> set[str]:
         """Store every stream's chunks in one transaction; returns the streams that had ended."""
-        now = _now_ms()
+        now = now_ms()
         ended: set[str] = set()
         with _begin_write(self._engine) as conn:
             # Every process locks stream rows in the same order, so two batches never deadlock.
@@ -956,7 +952,7 @@ class SqlStreamManager:
             self._flusher.submit(marker)
             await self.flush()
         stored_error = None if error is None else codec.escape_text(error)
-        params = {"sid": stream_id, "status": status, "error": stored_error, "now": _now_ms()}
+        params = {"sid": stream_id, "status": status, "error": stored_error, "now": now_ms()}
         await asyncio.to_thread(self._execute_write, _TERMINATE, params, notify=stream_id)
         self._set_local(stream_id, "ended")
         self._signals.bump(stream_id)
@@ -1112,7 +1108,7 @@ class SqlStreamManager:
 
     @retrying
     def _cleanup(self, stream_id: str, step_count: int) -> bool:
-        now = _now_ms()
+        now = now_ms()
         with _begin_write(self._engine) as conn:
             # Lock the row first, as writers do: the same lock order everywhere.
             if conn.execute(_LOCK_STREAM, {"sid": stream_id, "now": now}).first() is None:
@@ -1145,7 +1141,7 @@ class SqlStreamManager:
     @retrying
     def _reset(self, stream_id: str) -> None:
         with _begin_write(self._engine) as conn:
-            conn.execute(_RESET, {"sid": stream_id, "now": _now_ms()})
+            conn.execute(_RESET, {"sid": stream_id, "now": now_ms()})
             conn.execute(_DELETE_ALL, {"sid": stream_id})
             self._send_notify(conn, stream_id, control=True)
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from helix_dbos import MockLLMAdapter, ParsedToolCall, TextStepResult, ToolCallsStepResult, define_agent, define_tool
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.runtime.steps import now_ms
+from helix_dbos.store.engine import now_ms
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

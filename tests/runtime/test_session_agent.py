@@ -108,8 +108,8 @@ def test_resume_with_another_agent_uses_the_same_error(make_executor: ExecutorFa
 
 def test_the_store_refuses_another_agent_under_the_row_lock(make_executor: ExecutorFactory) -> None:
     """The executor's check reads before the transaction; the store's holds under the lock (a race)."""
-    from helix_dbos.runtime.steps import now_ms
     from helix_dbos.store.base import StartRun
+    from helix_dbos.store.engine import now_ms
 
     owner = define_agent("locked-owner", system_prompt="x", llm_config="openai/fake")
     executor = make_executor(MockLLMAdapter([said("hi")]), [owner])

@@ -7,9 +7,9 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.migrate import check_migrated, current_revision, downgrade, head_revision, upgrade
 from helix_dbos.store.schema import ALL_TABLES, SCHEMA_REVISION, VERSION_TABLE, metadata
-from helix_dbos.store.sql import create_engine_for
 
 
 def _diffs(engine: sa.Engine) -> list[object]:

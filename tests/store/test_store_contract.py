@@ -34,9 +34,10 @@ from helix_dbos.messages import (
 )
 from helix_dbos.session import InterruptContext, SubSessionRef
 from helix_dbos.store.base import CommitResult, StartRun, StartRunResult, StepCommit, UsageRecord
+from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.migrate import current_revision, upgrade
 from helix_dbos.store.schema import SCHEMA_REVISION
-from helix_dbos.store.sql import SqlSessionStore, create_engine_for
+from helix_dbos.store.sql import SqlSessionStore
 
 T = TypeVar("T")
 

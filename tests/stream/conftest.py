@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.schema import stream_chunks, streams
-from helix_dbos.store.sql import create_engine_for
 from helix_dbos.stream.sql import SqlStreamManager
 
 BACKENDS = [

@@ -23,8 +23,9 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, text
 
+from helix_dbos.store.engine import begin_write as _begin_write
+from helix_dbos.store.engine import create_engine_for, to_sqlalchemy_url
 from helix_dbos.store.schema import TABLE_PREFIX, VERSION_TABLE, metadata
-from helix_dbos.store.sql import _begin_write, create_engine_for, to_sqlalchemy_url
 
 MIGRATION_LOCK_KEY = 0x6865_6C69_7864_6200 >> 1
 """Key of the PostgreSQL advisory lock held while migrating ("helixdb" in hex, kept positive)."""

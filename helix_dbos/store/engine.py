@@ -1,0 +1,119 @@
+"""Engines and transactions: how every helix-dbos table is reached, on PostgreSQL and on SQLite.
+
+The session store, the pending-call store, the worker registry, the durable stream and the
+migrations all open connections the same way, so that one place decides how SQLite serialises
+writers (``BEGIN IMMEDIATE``), how PostgreSQL survives a restart (``pool_pre_ping``), and how JSON
+is encoded (the codec that escapes what PostgreSQL refuses).
+
+SQLite notes: WAL mode and a busy timeout are set on every connection, and pysqlite's own
+transaction handling is switched off so that the store can emit ``BEGIN`` / ``BEGIN IMMEDIATE``
+itself (the SQLAlchemy-documented recipe). Use a file URL; ``:memory:`` databases are per
+connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import make_url
+
+from helix_dbos.store import codec
+
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "begin_read", "begin_write", "create_engine_for", "now_ms", "to_sqlalchemy_url"]
+
+SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
+"""How long a SQLite writer waits for the write lock before failing with "database is locked"."""
+
+_WRITE_OPTION: Final = "helix_write"
+
+
+def to_sqlalchemy_url(url: str) -> str:
+    """Normalise a database URL for SQLAlchemy: ``postgresql://`` / ``postgres://`` use psycopg 3.
+
+    Other URLs (``sqlite:///path``, explicit ``postgresql+driver://``) pass through unchanged.
+    """
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _json_dumps(value: Any) -> str:
+    # pydantic-core serialises what json.dumps cannot (datetimes, models, UUIDs) and is faster;
+    # the codec escapes what PostgreSQL refuses (NUL, lone surrogates), reversibly.
+    return codec.dumps(value)
+
+
+def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
+    """Create a SQLAlchemy engine configured the way the store needs it.
+
+    PostgreSQL goes through psycopg 3, with ``pool_pre_ping``. SQLite gets
+    ``check_same_thread=False`` (the runtime calls the store from several threads), WAL, a busy
+    timeout, and explicit ``BEGIN`` / ``BEGIN IMMEDIATE`` transactions (see the module docstring).
+    ``engine_kwargs`` override the defaults (``pool_size=...`` for many concurrent workflows).
+    """
+    sa_url = to_sqlalchemy_url(url)
+    kwargs: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": codec.loads}
+    backend = make_url(sa_url).get_backend_name()
+    if backend == "sqlite":
+        kwargs["connect_args"] = {"check_same_thread": False}
+        database = make_url(sa_url).database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).parent.mkdir(parents=True, exist_ok=True)  # the embedded default lives in .helix/
+    else:
+        # One cheap round trip per checkout buys surviving a server restart or failover: without
+        # it the first statement on each stale pooled connection fails, inside a workflow step.
+        kwargs["pool_pre_ping"] = True
+    kwargs.update(engine_kwargs)
+    engine = sa.create_engine(sa_url, **kwargs)
+    if backend == "sqlite":
+        _install_sqlite_events(engine)
+    return engine
+
+
+def _install_sqlite_events(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Hand transaction control to the "begin" listener below.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # A deferred transaction that reads and then writes can fail at once with SQLITE_BUSY
+        # (the busy timeout does not apply to a lock upgrade); IMMEDIATE takes the write lock up
+        # front, waiting for it under the busy timeout instead.
+        immediate = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@contextmanager
+def begin_write(engine: Engine) -> Iterator[Connection]:
+    """Yield a connection inside a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITE_OPTION: True})
+        with conn.begin():
+            yield conn
+
+
+@contextmanager
+def begin_read(engine: Engine) -> Iterator[Connection]:
+    """Yield a connection inside a read transaction (a plain ``BEGIN`` on SQLite)."""
+    with engine.connect() as conn, conn.begin():
+        yield conn
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch: the unit of every ``*_at`` column."""
+    return time.time_ns() // 1_000_000
