@@ -28,10 +28,12 @@ from helix_dbos.errors import (
     HelixError,
     LockLostError,
     LockNotAcquiredError,
+    PendingToolCallNotFoundError,
     SessionAlreadyExistsError,
     SessionNotFoundError,
     StaleStateError,
     StreamTruncatedError,
+    ToolCallAlreadyAnsweredError,
     classify_error,
     ensure_error,
     extract_error_message,
@@ -183,7 +185,7 @@ from helix_dbos.store.base import (
     SessionStore,
     UsageRecord,
 )
-from helix_dbos.store.hitl import PendingToolCall, PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.store.hitl import PendingToolCall
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.sql import SqlSessionStore
 from helix_dbos.stream.chunks import (

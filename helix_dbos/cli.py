@@ -329,7 +329,7 @@ def serve(
     Refuses to start unless --token (or HELIX_API_TOKENS) or --allow-unauthenticated is given. Any
     number of servers and workers may share one PostgreSQL database.
     """
-    from helix_dbos.service.auth import ServiceAuthConfigError
+    from helix_dbos.errors import ServiceAuthConfigError
     from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
 
     tokens = list(token or []) or tokens_from_env()

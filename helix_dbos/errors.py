@@ -19,7 +19,18 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── FencingTokenMismatchError       state_concurrency_conflict
     ├── LockNotAcquiredError            state_concurrency_conflict
     ├── LockLostError                   state_concurrency_conflict
-    └── StreamTruncatedError            transport_error
+    ├── StreamTruncatedError            transport_error
+    ├── DatabaseUnavailableError        transport_error       the database stayed down past the retry bound
+    ├── PendingToolCallNotFoundError    state_tool_call_not_found
+    ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
+    ├── AgentNotFoundError              state_agent_not_found  the service does not serve that agent
+    └── ServiceAuthConfigError          validation_error      a service built without an auth decision
+
+    ServiceError (code)                 errors only the HTTP layer has (not HelixErrors: no library
+    └── ResultTimeoutError              transport_result_timeout    call raises them)
+
+    ProcessExiting (BaseException)      the interpreter is exiting: the run stops unrecorded and is
+                                        recovered at the next start (never caught by ``except Exception``)
 
 Provider failures surface as plain ``HelixError`` with a ``provider_*`` code (see
 ``helix_dbos.llm.litellm_adapter`` for the mapping from LiteLLM exceptions).
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 ErrorCategory = Literal["provider", "tool", "state", "transport", "validation", "framework"]
@@ -351,6 +363,100 @@ class StreamTruncatedError(HelixError):
         self.stream_id = stream_id
         self.last_valid_sequence = last_valid_sequence
         self.truncated_at_step = truncated_at_step
+
+
+class PendingToolCallNotFoundError(HelixError):
+    """No pending tool call with this id exists in the session."""
+
+    def __init__(self, session_id: str, tool_call_id: str) -> None:
+        super().__init__(
+            f"Session {session_id!r} has no pending tool call {tool_call_id!r}",
+            code="state_tool_call_not_found",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.tool_call_id = tool_call_id
+
+
+class ToolCallAlreadyAnsweredError(HelixError):
+    """The tool call was already answered (or expired); submissions are exactly-once."""
+
+    def __init__(self, session_id: str, tool_call_id: str, status: str) -> None:
+        super().__init__(
+            f"Tool call {tool_call_id!r} of session {session_id!r} is no longer pending (status {status!r}); "
+            "a tool call accepts exactly one submission",
+            code="state_concurrency_conflict",
+            retryable=False,
+        )
+        self.session_id = session_id
+        self.tool_call_id = tool_call_id
+        self.status = status
+
+
+class DatabaseUnavailableError(HelixError):
+    """The database stayed unreachable (or kept failing transiently) for the whole retry bound.
+
+    A ``transport_error``, retryable: nothing was written by the failed operation, and a run that
+    failed with it can be continued with ``retry()`` once the database is back. The message is safe
+    to show a client; the driver's error (host, port, SQL) is ``__cause__`` and went to the log.
+    """
+
+    def __init__(self, operation: str, elapsed_seconds: float, attempts: int, cause: BaseException) -> None:
+        super().__init__(
+            f"The database was unavailable for {elapsed_seconds:.0f} s ({attempts} attempts at {operation}); "
+            f"nothing was written. Retry once it is back (a run: retry()); the bound is HELIX_DB_RETRY_SECONDS.",
+            code="transport_error",
+            retryable=True,
+            cause=cause,
+        )
+        self.operation = operation
+        self.elapsed_seconds = elapsed_seconds
+        self.attempts = attempts
+
+
+class AgentNotFoundError(HelixError):
+    """The request names an agent this server does not serve (HTTP 404, code ``state_agent_not_found``)."""
+
+    def __init__(self, name: str, served: Sequence[str]) -> None:
+        super().__init__(
+            f"Agent {name!r} is not registered on this server (it serves: {', '.join(served) or 'no agents'})",
+            code="state_agent_not_found",
+            retryable=False,
+        )
+        self.name = name
+
+
+class ServiceAuthConfigError(HelixError, ValueError):
+    """The service was built without an authentication decision (or with contradictory ones)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="validation_error", retryable=False)
+
+
+class ServiceError(Exception):
+    """An error only the HTTP layer has (its ``code`` is one of :data:`HTTP_ERROR_CODES`)."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+class ResultTimeoutError(ServiceError):
+    """The run did not finish within the wait the client asked for (HTTP 408); ask again to keep waiting."""
+
+    def __init__(self, session_id: str, run_id: str, timeout_seconds: float) -> None:
+        super().__init__(
+            "transport_result_timeout",
+            f"Run {run_id!r} of session {session_id!r} did not finish within {timeout_seconds:g} s; "
+            "it is still going: ask again to keep waiting",
+            retryable=True,
+        )
+
+
+class ProcessExiting(BaseException):
+    """The process is exiting: this run stops here, unrecorded, and is recovered at the next start."""
 
 
 def extract_error_message(value: object) -> str:

@@ -35,6 +35,7 @@ from helix_dbos.errors import (
     AgentMismatchError,
     AgentNotResumableError,
     HelixError,
+    PendingToolCallNotFoundError,
     RunNotFinishedError,
     SessionNotFoundError,
     StaleStateError,
@@ -82,7 +83,6 @@ from helix_dbos.session import (
 )
 from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
 from helix_dbos.store.engine import now_ms
-from helix_dbos.store.hitl import PendingToolCallNotFoundError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
 from helix_dbos.validation import check_text

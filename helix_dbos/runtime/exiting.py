@@ -18,6 +18,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from helix_dbos.errors import ProcessExiting
+
 _exiting = threading.Event()
 
 # Python announces its shutdown to threading's exit hooks (the ones that stop thread pools) before
@@ -27,10 +29,6 @@ _exiting = threading.Event()
 _register = getattr(threading, "_register_atexit", None)
 if _register is not None:
     _register(_exiting.set)
-
-
-class ProcessExiting(BaseException):
-    """The process is exiting: this run stops here, unrecorded, and is recovered at the next start."""
 
 
 def process_exiting() -> bool:

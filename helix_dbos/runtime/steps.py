@@ -29,13 +29,13 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
-from helix_dbos.errors import extract_error_message
+from helix_dbos.errors import ProcessExiting, extract_error_message
 from helix_dbos.llm.adapter import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.messages import Message
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.exiting import ProcessExiting, process_exiting, raise_if_exiting
+from helix_dbos.runtime.exiting import process_exiting, raise_if_exiting
 from helix_dbos.runtime.hooks import (
     LLMCallPayload,
     MessagePayload,

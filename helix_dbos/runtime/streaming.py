@@ -17,9 +17,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+from helix_dbos.errors import DatabaseUnavailableError
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.store.retry import DatabaseUnavailableError
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import ChunkRecord, StreamManager, StreamReader
 

@@ -5,7 +5,8 @@ helix-dbos and serves it with uvicorn. See :mod:`helix_dbos.service.app` for the
 they map to the seeds' ``AgentServer`` operations.
 """
 
+from helix_dbos.errors import ServiceAuthConfigError
 from helix_dbos.service.app import create_app
-from helix_dbos.service.auth import AnonymousPrincipal, AuthenticateHook, BearerPrincipal, ServiceAuthConfigError
+from helix_dbos.service.auth import AnonymousPrincipal, AuthenticateHook, BearerPrincipal
 
 __all__ = ["AnonymousPrincipal", "AuthenticateHook", "BearerPrincipal", "ServiceAuthConfigError", "create_app"]

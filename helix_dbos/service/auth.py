@@ -29,17 +29,10 @@ from typing import Any
 
 from starlette.requests import Request
 
-from helix_dbos.errors import HelixError
+from helix_dbos.errors import ServiceAuthConfigError
 
 AuthenticateHook = Callable[[Request], Any | Awaitable[Any]]
 """``(request) -> principal | None``, sync or async; ``None`` means "not authenticated"."""
-
-
-class ServiceAuthConfigError(HelixError, ValueError):
-    """The service was built without an authentication decision (or with contradictory ones)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, code="validation_error", retryable=False)
 
 
 @dataclass(frozen=True)
@@ -171,7 +164,6 @@ __all__ = [
     "AuthenticateHook",
     "Authenticator",
     "BearerPrincipal",
-    "ServiceAuthConfigError",
     "bearer_token",
     "principal_scope",
 ]

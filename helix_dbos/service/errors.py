@@ -47,7 +47,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from helix_dbos.errors import ERROR_CODES, HelixError, database_error_kind, public_error_message
+from helix_dbos.errors import ERROR_CODES, HelixError, ServiceError, database_error_kind, public_error_message
 
 logger = logging.getLogger("helix_dbos.service")
 
@@ -95,16 +95,6 @@ HTTP_ERROR_CODES = frozenset(
 """Codes only the HTTP layer answers (no library call raises them)."""
 
 
-class ServiceError(Exception):
-    """An error only the HTTP layer has (its ``code`` is one of :data:`HTTP_ERROR_CODES`)."""
-
-    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-
-
 class ErrorDetail(BaseModel):
     """One problem found while validating a request."""
 
@@ -136,30 +126,6 @@ class ErrorResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     error: ErrorInfo
-
-
-class AgentNotFoundError(HelixError):
-    """The request names an agent this server does not serve (HTTP 404, code ``state_agent_not_found``)."""
-
-    def __init__(self, name: str, served: Sequence[str]) -> None:
-        super().__init__(
-            f"Agent {name!r} is not registered on this server (it serves: {', '.join(served) or 'no agents'})",
-            code="state_agent_not_found",
-            retryable=False,
-        )
-        self.name = name
-
-
-class ResultTimeoutError(ServiceError):
-    """The run did not finish within the wait the client asked for (HTTP 408); ask again to keep waiting."""
-
-    def __init__(self, session_id: str, run_id: str, timeout_seconds: float) -> None:
-        super().__init__(
-            "transport_result_timeout",
-            f"Run {run_id!r} of session {session_id!r} did not finish within {timeout_seconds:g} s; "
-            "it is still going: ask again to keep waiting",
-            retryable=True,
-        )
 
 
 def status_for(code: str) -> int:
@@ -364,12 +330,9 @@ __all__ = [
     "HTTP_ERROR_CODES",
     "STATUS_BY_CODE",
     "UNAUTHENTICATED",
-    "AgentNotFoundError",
     "ErrorDetail",
     "ErrorInfo",
     "ErrorResponse",
-    "ResultTimeoutError",
-    "ServiceError",
     "coded_error_response",
     "error_model",
     "error_response",

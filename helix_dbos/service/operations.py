@@ -16,13 +16,14 @@ from typing import Any, TypeVar
 
 from helix_dbos.errors import (
     AgentMismatchError,
+    AgentNotFoundError,
     HelixError,
+    ResultTimeoutError,
     RunNotFinishedError,
     SessionNotFoundError,
     public_error_message,
 )
 from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable, session_id_for_key
-from helix_dbos.service.errors import AgentNotFoundError, ResultTimeoutError
 from helix_dbos.service.schemas import (
     AbortAccepted,
     CanResumeView,

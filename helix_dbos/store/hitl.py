@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Connection, Engine
 
-from helix_dbos.errors import HelixError, SessionNotFoundError
+from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.store.engine import begin_write, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import pending_tool_calls, sessions
@@ -34,34 +34,6 @@ from helix_dbos.store.schema import pending_tool_calls, sessions
 PendingKind = Literal["client", "approval"]
 PendingStatus = Literal["pending", "answered", "expired", "applied", "cancelled"]
 Delivery = Literal["hot", "parked"]
-
-
-class PendingToolCallNotFoundError(HelixError):
-    """No pending tool call with this id exists in the session."""
-
-    def __init__(self, session_id: str, tool_call_id: str) -> None:
-        super().__init__(
-            f"Session {session_id!r} has no pending tool call {tool_call_id!r}",
-            code="state_tool_call_not_found",
-            retryable=False,
-        )
-        self.session_id = session_id
-        self.tool_call_id = tool_call_id
-
-
-class ToolCallAlreadyAnsweredError(HelixError):
-    """The tool call was already answered (or expired); submissions are exactly-once."""
-
-    def __init__(self, session_id: str, tool_call_id: str, status: str) -> None:
-        super().__init__(
-            f"Tool call {tool_call_id!r} of session {session_id!r} is no longer pending (status {status!r}); "
-            "a tool call accepts exactly one submission",
-            code="state_concurrency_conflict",
-            retryable=False,
-        )
-        self.session_id = session_id
-        self.tool_call_id = tool_call_id
-        self.status = status
 
 
 class PendingToolCall(BaseModel):

@@ -57,12 +57,11 @@ from typing import Concatenate, Final, ParamSpec, Protocol, TypeVar, cast
 import psycopg
 import sqlalchemy as sa
 
-from helix_dbos.errors import HelixError
+from helix_dbos.errors import DatabaseUnavailableError, HelixError
 
 __all__ = [
     "DEFAULT_RETRY_SECONDS",
     "RETRY_SECONDS_ENV",
-    "DatabaseUnavailableError",
     "RetryPolicy",
     "is_transient",
     "retry_call",
@@ -79,27 +78,6 @@ DEFAULT_RETRY_SECONDS: Final = 120.0
 _TRANSIENT_SQLSTATE_CLASSES: Final = frozenset({"08", "53"})
 _TRANSIENT_SQLSTATES: Final = frozenset({"57P01", "57P02", "57P03", "57P05", "40001", "40P01", "25P03", "25006"})
 _SQLITE_BUSY: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
-
-
-class DatabaseUnavailableError(HelixError):
-    """The database stayed unreachable (or kept failing transiently) for the whole retry bound.
-
-    A ``transport_error``, retryable: nothing was written by the failed operation, and a run that
-    failed with it can be continued with ``retry()`` once the database is back. The message is safe
-    to show a client; the driver's error (host, port, SQL) is ``__cause__`` and went to the log.
-    """
-
-    def __init__(self, operation: str, elapsed_seconds: float, attempts: int, cause: BaseException) -> None:
-        super().__init__(
-            f"The database was unavailable for {elapsed_seconds:.0f} s ({attempts} attempts at {operation}); "
-            f"nothing was written. Retry once it is back (a run: retry()); the bound is {RETRY_SECONDS_ENV}.",
-            code="transport_error",
-            retryable=True,
-            cause=cause,
-        )
-        self.operation = operation
-        self.elapsed_seconds = elapsed_seconds
-        self.attempts = attempts
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from helix_dbos.errors import HelixError
+from helix_dbos.errors import DatabaseUnavailableError, HelixError
 from helix_dbos.store import codec
-from helix_dbos.store.retry import DatabaseUnavailableError, RetryPolicy, retry_call
+from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.chunks import ErrorChunk, StreamChunk, chunk_to_json
 from helix_dbos.stream.manager import StreamStatus
 

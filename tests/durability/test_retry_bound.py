@@ -27,7 +27,8 @@ from helix_dbos import (
     define_agent,
     define_tool,
 )
-from helix_dbos.store.retry import DatabaseUnavailableError, RetryPolicy
+from helix_dbos.errors import DatabaseUnavailableError
+from helix_dbos.store.retry import RetryPolicy
 from tests import pg
 from tests.durability.harness import Env, launched
 

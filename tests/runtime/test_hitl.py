@@ -28,8 +28,9 @@ from helix_dbos import (
     define_tool,
     find_unpaired_tool_call_ids,
 )
+from helix_dbos.errors import PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.store.hitl import PendingToolCall, PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.store.hitl import PendingToolCall
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

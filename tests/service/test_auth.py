@@ -8,7 +8,8 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from helix_dbos.service import AnonymousPrincipal, BearerPrincipal, ServiceAuthConfigError, create_app
+from helix_dbos.errors import ServiceAuthConfigError
+from helix_dbos.service import AnonymousPrincipal, BearerPrincipal, create_app
 from helix_dbos.service.auth import Authenticator
 
 

@@ -14,14 +14,8 @@ import psycopg.errors
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos.errors import HelixError
-from helix_dbos.store.retry import (
-    RETRY_SECONDS_ENV,
-    DatabaseUnavailableError,
-    RetryPolicy,
-    is_transient,
-    retry_call,
-)
+from helix_dbos.errors import DatabaseUnavailableError, HelixError
+from helix_dbos.store.retry import RETRY_SECONDS_ENV, RetryPolicy, is_transient, retry_call
 
 FAST = RetryPolicy(max_seconds=0.5, initial_backoff=0.001, max_backoff=0.01)
 
