@@ -177,17 +177,17 @@ from helix_dbos.step_result import (
     is_error_stop_reason,
     is_recoverable_error_stop_reason,
 )
+from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import (
     PaginatedCheckpoints,
     PaginatedMessages,
+    PendingToolCall,
     RunRecord,
     SessionRecord,
     SessionStore,
     UsageRecord,
 )
-from helix_dbos.store.hitl import PendingToolCall
 from helix_dbos.store.migrate import upgrade
-from helix_dbos.store.sql import SqlSessionStore
 from helix_dbos.stream.chunks import (
     STREAM_CHUNK_TYPES,
     CheckpointCreatedChunk,

@@ -358,7 +358,7 @@ def serve(
 
 
 def _store(database_url: str | None) -> Any:
-    from helix_dbos.store.sql import SqlSessionStore
+    from helix_dbos.store import SqlSessionStore
 
     return SqlSessionStore(_url(database_url))
 

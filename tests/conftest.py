@@ -27,9 +27,9 @@ import pg
 import pytest
 import sqlalchemy as sa
 
+from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.schema import ALL_TABLES
-from helix_dbos.store.sql import SqlSessionStore
 
 # --- PostgreSQL server ----------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from helix_dbos.cli import app
 from helix_dbos.messages import ToolResultMessage
-from helix_dbos.store.sql import SqlSessionStore
+from helix_dbos.store import SqlSessionStore
 from tests.cli_process import CliProcess
 
 REPO = Path(__file__).resolve().parents[1]

@@ -32,8 +32,8 @@ from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.hooks import RunPayload, fire
 from helix_dbos.runtime.steps import RunIdentity
 from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.store.base import PendingKind, PendingToolCall
 from helix_dbos.store.engine import now_ms
-from helix_dbos.store.hitl import PendingKind, PendingToolCall
 from helix_dbos.stream.chunks import canonical_arguments_digest
 from helix_dbos.tool import Tool
 

@@ -43,11 +43,11 @@ from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
+from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import RunRecord
 from helix_dbos.store.engine import to_sqlalchemy_url
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.retry import RetryPolicy, is_transient, retry_call
-from helix_dbos.store.sql import SqlSessionStore
 from helix_dbos.stream.manager import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 

@@ -11,6 +11,11 @@ transaction so that a crash can neither lose nor duplicate it:
   state, usage, checkpoint, final status) in one commit, idempotent per ``(run_id, step_count)``:
   a re-executed commit after a crash is a no-op that returns the first commit's checkpoint id.
 
+This module holds the records and the protocols (:class:`SessionStore`, :class:`PendingCallStore`,
+:class:`WorkerRegistry`) and imports no implementation, so another store can exist:
+``helix_dbos.testing.store_contract`` is the suite it would pass. The SQL implementation (PostgreSQL
+and SQLite) is :class:`helix_dbos.store.sessions.SqlSessionStore`.
+
 Everything is synchronous: the DBOS runtime calls the store from workflow threads, and the
 executor's async API wraps these calls with ``asyncio.to_thread``.
 """
@@ -31,8 +36,6 @@ from helix_dbos.session import (
     SessionStatus,
     SubSessionRef,
 )
-from helix_dbos.store.hitl import PendingToolCallStore
-from helix_dbos.store.workers import WorkerRegistry
 
 
 class _Data(BaseModel):
@@ -215,6 +218,119 @@ class CommitResult(_Data):
     interrupt_reason: str | None = None
 
 
+# human-in-the-loop and workers ---------------------------------------------------------------------
+
+PendingKind = Literal["client", "approval"]
+PendingStatus = Literal["pending", "answered", "expired", "applied", "cancelled"]
+Delivery = Literal["hot", "parked"]
+
+
+class PendingToolCall(_Data):
+    """One row: a call waiting for (or holding) a human's answer (see ``helix_dbos.store.hitl``)."""
+
+    session_id: str
+    tool_call_id: str
+    run_id: str
+    workflow_id: str
+    tool_name: str
+    kind: PendingKind
+    arguments: dict[str, Any]
+    arguments_digest: str
+    status: PendingStatus = "pending"
+    delivery: Delivery = "hot"
+    submission: dict[str, Any] | None = None
+    deadline_ms: int | None = None
+    created_at: int
+    answered_at: int | None = None
+
+
+class SubmitOutcome(_Data):
+    """What :meth:`PendingCallStore.submit` decided."""
+
+    call: PendingToolCall
+    delivery: Delivery
+    """``hot``: wake the waiting workflow. ``parked``: start the continuation if ``batch_complete``."""
+    batch_complete: bool
+    """Every call of the run is now answered or expired."""
+
+
+class WorkerRecord(_Data):
+    """One worker's heartbeat row (see ``helix_dbos.store.workers``)."""
+
+    executor_id: str
+    app_version: str
+    hostname: str
+    pid: int
+    started_at: int
+    heartbeat_at: int
+    recovered_at: int | None = None
+    recovered_by: str | None = None
+
+
+# protocols ---------------------------------------------------------------------------------------
+
+
+class PendingCallStore(Protocol):
+    """Durable pending tool calls: the source of truth for human-in-the-loop answers.
+
+    Every transition is a compare-and-set on the call's row (``pending`` -> ``answered`` /
+    ``expired`` -> ``applied``, or ``cancelled``), so a submission is exactly-once and an answer
+    racing the end of the hot window is seen by exactly one side (``helix_dbos.store.hitl``).
+    """
+
+    def register(self, calls: list[PendingToolCall]) -> None:
+        """Record calls as pending, idempotently; open ones are handed to the registering run."""
+        ...
+
+    def get(self, session_id: str, tool_call_ids: list[str] | None = None) -> list[PendingToolCall]:
+        """Rows of the session (optionally only these ids), oldest first."""
+        ...
+
+    def open_calls(self, session_id: str) -> list[PendingToolCall]:
+        """Calls still waiting for an answer."""
+        ...
+
+    def submit(self, session_id: str, tool_call_id: str, submission: dict[str, Any]) -> SubmitOutcome:
+        """Record an answer exactly once; a second submission raises ``ToolCallAlreadyAnsweredError``."""
+        ...
+
+    def park(self, session_id: str, run_id: str) -> list[PendingToolCall]:
+        """The end of the hot window: mark unanswered calls parked; return all rows of the run."""
+        ...
+
+    def expire(self, session_id: str, tool_call_ids: list[str], now_ms: int) -> list[str]:
+        """Expire calls whose deadline passed; return the ids this call expired."""
+        ...
+
+    def expired_parked(self, now_ms: int, limit: int = 100) -> list[PendingToolCall]:
+        """Parked calls past their deadline (for the deadline sweeper)."""
+        ...
+
+    def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
+        """Answers turned into tool results (idempotent)."""
+        ...
+
+    def cancel_open(self, session_id: str) -> list[str]:
+        """Cancel every open call of the session; return their ids."""
+        ...
+
+
+class WorkerRegistry(Protocol):
+    """Worker heartbeats and dead-worker claims (see ``helix_dbos.store.workers``)."""
+
+    def heartbeat(self, executor_id: str, app_version: str, now_ms: int) -> None:
+        """Record that ``executor_id`` is alive (and clear an old takeover claim)."""
+        ...
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """Every known worker."""
+        ...
+
+    def claim_dead(self, *, me: str, app_version: str, now_ms: int, dead_after_ms: int) -> list[str]:
+        """Claim workers of this app version whose heartbeat is older than ``dead_after_ms``."""
+        ...
+
+
 class SessionStore(Protocol):
     """Durable storage for sessions, transcripts, runs, checkpoints and usage."""
 
@@ -381,7 +497,7 @@ class SessionStore(Protocol):
         ...
 
     @property
-    def pending(self) -> PendingToolCallStore:
+    def pending(self) -> PendingCallStore:
         """Pending client-executed and approval-gated tool calls."""
         ...
 

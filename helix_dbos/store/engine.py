@@ -23,9 +23,21 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 
+from helix_dbos.errors import HelixError
 from helix_dbos.store import codec
+from helix_dbos.store.dialect import SqlDialect
+from helix_dbos.store.postgres import POSTGRES
+from helix_dbos.store.sqlite import SQLITE
 
-__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "begin_read", "begin_write", "create_engine_for", "now_ms", "to_sqlalchemy_url"]
+__all__ = [
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "begin_read",
+    "begin_write",
+    "create_engine_for",
+    "dialect_for",
+    "now_ms",
+    "to_sqlalchemy_url",
+]
 
 SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
 """How long a SQLite writer waits for the write lock before failing with "database is locked"."""
@@ -75,6 +87,19 @@ def create_engine_for(url: str, **engine_kwargs: Any) -> Engine:
     if backend == "sqlite":
         _install_sqlite_events(engine)
     return engine
+
+
+def dialect_for(engine: Engine | Connection) -> SqlDialect:
+    """The dialect object for ``engine``'s backend (``helix_dbos.store.dialect``).
+
+    Raises ``HelixError`` (``framework_not_supported``) for a backend other than PostgreSQL or SQLite.
+    """
+    name = engine.dialect.name
+    if name == "postgresql":
+        return POSTGRES
+    if name == "sqlite":
+        return SQLITE
+    raise HelixError(f"helix-dbos supports PostgreSQL and SQLite, not {name!r}", code="framework_not_supported")
 
 
 def _install_sqlite_events(engine: Engine) -> None:

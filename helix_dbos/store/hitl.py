@@ -4,80 +4,47 @@ A client-executed or approval-gated tool call is a row here from the moment the 
 Every transition is one compare-and-set on that row, which is what makes submission exactly-once
 and decides, without races, how an answer reaches its run:
 
-- ``pending`` -> ``answered`` by :meth:`PendingToolCallStore.submit` (one winner; a second
+- ``pending`` -> ``answered`` by :meth:`SqlPendingCallStore.submit` (one winner; a second
   submission, same payload or not, is rejected and changes nothing);
-- ``pending`` -> ``expired`` by :meth:`PendingToolCallStore.expire` when a deadline passes;
+- ``pending`` -> ``expired`` by :meth:`SqlPendingCallStore.expire` when a deadline passes;
 - ``answered``/``expired`` -> ``applied`` when a run turns the answer into a tool result.
 
 Independently, ``delivery`` says where the waiting run is: ``hot`` while its workflow is blocked
 in ``DBOS.recv`` (a submitter wakes it with ``DBOS.send``), ``parked`` once the workflow ended
 after its hot window (a submitter that completes the batch starts the continuation). The workflow
-parks through :meth:`PendingToolCallStore.park`, a CAS on the same rows, so an answer that races
+parks through :meth:`SqlPendingCallStore.park`, a CAS on the same rows, so an answer that races
 the end of the hot window is seen by exactly one side: the submitter (it saw ``parked``) or the
 workflow (its park found the row answered). DBOS messages are only wake-ups; the answer itself is
 always read from here.
+
+The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``) and the protocol
+(:class:`~helix_dbos.store.base.PendingCallStore`) live in ``helix_dbos.store.base``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
-from helix_dbos.store.engine import begin_write, now_ms
+from helix_dbos.store.base import PendingToolCall, SubmitOutcome
+from helix_dbos.store.engine import begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import pending_tool_calls, sessions
-
-PendingKind = Literal["client", "approval"]
-PendingStatus = Literal["pending", "answered", "expired", "applied", "cancelled"]
-Delivery = Literal["hot", "parked"]
-
-
-class PendingToolCall(BaseModel):
-    """One row: a call waiting for (or holding) a human's answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    session_id: str
-    tool_call_id: str
-    run_id: str
-    workflow_id: str
-    tool_name: str
-    kind: PendingKind
-    arguments: dict[str, Any]
-    arguments_digest: str
-    status: PendingStatus = "pending"
-    delivery: Delivery = "hot"
-    submission: dict[str, Any] | None = None
-    deadline_ms: int | None = None
-    created_at: int
-    answered_at: int | None = None
-
-
-class SubmitOutcome(BaseModel):
-    """What :meth:`PendingToolCallStore.submit` decided."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    call: PendingToolCall
-    delivery: Delivery
-    """``hot``: wake the waiting workflow. ``parked``: start the continuation if ``batch_complete``."""
-    batch_complete: bool
-    """Every call of the run is now answered or expired."""
 
 
 def _row(row: Any) -> PendingToolCall:
     return PendingToolCall.model_validate(dict(row._mapping))
 
 
-class PendingToolCallStore:
-    """Pending tool calls over the store's engine (PostgreSQL or SQLite)."""
+class SqlPendingCallStore:
+    """:class:`~helix_dbos.store.base.PendingCallStore` over the store's engine (PostgreSQL or SQLite)."""
 
     def __init__(self, engine: Engine, *, retry: RetryPolicy | None = None) -> None:
         self._engine = engine
+        self._dialect = dialect_for(engine)
         self._retry = retry if retry is not None else RetryPolicy.from_env()
 
     @property
@@ -100,7 +67,7 @@ class PendingToolCallStore:
             return
         session_id = calls[0].session_id
         with self._begin() as conn:
-            self._lock_session(conn, session_id)
+            self._require_session(conn, session_id)
             existing = {
                 r.tool_call_id
                 for r in conn.execute(
@@ -142,7 +109,7 @@ class PendingToolCallStore:
     def submit(self, session_id: str, tool_call_id: str, submission: dict[str, Any]) -> SubmitOutcome:
         """Record an answer exactly once (see the module docstring)."""
         with self._begin() as conn:
-            self._lock_session(conn, session_id)
+            self._require_session(conn, session_id)
             row = conn.execute(
                 sa.select(pending_tool_calls).where(
                     pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id == tool_call_id
@@ -181,7 +148,7 @@ class PendingToolCallStore:
     def park(self, session_id: str, run_id: str) -> list[PendingToolCall]:
         """The workflow's end of the hot window: mark unanswered calls parked; return all rows of the run."""
         with self._begin() as conn:
-            self._lock_session(conn, session_id)
+            self._require_session(conn, session_id)
             conn.execute(
                 sa.update(pending_tool_calls)
                 .where(
@@ -202,7 +169,7 @@ class PendingToolCallStore:
     def expire(self, session_id: str, tool_call_ids: list[str], now_ms: int) -> list[str]:
         """Expire calls whose deadline passed (CAS from ``pending``); returns the ids this call expired."""
         with self._begin() as conn:
-            self._lock_session(conn, session_id)
+            self._require_session(conn, session_id)
             result = conn.execute(
                 sa.update(pending_tool_calls)
                 .where(
@@ -261,10 +228,7 @@ class PendingToolCallStore:
             )
             return [r.tool_call_id for r in result]
 
-    def _lock_session(self, conn: Connection, session_id: str) -> None:
+    def _require_session(self, conn: Connection, session_id: str) -> None:
         """Serialise HITL transitions of one session (row lock on PostgreSQL; SQLite writes are serial)."""
-        query = sa.select(sessions.c.session_id).where(sessions.c.session_id == session_id)
-        if conn.dialect.name == "postgresql":
-            query = query.with_for_update()
-        if conn.execute(query).first() is None:
+        if self._dialect.lock_session(conn, session_id, sessions.c.session_id) is None:
             raise SessionNotFoundError(session_id)

@@ -130,7 +130,7 @@ runs = sa.Table(
     # One run per turn: the last line of defence against two concurrent starts. Its index
     # (session_id first) also serves every per-session lookup, so no separate session index.
     sa.UniqueConstraint("session_id", "turn"),
-    # Runs in flight only (store/orphans.py): orphan detection costs what is running, not what is stored.
+    # Runs in flight only (store/runs.py): orphan detection costs what is running, not what is stored.
     sa.Index(
         "ix_helix_runs_running",
         "run_id",

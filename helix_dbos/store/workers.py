@@ -16,30 +16,15 @@ import socket
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Engine
 
+from helix_dbos.store.base import WorkerRecord
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import workers
 
 
-class WorkerRecord(BaseModel):
-    """One worker's heartbeat row."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    executor_id: str
-    app_version: str
-    hostname: str
-    pid: int
-    started_at: int
-    heartbeat_at: int
-    recovered_at: int | None = None
-    recovered_by: str | None = None
-
-
-class WorkerRegistry:
-    """Heartbeats and dead-worker claims over the store's engine."""
+class SqlWorkerRegistry:
+    """:class:`~helix_dbos.store.base.WorkerRegistry` over the store's engine (PostgreSQL or SQLite)."""
 
     def __init__(self, engine: Engine, *, retry: RetryPolicy | None = None) -> None:
         self._engine = engine

@@ -19,10 +19,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from helix_dbos.messages import AssistantMessage, ToolCallRequest, ToolResultMessage, UserMessage
+from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import StartRun, StartRunResult, StepCommit
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.schema import checkpoints, messages
-from helix_dbos.store.sql import SqlSessionStore
 from tests import pg
 
 pytestmark = pytest.mark.postgres

@@ -30,7 +30,7 @@ from helix_dbos import (
 )
 from helix_dbos.errors import PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.store.hitl import PendingToolCall
+from helix_dbos.store.base import PendingToolCall
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

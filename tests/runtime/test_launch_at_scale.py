@@ -26,9 +26,9 @@ from helix_dbos import AgentHooks, LLMGenerateInput, ToolResultMessage, define_a
 from helix_dbos.messages import UserMessage
 from helix_dbos.runtime.launch import launch, shutdown
 from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, ToolCallsStepResult
+from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import StartRun
 from helix_dbos.store.schema import runs, sessions
-from helix_dbos.store.sql import SqlSessionStore
 from tests.pg import create_database, drop_database, unique_name
 
 pytestmark = pytest.mark.postgres

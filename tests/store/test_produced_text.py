@@ -15,10 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helix_dbos.messages import AssistantMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
-from helix_dbos.store import codec
-from helix_dbos.store.base import StartRun, StepCommit, UsageRecord
-from helix_dbos.store.hitl import PendingToolCall
-from helix_dbos.store.sql import SqlSessionStore
+from helix_dbos.store import SqlSessionStore, codec
+from helix_dbos.store.base import PendingToolCall, StartRun, StepCommit, UsageRecord
 
 # NUL, lone high and low surrogates, the codec's own escape character alone and in a group that
 # looks like an escape, a reversed surrogate pair, and ordinary non-ASCII text.

@@ -1,0 +1,68 @@
+"""What differs between PostgreSQL and SQLite, as one small interface the store is written against.
+
+The store's modules say *what* a transaction does once; a dialect object says how its backend
+spells the few statements that differ (dbos-transact-py draws the same line between
+``_sys_db.py`` and ``_sys_db_postgres.py`` / ``_sys_db_sqlite.py``):
+
+- ``INSERT .. ON CONFLICT DO NOTHING`` (both backends support it, through different SQLAlchemy
+  constructs);
+- locking the session row: ``SELECT .. FOR UPDATE`` on PostgreSQL; nothing on SQLite, where every
+  write transaction is ``BEGIN IMMEDIATE`` and therefore already holds the database's write lock;
+- the statements of a step commit: one data-modifying CTE on PostgreSQL (a single round trip on the
+  agent loop's hot path), a short series of statements on SQLite (in-process, where round trips
+  cost nothing).
+
+The implementations are :class:`helix_dbos.store.postgres.PostgresDialect` and
+:class:`helix_dbos.store.sqlite.SqliteDialect`; :func:`helix_dbos.store.engine.dialect_for` picks
+one for an engine. This module imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from helix_dbos.store.base import StepCommit
+
+__all__ = ["AppliedStep", "SqlDialect"]
+
+
+class AppliedStep(NamedTuple):
+    """A step commit that applied, with the session's interrupt flag read in the same transaction."""
+
+    checkpoint_id: str
+    interrupt_requested: bool
+    interrupt_context: Any
+    """The stored ``interrupt_context`` JSON (``helix_dbos.store.rows.interrupt_reason`` reads it)."""
+
+
+class SqlDialect(Protocol):
+    """The statements one backend spells its own way (see the module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """SQLAlchemy's name of the backend: ``postgresql`` or ``sqlite``."""
+        ...
+
+    def insert_ignore(self, table: sa.Table, conflict: Sequence[str]) -> sa.Insert:
+        """``INSERT .. ON CONFLICT (conflict) DO NOTHING`` on ``table``."""
+        ...
+
+    def lock_session(self, conn: Connection, session_id: str, *columns: sa.ColumnElement[Any]) -> sa.Row[Any] | None:
+        """Read the session row (``columns``, default all) holding it until the transaction ends.
+
+        ``None`` when the session does not exist. Call it inside ``begin_write``.
+        """
+        ...
+
+    def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
+        """Write everything ``commit`` holds, or nothing (``None``).
+
+        Applies only if the session's current run is ``commit.run_id``, its transcript has exactly
+        ``commit.first_sequence`` messages and the step has no checkpoint yet; ``None`` otherwise,
+        having written nothing (``helix_dbos.store.commit`` then tells a replay from a conflict).
+        """
+        ...

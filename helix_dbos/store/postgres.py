@@ -1,0 +1,134 @@
+"""PostgreSQL's spelling of the store's dialect-specific statements (see ``helix_dbos.store.dialect``).
+
+A step commit is one statement: the session update goes first and is the gate (it applies only if
+the step is not committed yet and the transcript is exactly where the commit starts), and the
+checkpoint, messages, run and usage writes hang off its ``RETURNING`` row. A concurrent duplicate
+blocks on the session row lock and then fails the gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql
+
+from helix_dbos.store import codec
+from helix_dbos.store.base import StepCommit
+from helix_dbos.store.dialect import AppliedStep
+from helix_dbos.store.rows import TERMINAL_RUN_STATUSES, dump_message
+from helix_dbos.store.schema import sessions
+
+__all__ = ["POSTGRES", "PostgresDialect"]
+
+COMMIT_STEP: Final = sa.text(
+    """
+WITH s AS (
+    UPDATE helix_sessions SET
+        custom_state = CAST(:custom_state AS jsonb),
+        step_count = :step,
+        message_count = :message_count,
+        version = version + 1,
+        updated_at = :now,
+        status = CASE WHEN :final THEN CAST(:status AS varchar) ELSE status END,
+        output = CASE WHEN :final THEN CAST(:output AS jsonb) ELSE output END,
+        error = CASE WHEN :final THEN CAST(:error AS text) ELSE error END,
+        interrupt_requested = CASE WHEN :final THEN false ELSE interrupt_requested END
+    WHERE session_id = :sid AND run_id = :rid AND message_count = :first
+      AND NOT EXISTS (
+          SELECT 1 FROM helix_checkpoints c
+          WHERE c.session_id = :sid AND c.run_id = :rid AND c.step_count = :step)
+    RETURNING interrupt_requested, interrupt_context
+), cp AS (
+    INSERT INTO helix_checkpoints (checkpoint_id, session_id, run_id, step_count, created_at, status,
+                                   custom_state, output, error, message_count, stream_sequence)
+    SELECT :checkpoint_id, :sid, :rid, :step, :now, :checkpoint_status, CAST(:custom_state AS jsonb),
+           CAST(:output AS jsonb), CAST(:error AS text), :message_count, :stream_sequence
+    FROM s
+    ON CONFLICT (session_id, run_id, step_count) DO NOTHING
+    RETURNING checkpoint_id
+), m AS (
+    INSERT INTO helix_messages (session_id, sequence, run_id, step, role, message, created_at)
+    SELECT :sid, :first + t.ord - 1, :rid, :step, t.x ->> 'role', t.x, :now
+    FROM json_array_elements(CAST(:messages AS json)) WITH ORDINALITY AS t(x, ord)
+    WHERE EXISTS (SELECT 1 FROM s)
+), r AS (
+    UPDATE helix_runs SET
+        step_count = :step,
+        status = COALESCE(CAST(:run_status AS varchar), status),
+        error = CASE WHEN CAST(:run_status AS varchar) IS NOT NULL THEN CAST(:error AS text) ELSE error END,
+        completed_at = CASE WHEN :run_terminal THEN CAST(:now AS bigint)
+                            WHEN CAST(:run_status AS varchar) IS NOT NULL THEN NULL
+                            ELSE completed_at END
+    WHERE run_id = :rid AND EXISTS (SELECT 1 FROM s)
+), u AS (
+    INSERT INTO helix_usage (session_id, run_id, step, kind, name, ordinal, input_tokens, output_tokens,
+                             cached_input_tokens, reasoning_tokens, value, success, created_at)
+    SELECT :sid, :rid, x.step, x.kind, x.name, x.ordinal, x.input_tokens, x.output_tokens,
+           x.cached_input_tokens, x.reasoning_tokens, x.value, x.success, :now
+    FROM json_to_recordset(CAST(:usage AS json)) AS x(
+        step int, kind text, name text, ordinal int, input_tokens bigint, output_tokens bigint,
+        cached_input_tokens bigint, reasoning_tokens bigint, value float8, success boolean)
+    WHERE EXISTS (SELECT 1 FROM s)
+    ON CONFLICT DO NOTHING
+)
+SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context
+FROM (SELECT 1) AS one LEFT JOIN s ON true
+"""
+)
+"""A step commit in one round trip (see the module docstring); parameters from ``_commit_params``."""
+
+
+def _commit_params(commit: StepCommit, checkpoint_id: str) -> dict[str, Any]:
+    # JSON goes in as text through the codec (the column types' serialiser is bypassed by raw SQL).
+    return {
+        "sid": commit.session_id,
+        "rid": commit.run_id,
+        "step": commit.step_count,
+        "first": commit.first_sequence,
+        "message_count": commit.first_sequence + len(commit.messages),
+        "now": commit.now_ms,
+        "custom_state": codec.dumps(commit.custom_state),
+        "final": commit.session_status is not None,
+        "status": commit.session_status,
+        "output": codec.dumps(commit.output),
+        "error": None if commit.error is None else codec.escape_text(commit.error),
+        "run_status": commit.run_status,
+        "run_terminal": commit.run_status in TERMINAL_RUN_STATUSES,
+        "checkpoint_id": checkpoint_id,
+        "checkpoint_status": commit.checkpoint_status,
+        "stream_sequence": commit.stream_sequence,
+        "messages": codec.dumps([dump_message(m) for m in commit.messages]),
+        "usage": codec.dumps([{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]),
+    }
+
+
+class PostgresDialect:
+    """:class:`~helix_dbos.store.dialect.SqlDialect` for PostgreSQL (psycopg 3)."""
+
+    @property
+    def name(self) -> str:
+        """``postgresql``."""
+        return "postgresql"
+
+    def insert_ignore(self, table: sa.Table, conflict: Sequence[str]) -> sa.Insert:
+        """``INSERT .. ON CONFLICT (conflict) DO NOTHING``."""
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=list(conflict))
+
+    def lock_session(self, conn: Connection, session_id: str, *columns: sa.ColumnElement[Any]) -> sa.Row[Any] | None:
+        """``SELECT .. FOR UPDATE`` of the session row: writers of one session queue here."""
+        query = sa.select(*columns) if columns else sa.select(sessions)
+        return conn.execute(query.where(sessions.c.session_id == session_id).with_for_update()).first()
+
+    def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
+        """The step commit as the one statement :data:`COMMIT_STEP`."""
+        row = conn.execute(COMMIT_STEP, _commit_params(commit, checkpoint_id)).one()
+        if row.checkpoint_id is None:
+            return None
+        return AppliedStep(row.checkpoint_id, bool(row.interrupt_requested), row.interrupt_context)
+
+
+POSTGRES: Final = PostgresDialect()
+"""The dialect object (stateless: one is enough)."""

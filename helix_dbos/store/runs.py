@@ -1,0 +1,288 @@
+"""Runs: the entry transaction that opens one, its end without a step commit, and the reads.
+
+``start_run`` locks the session row (``SqlDialect.lock_session``) and still guards its update with
+the version it read; ``UNIQUE(session_id, turn)`` on runs is the last line of defence, so two runs
+can never share a turn. Exactly one of any number of concurrent callers on one session wins.
+
+The runs in flight are read without scanning sessions (:func:`list_running_runs`), the query
+behind orphan detection. An *orphaned* run is recorded ``running`` but its DBOS workflow never
+started (the process died between the store transaction and ``DBOS.start_workflow``). Only
+``running`` runs can be orphans: a parked run (``suspended`` on a human) or a finished one cannot,
+however many there are. The partial index ``ix_helix_runs_running`` holds exactly the ``running``
+runs, and callers page through it by run id (keyset pagination), so looking costs the number of
+runs in flight and no run is ever skipped; the executor then asks DBOS which of a page's workflows
+exist, in one query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+
+from helix_dbos.errors import (
+    AgentAlreadyRunningError,
+    AgentMismatchError,
+    AgentNotResumableError,
+    HelixError,
+    SessionNotFoundError,
+    StaleStateError,
+)
+from helix_dbos.session import InterruptContext, RunStatus, SessionStatus
+from helix_dbos.store.base import RunRecord, SessionRecord, StartRun, StartRunResult
+from helix_dbos.store.dialect import SqlDialect
+from helix_dbos.store.engine import begin_read, begin_write
+from helix_dbos.store.rows import (
+    TERMINAL_RUN_STATUSES,
+    context_json,
+    new_session_values,
+    run_record,
+    session_record,
+)
+from helix_dbos.store.schema import checkpoints, messages, runs, sessions
+from helix_dbos.store.transcript import insert_messages
+
+__all__ = ["finish_run", "get_current_run", "get_run", "list_running_runs", "list_runs", "start_run"]
+
+# A literal, not a bound parameter: PostgreSQL uses a partial index only when it can prove the
+# query's predicate implies the index's, which a generic plan with a parameter cannot.
+_RUNNING = runs.c.status == sa.literal_column("'running'")
+
+
+def start_run(engine: Engine, dialect: SqlDialect, request: StartRun) -> StartRunResult:
+    """Open a run in one transaction: create or reopen the session, append input, record the run.
+
+    Rules, in order, for an existing session:
+
+    1. ``request_key`` equals the current run's key: that run is returned with
+       ``existing=True`` and nothing is written (a repeated request, whatever the run's state).
+    2. Status ``active`` with a running current run (or ``active`` not allowed):
+       :class:`AgentAlreadyRunningError`. A session made by :meth:`create_session` that never
+       ran is the exception: its first run may start.
+    3. Status not in ``allowed_statuses``: :class:`AgentNotResumableError`.
+    4. ``expected_version`` given and different: :class:`StaleStateError`.
+
+    Concurrent callers on one session: exactly one wins; the rest get
+    :class:`AgentAlreadyRunningError` (or :class:`StaleStateError`, which may be retried).
+    """
+    with begin_write(engine) as conn:
+        row = dialect.lock_session(conn, request.session_id)
+        if row is None:
+            if request.new_session_state is None:
+                raise SessionNotFoundError(request.session_id)
+            created = _create_for_run(conn, dialect, request)
+            if created is not None:
+                return created
+            # Lost the creation race: the winner has committed, so this is now a session that
+            # exists (and is most likely running).
+            row = dialect.lock_session(conn, request.session_id)
+            if row is None:
+                raise SessionNotFoundError(request.session_id)
+        return _reopen(conn, request, session_record(row))
+
+
+def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) -> StartRunResult | None:
+    values = new_session_values(
+        request.session_id,
+        agent_type=request.agent_type,
+        custom_state=request.new_session_state or {},
+        now_ms=request.now_ms,
+        parent_session_id=request.parent_session_id,
+        root_session_id=request.root_session_id,
+        metadata=request.metadata,
+    )
+    values.update(
+        turn=1,
+        run_id=request.run_id,
+        stream_id=request.stream_id or request.session_id,
+        message_count=len(request.input_messages),
+        agent_fingerprint=request.agent_fingerprint,
+    )
+    stmt = dialect.insert_ignore(sessions, ["session_id"]).values(values).returning(*sessions.c)
+    row = conn.execute(stmt).first()
+    if row is None:
+        return None
+    insert_messages(conn, request.session_id, request.run_id, 0, 0, request.input_messages, request.now_ms)
+    run = _insert_run(conn, request, turn=1, start_sequence=0)
+    return StartRunResult(run=run, session=session_record(row), created_session=True)
+
+
+def _reopen(conn: Connection, request: StartRun, session: SessionRecord) -> StartRunResult:
+    sid = request.session_id
+    if session.agent_type != request.agent_type:  # checked under the row lock: a session is one agent's
+        raise AgentMismatchError(sid, session.agent_type, request.agent_type)
+    current: RunRecord | None = None
+    if session.run_id is not None:
+        run_row = conn.execute(sa.select(runs).where(runs.c.run_id == session.run_id)).first()
+        current = None if run_row is None else run_record(run_row)
+    if request.request_key is not None and current is not None and current.request_key == request.request_key:
+        return StartRunResult(run=current, session=session, created_session=False, existing=True)
+
+    never_ran = session.turn == 0 and session.status == "active"
+    if not never_ran:
+        if session.status == "active" and (
+            (current is not None and current.status == "running") or "active" not in request.allowed_statuses
+        ):
+            raise AgentAlreadyRunningError(sid, session.status)
+        if session.status not in request.allowed_statuses:
+            raise AgentNotResumableError(sid, session.status)
+    if request.expected_version is not None and request.expected_version != session.version:
+        raise StaleStateError(sid, request.expected_version, session.version)
+
+    start_sequence = session.message_count
+    if request.truncate_to is not None:
+        if not 0 <= request.truncate_to <= session.message_count:
+            raise HelixError(
+                f"Cannot truncate session {sid!r} to {request.truncate_to} messages: it has {session.message_count}",
+                code="validation_error",
+            )
+        start_sequence = request.truncate_to
+        conn.execute(sa.delete(messages).where(messages.c.session_id == sid, messages.c.sequence >= start_sequence))
+        # Checkpoints that saw the dropped messages would point past the transcript.
+        conn.execute(
+            sa.delete(checkpoints).where(checkpoints.c.session_id == sid, checkpoints.c.message_count > start_sequence)
+        )
+
+    values: dict[str, Any] = {
+        "status": "active",
+        "version": sessions.c.version + 1,
+        "turn": sessions.c.turn + 1,
+        "run_id": request.run_id,
+        "step_count": 0,
+        "message_count": start_sequence + len(request.input_messages),
+        "output": None,
+        "error": None,
+        "interrupt_requested": False,
+        "interrupt_context": None,
+        "aborted": False,
+        "abort_reason": None,
+        "updated_at": request.now_ms,
+    }
+    if request.reset_custom_state is not None:
+        values["custom_state"] = request.reset_custom_state
+    if request.agent_fingerprint is not None:
+        values["agent_fingerprint"] = request.agent_fingerprint
+    if request.metadata is not None:
+        values["metadata"] = request.metadata
+    row = conn.execute(
+        sa.update(sessions)
+        .where(sessions.c.session_id == sid, sessions.c.version == session.version)
+        .values(values)
+        .returning(*sessions.c)
+    ).first()
+    if row is None:
+        # Unreachable while the row lock / IMMEDIATE transaction holds, kept as the CAS guard.
+        now = conn.execute(sa.select(sessions.c.status, sessions.c.version).where(sessions.c.session_id == sid)).first()
+        if now is None:
+            raise SessionNotFoundError(sid)
+        if now.status == "active":
+            raise AgentAlreadyRunningError(sid, now.status)
+        raise StaleStateError(sid, session.version, now.version)
+    updated = session_record(row)
+    insert_messages(conn, sid, request.run_id, 0, start_sequence, request.input_messages, request.now_ms)
+    run = _insert_run(conn, request, turn=updated.turn, start_sequence=start_sequence)
+    return StartRunResult(run=run, session=updated, created_session=False)
+
+
+def _insert_run(conn: Connection, request: StartRun, *, turn: int, start_sequence: int) -> RunRecord:
+    run = RunRecord(
+        run_id=request.run_id,
+        session_id=request.session_id,
+        turn=turn,
+        status="running",
+        step_count=0,
+        started_at=request.now_ms,
+        start_sequence=start_sequence,
+        stream_start_sequence=request.stream_start_sequence,
+        workflow_id=request.workflow_id,
+        mode=request.mode,
+        previous_run_id=request.previous_run_id,
+        agent_fingerprint=request.agent_fingerprint,
+        request_key=request.request_key,
+    )
+    conn.execute(runs.insert().values(run.model_dump()))
+    return run
+
+
+def finish_run(
+    engine: Engine,
+    session_id: str,
+    run_id: str,
+    *,
+    session_status: SessionStatus,
+    run_status: RunStatus,
+    output: Any = None,
+    error: str | None = None,
+    aborted: bool = False,
+    abort_reason: str | None = None,
+    interrupt_context: InterruptContext | None = None,
+    now_ms: int,
+) -> None:
+    """End a run without a step commit (interrupt before any step, abort, orphan cleanup).
+
+    The session is updated only while ``run_id`` is still its current run, so cleaning up an
+    old run cannot clobber a newer one; the run record is updated either way.
+    """
+    with begin_write(engine) as conn:
+        updated = conn.execute(
+            sa.update(sessions)
+            .where(sessions.c.session_id == session_id, sessions.c.run_id == run_id)
+            .values(
+                status=session_status,
+                output=output,
+                error=error,
+                aborted=aborted,
+                abort_reason=abort_reason,
+                interrupt_context=context_json(interrupt_context),
+                interrupt_requested=False,
+                version=sessions.c.version + 1,
+                updated_at=now_ms,
+            )
+        )
+        if updated.rowcount == 0:
+            exists = conn.execute(sa.select(sa.literal(1)).where(sessions.c.session_id == session_id)).first()
+            if exists is None:
+                raise SessionNotFoundError(session_id)
+        conn.execute(
+            sa.update(runs)
+            .where(runs.c.run_id == run_id)
+            .values(
+                status=run_status,
+                error=error,
+                completed_at=now_ms if run_status in TERMINAL_RUN_STATUSES else None,
+            )
+        )
+
+
+def get_run(engine: Engine, run_id: str) -> RunRecord | None:
+    """Return one run record, or ``None``."""
+    with begin_read(engine) as conn:
+        row = conn.execute(sa.select(runs).where(runs.c.run_id == run_id)).first()
+    return None if row is None else run_record(row)
+
+
+def get_current_run(engine: Engine, session_id: str) -> RunRecord | None:
+    """Return the run with the highest turn, or ``None`` before the first run."""
+    with begin_read(engine) as conn:
+        row = conn.execute(
+            sa.select(runs).where(runs.c.session_id == session_id).order_by(runs.c.turn.desc()).limit(1)
+        ).first()
+    return None if row is None else run_record(row)
+
+
+def list_runs(engine: Engine, session_id: str) -> list[RunRecord]:
+    """Return all runs of the session by turn (1, 2, 3 ...)."""
+    with begin_read(engine) as conn:
+        rows = conn.execute(sa.select(runs).where(runs.c.session_id == session_id).order_by(runs.c.turn))
+        return [run_record(row) for row in rows]
+
+
+def list_running_runs(engine: Engine, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
+    """Runs with status ``running``, by run id, starting after ``after_run_id`` (one page of ``limit``)."""
+    stmt = sa.select(runs).where(_RUNNING)
+    if after_run_id is not None:
+        stmt = stmt.where(runs.c.run_id > after_run_id)
+    stmt = stmt.order_by(runs.c.run_id).limit(max(limit, 1))
+    with engine.connect() as conn:
+        return [run_record(row) for row in conn.execute(stmt)]

@@ -1,0 +1,527 @@
+"""The SQL session store: :class:`SqlSessionStore`, one implementation for PostgreSQL and SQLite.
+
+Each :class:`~helix_dbos.store.base.SessionStore` operation is one short transaction, retried
+whole on a transient database error (``helix_dbos.store.retry``). Concurrency is decided by the
+database, never by a read-then-write in Python:
+
+- ``create_session`` is ``INSERT .. ON CONFLICT DO NOTHING``: the row either appears or it did not.
+- ``start_run`` locks the session row and still guards its update with the version it read
+  (``helix_dbos.store.runs``).
+- ``commit_step`` applies only while the session is on the committing run, at the commit's first
+  sequence, with no checkpoint for the step yet; otherwise it is a no-op (a replay) or a conflict
+  that rolls back (``helix_dbos.store.commit``).
+
+This module holds the facade and the operations on the session row itself (lifecycle, transcript
+reads, status, interrupts, sub-session refs, usage); runs, step commits and checkpoints live in
+their own modules, and what PostgreSQL and SQLite spell differently in ``postgres.py`` /
+``sqlite.py`` (``helix_dbos.store.dialect``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from helix_dbos.checkpoint import Checkpoint
+from helix_dbos.errors import SessionAlreadyExistsError, SessionNotFoundError
+from helix_dbos.messages import Message, strip_thinking
+from helix_dbos.session import (
+    AgentState,
+    InterruptContext,
+    RunStatus,
+    SessionStatus,
+    SubSessionRef,
+    session_status_to_agent_status,
+)
+from helix_dbos.store import checkpoints as checkpoint_reads
+from helix_dbos.store import runs as run_ops
+from helix_dbos.store.base import (
+    CasResult,
+    CommitResult,
+    PaginatedCheckpoints,
+    PaginatedMessages,
+    RunRecord,
+    SessionRecord,
+    StartRun,
+    StartRunResult,
+    StepCommit,
+    UsageRecord,
+)
+from helix_dbos.store.commit import commit_step
+from helix_dbos.store.engine import begin_read, begin_write, create_engine_for, dialect_for
+from helix_dbos.store.engine import now_ms as _now_ms
+from helix_dbos.store.hitl import SqlPendingCallStore
+from helix_dbos.store.migrate import check_migrated
+from helix_dbos.store.retry import RetryPolicy, retrying
+from helix_dbos.store.rows import context_json, load_message, new_session_values, session_record, usage_record
+from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
+from helix_dbos.store.transcript import read_prefix, read_refs
+from helix_dbos.store.workers import SqlWorkerRegistry
+
+if TYPE_CHECKING:
+    from helix_dbos.store.base import SessionStore
+
+__all__ = ["SqlSessionStore"]
+
+
+class SqlSessionStore:
+    """:class:`~helix_dbos.store.base.SessionStore` on PostgreSQL or SQLite.
+
+    ``database_url`` is a URL (``postgresql://...``, ``postgresql+psycopg://...``,
+    ``sqlite:///path``) or an engine you own; an engine passed in is not disposed by
+    :meth:`close`. (Build SQLite engines with :func:`create_engine_for`: the store relies on the
+    ``BEGIN IMMEDIATE`` hook it installs.) The constructor checks that the schema is at the
+    revision this package expects and raises :class:`~helix_dbos.errors.DatabaseNotMigratedError`
+    otherwise; ``check_schema=False`` skips that query for callers that just checked.
+    """
+
+    def __init__(
+        self, database_url: str | Engine, *, check_schema: bool = True, retry: RetryPolicy | None = None
+    ) -> None:
+        self._retry = retry if retry is not None else RetryPolicy.from_env()
+        if isinstance(database_url, Engine):
+            self._engine = database_url
+            self._owns_engine = False
+        else:
+            self._engine = create_engine_for(database_url)
+            self._owns_engine = True
+        try:
+            self._dialect = dialect_for(self._engine)
+            self._pending = SqlPendingCallStore(self._engine, retry=self._retry)
+            if check_schema:
+                check_migrated(self._engine, self.url)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (shared with anything that wants to join the store's database)."""
+        return self._engine
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How operations retry transient database errors (see ``helix_dbos.store.retry``)."""
+        return self._retry
+
+    @property
+    def url(self) -> str:
+        """The database URL with the password masked."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def workers(self) -> SqlWorkerRegistry:
+        """Worker heartbeats (see ``helix_dbos.store.workers``)."""
+        return SqlWorkerRegistry(self._engine, retry=self._retry)
+
+    @property
+    def pending(self) -> SqlPendingCallStore:
+        """Pending client-executed and approval-gated tool calls (see ``helix_dbos.store.hitl``)."""
+        return self._pending
+
+    def close(self) -> None:
+        """Release connections (the engine is disposed only when the store created it)."""
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def __enter__(self) -> SqlSessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # lifecycle --------------------------------------------------------------------------------
+
+    @retrying
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        agent_type: str,
+        custom_state: dict[str, Any],
+        now_ms: int,
+        parent_session_id: str | None = None,
+        root_session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Create a session in status ``active`` with no run yet (turn 0).
+
+        Exactly one of any number of concurrent creators wins; the others get
+        :class:`SessionAlreadyExistsError`. A session created here can start its first run with
+        :meth:`start_run` whatever the request's ``allowed_statuses``.
+        """
+        values = new_session_values(
+            session_id,
+            agent_type=agent_type,
+            custom_state=custom_state,
+            now_ms=now_ms,
+            parent_session_id=parent_session_id,
+            root_session_id=root_session_id,
+            metadata=metadata,
+        )
+        stmt = self._dialect.insert_ignore(sessions, ["session_id"]).values(values).returning(*sessions.c)
+        with begin_write(self._engine) as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            raise SessionAlreadyExistsError(session_id)
+        return session_record(row)
+
+    @retrying
+    def session_exists(self, session_id: str) -> bool:
+        """Return whether the session exists."""
+        with begin_read(self._engine) as conn:
+            stmt = sa.select(sa.literal(1)).where(sessions.c.session_id == session_id)
+            return conn.execute(stmt).first() is not None
+
+    @retrying
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session, its transcript, runs, checkpoints, child refs and usage.
+
+        Child *sessions* are separate sessions and are not deleted.
+        """
+        with begin_write(self._engine) as conn:
+            for table in (messages, runs, checkpoints, sub_session_refs, usage, sessions):
+                conn.execute(sa.delete(table).where(table.c.session_id == session_id))
+
+    @retrying
+    def load_session(self, session_id: str) -> SessionRecord | None:
+        """Return the session row, or ``None``."""
+        with begin_read(self._engine) as conn:
+            row = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
+        return None if row is None else session_record(row)
+
+    @retrying
+    def load_state(self, session_id: str) -> AgentState | None:
+        """Return the session as an :class:`AgentState` with its full transcript, or ``None``.
+
+        ``run_id`` is ``""`` for a session that never started a run (``AgentState`` requires one).
+        """
+        with begin_read(self._engine) as conn:
+            row = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
+            if row is None:
+                return None
+            session = session_record(row)
+            # Bounded by the count read above: on PostgreSQL a step committed between the two
+            # statements must not leak half its messages into this state.
+            transcript = read_prefix(conn, session_id, session.message_count)
+            refs = read_refs(conn, session_id)
+        return AgentState(
+            session_id=session.session_id,
+            run_id=session.run_id or "",
+            agent_type=session.agent_type,
+            stream_id=session.stream_id,
+            status=session_status_to_agent_status(session.status),
+            step_count=session.step_count,
+            custom_state=session.custom_state,
+            messages=transcript,
+            output=session.output,
+            error=session.error,
+            parent_session_id=session.parent_session_id,
+            sub_session_refs=refs,
+            aborted=session.aborted,
+            abort_reason=session.abort_reason,
+        )
+
+    @retrying
+    def list_sessions(
+        self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
+    ) -> list[SessionRecord]:
+        """Return sessions, most recently updated first."""
+        stmt = sa.select(sessions)
+        if status is not None:
+            stmt = stmt.where(sessions.c.status == status)
+        stmt = (
+            stmt.order_by(sessions.c.updated_at.desc(), sessions.c.session_id)
+            .limit(max(limit, 0))
+            .offset(max(offset, 0))
+        )
+        with begin_read(self._engine) as conn:
+            return [session_record(row) for row in conn.execute(stmt)]
+
+    # messages ---------------------------------------------------------------------------------
+
+    @retrying
+    def get_messages(
+        self, session_id: str, *, offset: int = 0, limit: int = 50, include_thinking: bool = True
+    ) -> PaginatedMessages:
+        """Return a page of the transcript in sequence order (empty for an unknown session).
+
+        Sequences are contiguous from 0, so a page is a primary-key range scan, not an OFFSET.
+        """
+        offset = max(offset, 0)
+        limit = max(limit, 0)
+        with begin_read(self._engine) as conn:
+            total = conn.execute(
+                sa.select(sessions.c.message_count).where(sessions.c.session_id == session_id)
+            ).scalar_one_or_none()
+            page: list[Message] = []
+            if total is not None and limit > 0 and offset < total:
+                rows = conn.execute(
+                    sa.select(messages.c.message)
+                    .where(
+                        messages.c.session_id == session_id,
+                        messages.c.sequence >= offset,
+                        messages.c.sequence < min(offset + limit, total),
+                    )
+                    .order_by(messages.c.sequence)
+                )
+                page = [load_message(data) for (data,) in rows]
+        total = total or 0
+        if not include_thinking:
+            page = strip_thinking(page)
+        return PaginatedMessages(
+            messages=page, total=total, offset=offset, limit=limit, has_more=offset + len(page) < total
+        )
+
+    @retrying
+    def get_message_prefix(self, session_id: str, count: int) -> list[Message]:
+        """Return the first ``count`` messages (what a run saw when it started)."""
+        with begin_read(self._engine) as conn:
+            return read_prefix(conn, session_id, count)
+
+    @retrying
+    def get_message_count(self, session_id: str) -> int:
+        """Return the number of messages in the transcript (0 for an unknown session)."""
+        with begin_read(self._engine) as conn:
+            count = conn.execute(
+                sa.select(sessions.c.message_count).where(sessions.c.session_id == session_id)
+            ).scalar_one_or_none()
+        return count or 0
+
+    @retrying
+    def truncate_messages(self, session_id: str, message_count: int) -> None:
+        """Drop messages with sequence >= ``message_count`` (a no-op when there are fewer)."""
+        with begin_write(self._engine) as conn:
+            row = self._dialect.lock_session(conn, session_id)
+            if row is None:
+                raise SessionNotFoundError(session_id)
+            if message_count >= row.message_count:
+                return
+            message_count = max(message_count, 0)
+            conn.execute(
+                sa.delete(messages).where(messages.c.session_id == session_id, messages.c.sequence >= message_count)
+            )
+            conn.execute(
+                sa.update(sessions)
+                .where(sessions.c.session_id == session_id)
+                .values(message_count=message_count, version=sessions.c.version + 1, updated_at=_now_ms())
+            )
+
+    # status -----------------------------------------------------------------------------------
+
+    @retrying
+    def compare_and_set_status(
+        self,
+        session_id: str,
+        expected_statuses: list[SessionStatus],
+        new_status: SessionStatus,
+        *,
+        expected_version: int | None = None,
+        error: str | None = None,
+        interrupt_context: InterruptContext | None = None,
+    ) -> CasResult:
+        """Set the status only if it is one of ``expected_statuses`` (and at ``expected_version``).
+
+        One guarded ``UPDATE .. RETURNING``; on a miss the current status and version are read
+        back so the caller can decide what to do. ``error`` and ``interrupt_context`` are written
+        only when given. An unknown session raises :class:`SessionNotFoundError`.
+        """
+        values: dict[str, Any] = {
+            "status": new_status,
+            "version": sessions.c.version + 1,
+            "updated_at": _now_ms(),
+        }
+        if error is not None:
+            values["error"] = error
+        if interrupt_context is not None:
+            values["interrupt_context"] = context_json(interrupt_context)
+        stmt = sa.update(sessions).where(sessions.c.session_id == session_id, sessions.c.status.in_(expected_statuses))
+        if expected_version is not None:
+            stmt = stmt.where(sessions.c.version == expected_version)
+        with begin_write(self._engine) as conn:
+            new_version = conn.execute(stmt.values(values).returning(sessions.c.version)).scalar_one_or_none()
+            if new_version is not None:
+                return CasResult(ok=True, new_version=new_version)
+            current = conn.execute(
+                sa.select(sessions.c.status, sessions.c.version).where(sessions.c.session_id == session_id)
+            ).first()
+        if current is None:
+            raise SessionNotFoundError(session_id)
+        return CasResult(ok=False, current_status=current.status, current_version=current.version)
+
+    @retrying
+    def request_interrupt(self, session_id: str, reason: str | None, *, now_ms: int) -> bool:
+        """Durably flag an interrupt for an active session; False when it is not active (or absent).
+
+        The running loop sees the flag in the result of its next :meth:`commit_step`.
+        """
+        with begin_write(self._engine) as conn:
+            row = self._dialect.lock_session(conn, session_id, sessions.c.status, sessions.c.step_count)
+            if row is None or row.status != "active":
+                return False
+            context = InterruptContext(reason=reason, step_count=row.step_count, timestamp=now_ms)
+            result = conn.execute(
+                sa.update(sessions)
+                .where(sessions.c.session_id == session_id, sessions.c.status == "active")
+                .values(
+                    interrupt_requested=True,
+                    interrupt_context=context_json(context),
+                    version=sessions.c.version + 1,
+                    updated_at=now_ms,
+                )
+            )
+            return result.rowcount > 0
+
+    @retrying
+    def clear_interrupt(self, session_id: str) -> None:
+        """Clear a pending interrupt flag (the context stays as the record of the last request)."""
+        with begin_write(self._engine) as conn:
+            conn.execute(
+                sa.update(sessions)
+                .where(sessions.c.session_id == session_id, sessions.c.interrupt_requested.is_(True))
+                .values(interrupt_requested=False, version=sessions.c.version + 1, updated_at=_now_ms())
+            )
+
+    @retrying
+    def increment_resume_count(self, session_id: str) -> int:
+        """Add one to the session's resume counter and return the new value."""
+        with begin_write(self._engine) as conn:
+            count = conn.execute(
+                sa.update(sessions)
+                .where(sessions.c.session_id == session_id)
+                .values(
+                    resume_count=sessions.c.resume_count + 1,
+                    version=sessions.c.version + 1,
+                    updated_at=_now_ms(),
+                )
+                .returning(sessions.c.resume_count)
+            ).scalar_one_or_none()
+        if count is None:
+            raise SessionNotFoundError(session_id)
+        return int(count)
+
+    # runs, step commits, checkpoints (their own modules) ------------------------------------------
+
+    @retrying
+    def start_run(self, request: StartRun) -> StartRunResult:
+        """Open a run in one transaction (rules: :func:`helix_dbos.store.runs.start_run`)."""
+        return run_ops.start_run(self._engine, self._dialect, request)
+
+    @retrying
+    def commit_step(self, commit: StepCommit) -> CommitResult:
+        """Commit one loop iteration atomically and idempotently (``helix_dbos.store.commit``)."""
+        return commit_step(self._engine, self._dialect, commit)
+
+    @retrying
+    def finish_run(
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        session_status: SessionStatus,
+        run_status: RunStatus,
+        output: Any = None,
+        error: str | None = None,
+        aborted: bool = False,
+        abort_reason: str | None = None,
+        interrupt_context: InterruptContext | None = None,
+        now_ms: int,
+    ) -> None:
+        """End a run without a step commit (see :func:`helix_dbos.store.runs.finish_run`)."""
+        run_ops.finish_run(
+            self._engine,
+            session_id,
+            run_id,
+            session_status=session_status,
+            run_status=run_status,
+            output=output,
+            error=error,
+            aborted=aborted,
+            abort_reason=abort_reason,
+            interrupt_context=interrupt_context,
+            now_ms=now_ms,
+        )
+
+    @retrying
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """Return one run record, or ``None``."""
+        return run_ops.get_run(self._engine, run_id)
+
+    @retrying
+    def get_current_run(self, session_id: str) -> RunRecord | None:
+        """Return the run with the highest turn, or ``None`` before the first run."""
+        return run_ops.get_current_run(self._engine, session_id)
+
+    @retrying
+    def list_runs(self, session_id: str) -> list[RunRecord]:
+        """Return all runs of the session by turn (1, 2, 3 ...)."""
+        return run_ops.list_runs(self._engine, session_id)
+
+    def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
+        """Runs with status ``running`` by run id, after ``after_run_id`` (see ``helix_dbos.store.runs``)."""
+        return run_ops.list_running_runs(self._engine, after_run_id=after_run_id, limit=limit)
+
+    @retrying
+    def get_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        """Return a checkpoint with its state (``state.messages``: the first ``message_count``)."""
+        return checkpoint_reads.get_checkpoint(self._engine, checkpoint_id)
+
+    @retrying
+    def get_latest_checkpoint(self, session_id: str) -> Checkpoint | None:
+        """Return the newest checkpoint of the session (by time, then step)."""
+        return checkpoint_reads.get_latest_checkpoint(self._engine, session_id)
+
+    @retrying
+    def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
+        """Return checkpoint summaries, newest first (by time, then step)."""
+        return checkpoint_reads.list_checkpoints(self._engine, session_id, offset=offset, limit=limit)
+
+    # sub-sessions and usage -------------------------------------------------------------------
+
+    @retrying
+    def add_sub_session_refs(self, session_id: str, refs: list[SubSessionRef]) -> None:
+        """Record child sessions; a ref that already exists is left as it is (re-executed steps)."""
+        if not refs:
+            return
+        with begin_write(self._engine) as conn:
+            conn.execute(
+                self._dialect.insert_ignore(sub_session_refs, ["session_id", "sub_session_id"]),
+                [{**ref.model_dump(), "session_id": session_id} for ref in refs],
+            )
+
+    @retrying
+    def update_sub_session_ref(
+        self, session_id: str, sub_session_id: str, *, status: str, completed_at: int | None = None
+    ) -> None:
+        """Update a child session's status (and completion time)."""
+        with begin_write(self._engine) as conn:
+            conn.execute(
+                sa.update(sub_session_refs)
+                .where(
+                    sub_session_refs.c.session_id == session_id,
+                    sub_session_refs.c.sub_session_id == sub_session_id,
+                )
+                .values(status=status, completed_at=completed_at)
+            )
+
+    @retrying
+    def get_sub_session_refs(self, session_id: str) -> list[SubSessionRef]:
+        """Return the session's child references, oldest first."""
+        with begin_read(self._engine) as conn:
+            return read_refs(conn, session_id)
+
+    @retrying
+    def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
+        """Return the usage records of the session (or of one run), in commit order."""
+        stmt = sa.select(usage).where(usage.c.session_id == session_id)
+        if run_id is not None:
+            stmt = stmt.where(usage.c.run_id == run_id)
+        stmt = stmt.order_by(usage.c.created_at, usage.c.run_id, usage.c.step, usage.c.ordinal)
+        with begin_read(self._engine) as conn:
+            return [usage_record(row) for row in conn.execute(stmt)]
+
+
+if TYPE_CHECKING:
+    _protocol_check: type[SessionStore] = SqlSessionStore
