@@ -37,6 +37,7 @@ from helix_dbos.session import (
 )
 from helix_dbos.store import checkpoints as checkpoint_reads
 from helix_dbos.store import runs as run_ops
+from helix_dbos.store import status as status_ops
 from helix_dbos.store.base import (
     CasResult,
     CommitResult,
@@ -55,7 +56,7 @@ from helix_dbos.store.engine import now_ms as _now_ms
 from helix_dbos.store.hitl import SqlPendingCallStore
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.rows import context_json, load_message, new_session_values, session_record, usage_record
+from helix_dbos.store.rows import load_message, new_session_values, session_record, usage_record
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
 from helix_dbos.store.transcript import read_prefix, read_refs
 from helix_dbos.store.workers import SqlWorkerRegistry
@@ -309,7 +310,7 @@ class SqlSessionStore:
                 .values(message_count=message_count, version=sessions.c.version + 1, updated_at=_now_ms())
             )
 
-    # status -----------------------------------------------------------------------------------
+    # status and interrupts (``helix_dbos.store.status``) ----------------------------------------
 
     @retrying
     def compare_and_set_status(
@@ -322,85 +323,31 @@ class SqlSessionStore:
         error: str | None = None,
         interrupt_context: InterruptContext | None = None,
     ) -> CasResult:
-        """Set the status only if it is one of ``expected_statuses`` (and at ``expected_version``).
-
-        One guarded ``UPDATE .. RETURNING``; on a miss the current status and version are read
-        back so the caller can decide what to do. ``error`` and ``interrupt_context`` are written
-        only when given. An unknown session raises :class:`SessionNotFoundError`.
-        """
-        values: dict[str, Any] = {
-            "status": new_status,
-            "version": sessions.c.version + 1,
-            "updated_at": _now_ms(),
-        }
-        if error is not None:
-            values["error"] = error
-        if interrupt_context is not None:
-            values["interrupt_context"] = context_json(interrupt_context)
-        stmt = sa.update(sessions).where(sessions.c.session_id == session_id, sessions.c.status.in_(expected_statuses))
-        if expected_version is not None:
-            stmt = stmt.where(sessions.c.version == expected_version)
-        with begin_write(self._engine) as conn:
-            new_version = conn.execute(stmt.values(values).returning(sessions.c.version)).scalar_one_or_none()
-            if new_version is not None:
-                return CasResult(ok=True, new_version=new_version)
-            current = conn.execute(
-                sa.select(sessions.c.status, sessions.c.version).where(sessions.c.session_id == session_id)
-            ).first()
-        if current is None:
-            raise SessionNotFoundError(session_id)
-        return CasResult(ok=False, current_status=current.status, current_version=current.version)
+        """Set the status only if it is one of ``expected_statuses`` (and at ``expected_version``)."""
+        return status_ops.compare_and_set_status(
+            self._engine,
+            session_id,
+            expected_statuses,
+            new_status,
+            expected_version=expected_version,
+            error=error,
+            interrupt_context=interrupt_context,
+        )
 
     @retrying
     def request_interrupt(self, session_id: str, reason: str | None, *, now_ms: int) -> bool:
-        """Durably flag an interrupt for an active session; False when it is not active (or absent).
-
-        The running loop sees the flag in the result of its next :meth:`commit_step`.
-        """
-        with begin_write(self._engine) as conn:
-            row = self._dialect.lock_session(conn, session_id, sessions.c.status, sessions.c.step_count)
-            if row is None or row.status != "active":
-                return False
-            context = InterruptContext(reason=reason, step_count=row.step_count, timestamp=now_ms)
-            result = conn.execute(
-                sa.update(sessions)
-                .where(sessions.c.session_id == session_id, sessions.c.status == "active")
-                .values(
-                    interrupt_requested=True,
-                    interrupt_context=context_json(context),
-                    version=sessions.c.version + 1,
-                    updated_at=now_ms,
-                )
-            )
-            return result.rowcount > 0
+        """Durably flag an interrupt for an active session; False when it is not active (or absent)."""
+        return status_ops.request_interrupt(self._engine, self._dialect, session_id, reason, now_ms=now_ms)
 
     @retrying
     def clear_interrupt(self, session_id: str) -> None:
         """Clear a pending interrupt flag (the context stays as the record of the last request)."""
-        with begin_write(self._engine) as conn:
-            conn.execute(
-                sa.update(sessions)
-                .where(sessions.c.session_id == session_id, sessions.c.interrupt_requested.is_(True))
-                .values(interrupt_requested=False, version=sessions.c.version + 1, updated_at=_now_ms())
-            )
+        status_ops.clear_interrupt(self._engine, session_id)
 
     @retrying
     def increment_resume_count(self, session_id: str) -> int:
         """Add one to the session's resume counter and return the new value."""
-        with begin_write(self._engine) as conn:
-            count = conn.execute(
-                sa.update(sessions)
-                .where(sessions.c.session_id == session_id)
-                .values(
-                    resume_count=sessions.c.resume_count + 1,
-                    version=sessions.c.version + 1,
-                    updated_at=_now_ms(),
-                )
-                .returning(sessions.c.resume_count)
-            ).scalar_one_or_none()
-        if count is None:
-            raise SessionNotFoundError(session_id)
-        return int(count)
+        return status_ops.increment_resume_count(self._engine, session_id)
 
     # runs, step commits, checkpoints (their own modules) ------------------------------------------
 
