@@ -8,6 +8,8 @@ spells the few statements that differ (dbos-transact-py draws the same line betw
   constructs);
 - locking the session row: ``SELECT .. FOR UPDATE`` on PostgreSQL; nothing on SQLite, where every
   write transaction is ``BEGIN IMMEDIATE`` and therefore already holds the database's write lock;
+- serialising migrations: a transaction-scoped advisory lock on PostgreSQL; nothing on SQLite,
+  whose migration transaction is ``BEGIN IMMEDIATE``;
 - the statements of a step commit: one data-modifying CTE on PostgreSQL (a single round trip on the
   agent loop's hot path), a short series of statements on SQLite (in-process, where round trips
   cost nothing).
@@ -56,6 +58,10 @@ class SqlDialect(Protocol):
 
         ``None`` when the session does not exist. Call it inside ``begin_write``.
         """
+        ...
+
+    def lock_migrations(self, conn: Connection) -> None:
+        """Hold a lock that serialises concurrent migrations until the transaction ends."""
         ...
 
     def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:

@@ -23,7 +23,7 @@ The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -232,3 +232,9 @@ class SqlPendingCallStore:
         """Serialise HITL transitions of one session (row lock on PostgreSQL; SQLite writes are serial)."""
         if self._dialect.lock_session(conn, session_id, sessions.c.session_id) is None:
             raise SessionNotFoundError(session_id)
+
+
+if TYPE_CHECKING:
+    from helix_dbos.store.base import PendingCallStore
+
+    _protocol_check: type[PendingCallStore] = SqlPendingCallStore

@@ -21,7 +21,10 @@ from helix_dbos.store.dialect import AppliedStep
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES, dump_message
 from helix_dbos.store.schema import sessions
 
-__all__ = ["POSTGRES", "PostgresDialect"]
+__all__ = ["MIGRATION_LOCK_KEY", "POSTGRES", "PostgresDialect"]
+
+MIGRATION_LOCK_KEY: Final = 0x6865_6C69_7864_6200 >> 1
+"""Key of the PostgreSQL advisory lock held while migrating ("helixdb" in hex, kept positive)."""
 
 COMMIT_STEP: Final = sa.text(
     """
@@ -121,6 +124,10 @@ class PostgresDialect:
         """``SELECT .. FOR UPDATE`` of the session row: writers of one session queue here."""
         query = sa.select(*columns) if columns else sa.select(sessions)
         return conn.execute(query.where(sessions.c.session_id == session_id).with_for_update()).first()
+
+    def lock_migrations(self, conn: Connection) -> None:
+        """``pg_advisory_xact_lock``: concurrent upgraders queue, the first creates the tables."""
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
     def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
         """The step commit as the one statement :data:`COMMIT_STEP`."""

@@ -41,6 +41,9 @@ class SqliteDialect:
         query = sa.select(*columns) if columns else sa.select(sessions)
         return conn.execute(query.where(sessions.c.session_id == session_id)).first()
 
+    def lock_migrations(self, conn: Connection) -> None:
+        """Nothing to do: the migration's ``BEGIN IMMEDIATE`` transaction holds the write lock."""
+
     def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
         """Gate on the session update, then write the checkpoint, messages, run and usage."""
         sid = commit.session_id

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -81,3 +81,9 @@ class SqlWorkerRegistry:
                 .returning(workers.c.executor_id)
             )
             return [r.executor_id for r in result]
+
+
+if TYPE_CHECKING:
+    from helix_dbos.store.base import WorkerRegistry
+
+    _protocol_check: type[WorkerRegistry] = SqlWorkerRegistry

@@ -9,9 +9,9 @@ Runs in three ways:
   ``-x database_url=...``, then ``$HELIX_DATABASE_URL``, then ``sqlalchemy.url``.
 
 The version table is ``helix_alembic_version`` so that an application's own alembic history in the
-same database is never touched, and autogenerate only looks at ``helix_*`` tables. On PostgreSQL the
-migration holds a transaction-scoped advisory lock, so two processes upgrading at once serialize
-instead of both creating the tables.
+same database is never touched, and autogenerate only looks at ``helix_*`` tables. The migration
+holds the dialect's migration lock (``SqlDialect.lock_migrations``: a transaction-scoped advisory
+lock on PostgreSQL), so two processes upgrading at once serialize instead of both creating the tables.
 """
 
 from __future__ import annotations
@@ -21,14 +21,10 @@ import os
 from typing import Any
 
 from alembic import context
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
-from helix_dbos.store.engine import begin_write as _begin_write
-from helix_dbos.store.engine import create_engine_for, to_sqlalchemy_url
+from helix_dbos.store.engine import begin_write, create_engine_for, dialect_for, to_sqlalchemy_url
 from helix_dbos.store.schema import TABLE_PREFIX, VERSION_TABLE, metadata
-
-MIGRATION_LOCK_KEY = 0x6865_6C69_7864_6200 >> 1
-"""Key of the PostgreSQL advisory lock held while migrating ("helixdb" in hex, kept positive)."""
 
 config = context.config
 
@@ -66,8 +62,7 @@ def _configure_and_run(connection: Connection) -> None:
         render_as_batch=connection.dialect.name == "sqlite",
     )
     with context.begin_transaction():
-        if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        dialect_for(connection).lock_migrations(connection)
         context.run_migrations()
 
 
@@ -95,7 +90,7 @@ def run_migrations_online() -> None:
     try:
         # One explicit transaction around everything: alembic then treats it as external and runs
         # all revisions in it (SQLite included, where alembic would otherwise not use one).
-        with _begin_write(engine) as conn:
+        with begin_write(engine) as conn:
             _configure_and_run(conn)
     finally:
         engine.dispose()
