@@ -1,0 +1,77 @@
+"""The contract of ``store.pending`` (pending tool calls) and ``store.workers`` (heartbeats)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.store.base import SessionStore
+from helix_dbos.testing.store_contract.helpers import pending_call, start
+
+__all__ = ["PendingCallContract"]
+
+
+class PendingCallContract:
+    """Pending calls and worker heartbeats (a ``store`` fixture yields an empty store)."""
+
+    # --- pending tool calls (``store.pending``) ---------------------------------------------------
+
+    def test_pending_calls_are_answered_exactly_once(self, store: SessionStore) -> None:
+        start(store)
+        store.pending.register([pending_call("t1"), pending_call("t2")])
+        store.pending.register([pending_call("t1")])  # a re-executed step registers nothing new
+        assert [c.tool_call_id for c in store.pending.open_calls("s1")] == ["t1", "t2"]
+        first = store.pending.submit("s1", "t1", {"approved": True})
+        assert (first.call.status, first.delivery, first.batch_complete) == ("answered", "hot", False)
+        with pytest.raises(ToolCallAlreadyAnsweredError):
+            store.pending.submit("s1", "t1", {"approved": False})
+        with pytest.raises(PendingToolCallNotFoundError):
+            store.pending.submit("s1", "nope", {})
+        with pytest.raises(SessionNotFoundError):
+            store.pending.submit("other", "t1", {})
+        parked = store.pending.park("s1", "r1")
+        assert {c.tool_call_id: c.delivery for c in parked} == {"t1": "hot", "t2": "parked"}
+        last = store.pending.submit("s1", "t2", {"approved": False})
+        assert (last.delivery, last.batch_complete) == ("parked", True)
+        store.pending.mark_applied("s1", ["t1", "t2"])
+        store.pending.mark_applied("s1", ["t1"])  # idempotent
+        calls = store.pending.get("s1")
+        assert [(c.status, c.submission) for c in calls] == [
+            ("applied", {"approved": True}),
+            ("applied", {"approved": False}),
+        ]
+        assert store.pending.get("s1", ["t2"]) == calls[1:]
+
+    def test_pending_calls_expire_and_cancel(self, store: SessionStore) -> None:
+        start(store)
+        store.pending.register([pending_call("t1", deadline_ms=100), pending_call("t2"), pending_call("t3")])
+        assert store.pending.expire("s1", ["t1", "t2"], 50) == []  # not due yet
+        store.pending.park("s1", "r1")
+        assert [c.tool_call_id for c in store.pending.expired_parked(100)] == ["t1"]
+        assert store.pending.expire("s1", ["t1", "t2"], 100) == ["t1"]
+        assert store.pending.expire("s1", ["t1"], 200) == []  # once
+        assert store.pending.expired_parked(200) == []
+        assert sorted(store.pending.cancel_open("s1")) == ["t2", "t3"]
+        assert store.pending.open_calls("s1") == []
+        assert [c.status for c in store.pending.get("s1")] == ["expired", "cancelled", "cancelled"]
+
+    # --- workers (``store.workers``) --------------------------------------------------------------
+
+    def test_worker_heartbeats_and_dead_worker_claims(self, store: SessionStore) -> None:
+        store.workers.heartbeat("w1", "v1", 1_000)
+        store.workers.heartbeat("w2", "v1", 1_000)
+        store.workers.heartbeat("w3", "v2", 1_000)
+        store.workers.heartbeat("w1", "v1", 5_000)
+        assert {w.executor_id: w.heartbeat_at for w in store.workers.list_workers()} == {
+            "w1": 5_000,
+            "w2": 1_000,
+            "w3": 1_000,
+        }
+        # Only the same app version's stale workers, and each one once.
+        assert store.workers.claim_dead(me="w1", app_version="v1", now_ms=6_000, dead_after_ms=2_000) == ["w2"]
+        assert store.workers.claim_dead(me="w1", app_version="v1", now_ms=6_000, dead_after_ms=2_000) == []
+        claimed = {w.executor_id: w for w in store.workers.list_workers()}["w2"]
+        assert (claimed.recovered_by, claimed.recovered_at) == ("w1", 6_000)
+        store.workers.heartbeat("w2", "v1", 7_000)  # it came back: the claim is cleared
+        back = {w.executor_id: w for w in store.workers.list_workers()}["w2"]
+        assert (back.recovered_by, back.recovered_at) == (None, None)
