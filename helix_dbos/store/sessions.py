@@ -52,7 +52,7 @@ from helix_dbos.store.base import (
 )
 from helix_dbos.store.commit import commit_step
 from helix_dbos.store.engine import begin_read, begin_write, create_engine_for, dialect_for
-from helix_dbos.store.engine import now_ms as _now_ms
+from helix_dbos.store.engine import now_ms as clock_ms  # parameters named now_ms would shadow it
 from helix_dbos.store.hitl import SqlPendingCallStore
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy, retrying
@@ -307,7 +307,7 @@ class SqlSessionStore:
             conn.execute(
                 sa.update(sessions)
                 .where(sessions.c.session_id == session_id)
-                .values(message_count=message_count, version=sessions.c.version + 1, updated_at=_now_ms())
+                .values(message_count=message_count, version=sessions.c.version + 1, updated_at=clock_ms())
             )
 
     # status and interrupts (``helix_dbos.store.status``) ----------------------------------------

@@ -18,7 +18,7 @@ from helix_dbos.session import InterruptContext, SessionStatus
 from helix_dbos.store.base import CasResult
 from helix_dbos.store.dialect import SqlDialect
 from helix_dbos.store.engine import begin_write
-from helix_dbos.store.engine import now_ms as _now_ms
+from helix_dbos.store.engine import now_ms as clock_ms  # parameters named now_ms would shadow it
 from helix_dbos.store.rows import context_json
 from helix_dbos.store.schema import sessions
 
@@ -44,7 +44,7 @@ def compare_and_set_status(
     values: dict[str, Any] = {
         "status": new_status,
         "version": sessions.c.version + 1,
-        "updated_at": _now_ms(),
+        "updated_at": clock_ms(),
     }
     if error is not None:
         values["error"] = error
@@ -94,7 +94,7 @@ def clear_interrupt(engine: Engine, session_id: str) -> None:
         conn.execute(
             sa.update(sessions)
             .where(sessions.c.session_id == session_id, sessions.c.interrupt_requested.is_(True))
-            .values(interrupt_requested=False, version=sessions.c.version + 1, updated_at=_now_ms())
+            .values(interrupt_requested=False, version=sessions.c.version + 1, updated_at=clock_ms())
         )
 
 
@@ -107,7 +107,7 @@ def increment_resume_count(engine: Engine, session_id: str) -> int:
             .values(
                 resume_count=sessions.c.resume_count + 1,
                 version=sessions.c.version + 1,
-                updated_at=_now_ms(),
+                updated_at=clock_ms(),
             )
             .returning(sessions.c.resume_count)
         ).scalar_one_or_none()
