@@ -7,7 +7,7 @@ PostgreSQL and SQLite. Modules, one concept each:
 - ``base``: records and protocols (imports no implementation);
 - ``engine``: engines, ``begin_read`` / ``begin_write``, ``now_ms``, ``dialect_for``;
 - ``dialect``, ``postgres``, ``sqlite``: what the two backends spell differently;
-- ``sessions`` (the facade and session rows), ``runs``, ``commit``, ``checkpoints``,
+- ``sessions`` (the facade and session rows), ``status``, ``runs``, ``commit``, ``checkpoints``,
   ``transcript``, ``rows``: the session store;
 - ``hitl``: pending tool calls; ``workers``: heartbeats;
 - ``schema``, ``migrate``, ``migrations/``: tables and their alembic revisions;
