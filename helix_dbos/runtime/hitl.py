@@ -27,7 +27,7 @@ from typing import Any, Literal
 from dbos import DBOS
 
 from helix_dbos.agent import AgentHooks
-from helix_dbos.runtime import services
+from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.hooks import RunPayload, fire
 from helix_dbos.runtime.steps import RunIdentity
@@ -80,7 +80,7 @@ def needs_approval(run_agent: str, tool: Tool, call: ParsedToolCall, session_id:
         return False
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
     out = DBOS.run_step(
-        {"name": f"{run_agent}.approval_gate.{tool.name}"}, evaluate_gate_step, tool, arguments, session_id
+        {"name": step_names.approval_gate(run_agent, tool.name)}, evaluate_gate_step, tool, arguments, session_id
     )
     return bool(out["required"])
 
@@ -192,20 +192,20 @@ def await_answers(
     agent = who.agent.name
     hot_deadline = int(registration["hot_deadline_ms"])
     while True:
-        check = DBOS.run_step({"name": f"{agent}.hitl.check"}, check_step, who, call_ids)
+        check = DBOS.run_step({"name": step_names.hitl_check(agent)}, check_step, who, call_ids)
         rows: dict[str, dict[str, Any]] = check["rows"]
         if check["aborted"]:
             return "aborted", rows
         if all(rows[cid]["status"] != "pending" for cid in call_ids):
             if hooks:
-                DBOS.run_step({"name": f"{agent}.hitl.resumed"}, resumed_step, who, hooks, previous_run_id)
+                DBOS.run_step({"name": step_names.hitl_resumed(agent)}, resumed_step, who, hooks, previous_run_id)
             return "resolved", rows
         if check["interrupted"]:
-            DBOS.run_step({"name": f"{agent}.hitl.park"}, park_step, who, call_ids)
+            DBOS.run_step({"name": step_names.hitl_park(agent)}, park_step, who, call_ids)
             return "interrupted", rows
         now = int(check["now_ms"])
         if now >= hot_deadline:
-            parked = DBOS.run_step({"name": f"{agent}.hitl.park"}, park_step, who, call_ids)
+            parked = DBOS.run_step({"name": step_names.hitl_park(agent)}, park_step, who, call_ids)
             rows = parked["rows"]
             if all(rows[cid]["status"] != "pending" for cid in call_ids):
                 return "resolved", rows  # answers won the race with the end of the hot window

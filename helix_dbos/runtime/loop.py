@@ -50,7 +50,7 @@ from helix_dbos.orchestration.stop_checker import (
     needs_max_tokens_recovery,
     should_stop_execution,
 )
-from helix_dbos.runtime import services
+from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hitl import HitlCall, await_answers, check_step, needs_approval, register_step
@@ -237,7 +237,7 @@ class _Run:
         if not self.deferred_hooks:
             return
         events, self.deferred_hooks = self.deferred_hooks, []
-        DBOS.run_step({"name": f"{self.agent.name}.hooks"}, hooks_step, self.who, self.hooks, events)
+        DBOS.run_step({"name": step_names.hooks(self.agent.name)}, hooks_step, self.who, self.hooks, events)
 
 
 def run_agent_loop(request: RunRequest) -> RunSummary:
@@ -254,7 +254,7 @@ def run_agent_loop(request: RunRequest) -> RunSummary:
         raise_if_exiting(exc)
         _log.error("run %s failed", request.run_id, exc_info=exc)
         error = public_error_message(exc)  # what clients see; the driver's details stay in the log
-        DBOS.run_step({"name": "helix.fail_run"}, fail_run_step, request.session_id, request.run_id, error)
+        DBOS.run_step({"name": step_names.FAIL_RUN}, fail_run_step, request.session_id, request.run_id, error)
         rt = services.current()
         rt.streams.fail(request.stream_id, error)
         return RunSummary(session_id=request.session_id, run_id=request.run_id, status="failed", error=error)
@@ -290,7 +290,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
             previous_run_id=request.previous_run_id,
             extra={"mode": request.mode, "turn": request.turn},
         )
-        DBOS.run_step({"name": f"{agent.name}.hooks"}, hooks_step, run.who, run.hooks, [("on_agent_start", start)])
+        DBOS.run_step({"name": step_names.hooks(agent.name)}, hooks_step, run.who, run.hooks, [("on_agent_start", start)])
     outstanding = _outstanding_calls(run.messages)
     if outstanding:  # a continuation: answer the batch the previous run suspended on, first
         batch = _execute_tools(run, outstanding, tools_by_name, resuming=True)
@@ -310,7 +310,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
         applied, run.applied_pending = run.applied_pending, []
         llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None
         out = DBOS.run_step(
-            {"name": f"{agent.name}.llm"},
+            {"name": step_names.llm(agent.name)},
             llm_step,
             run.who,
             run.step,
@@ -496,7 +496,7 @@ def _execute_tools(
     finishing: list[tuple[ParsedToolCall, Tool]] = []
     known: dict[str, dict[str, Any]] = {}
     if resuming:
-        known = DBOS.run_step({"name": f"{run.agent.name}.hitl.check"}, check_step, run.who, [c.id for c in calls])[
+        known = DBOS.run_step({"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls])[
             "rows"
         ]
     for call in calls:
@@ -530,7 +530,7 @@ def _execute_tools(
     registration: dict[str, Any] | None = None
     if hitl:
         registration = DBOS.run_step(
-            {"name": f"{run.agent.name}.hitl.register"},
+            {"name": step_names.hitl_register(run.agent.name)},
             register_step,
             run.who,
             hitl,
@@ -656,7 +656,7 @@ def _run_tool_steps(
 ) -> list[dict[str, Any]]:
     """Each call is its own DBOS step; several run concurrently on reserved, ordered step ids."""
     requests = [ToolStepRequest(run.who, tool, call, base_state, run.hooks) for call, tool in batch]
-    options: list[StepOptions] = [{"name": f"{run.agent.name}.tool.{r.tool.name}"} for r in requests]
+    options: list[StepOptions] = [{"name": step_names.tool(run.agent.name, r.tool.name)} for r in requests]
     if len(requests) <= 1:
         return [DBOS.run_step(options[i], tool_step, r) for i, r in enumerate(requests)]
     reservations = [DBOS.reserve_step() for _ in requests]
@@ -774,7 +774,7 @@ def _finish(
     )
     applied, run.applied_pending = run.applied_pending, []
     out = DBOS.run_step(
-        {"name": f"{run.agent.name}.finalize"}, finalize_step, run.who, commit, run.hooks, payload, applied
+        {"name": step_names.finalize(run.agent.name)}, finalize_step, run.who, commit, run.hooks, payload, applied
     )
     _emit_checkpoint(run, out.get("commit"), run.step)
     if status == "completed":
