@@ -264,7 +264,11 @@ class DBOSAgentExecutor:
         self._sweeper_stop = threading.Event()
         for agent in agents:
             self.register(agent)
-        services.install(self._services)
+        try:
+            services.install(self._services)
+        except HelixError:
+            self._services.tool_pool.shutdown(wait=False)
+            raise
 
     # -- agents ----------------------------------------------------------------------------------------
     def register(self, agent: AgentConfig) -> AgentConfig:

@@ -491,6 +491,7 @@ def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
     assert isinstance(done, CompletedOutcome) and done.output == Out(answer="7")
     assert done.final_state.status == "completed"
 
+    executor.close()  # one runtime per process: the next executor replaces this one
     erring = define_agent("handled-2", system_prompt="x", llm_config="openai/fake", output_schema=Out)
     executor2 = make_executor(
         MockLLMAdapter([ErrorStepResult(error=HelixError("down"), should_stop=True), finish_with_results]), [erring]
@@ -500,6 +501,7 @@ def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
     retried = failed.retry(RetryOptions())
     assert isinstance(retried.outcome(), CompletedOutcome)
 
+    executor2.close()
     abortable = client_agent("handled-3")
     executor3 = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"}))]), [abortable])
     waiting = executor3.execute(abortable, "again")
