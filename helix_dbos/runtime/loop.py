@@ -290,7 +290,9 @@ def _run_loop(request: RunRequest) -> RunSummary:
             previous_run_id=request.previous_run_id,
             extra={"mode": request.mode, "turn": request.turn},
         )
-        DBOS.run_step({"name": step_names.hooks(agent.name)}, hooks_step, run.who, run.hooks, [("on_agent_start", start)])
+        DBOS.run_step(
+            {"name": step_names.hooks(agent.name)}, hooks_step, run.who, run.hooks, [("on_agent_start", start)]
+        )
     outstanding = _outstanding_calls(run.messages)
     if outstanding:  # a continuation: answer the batch the previous run suspended on, first
         batch = _execute_tools(run, outstanding, tools_by_name, resuming=True)
@@ -496,9 +498,9 @@ def _execute_tools(
     finishing: list[tuple[ParsedToolCall, Tool]] = []
     known: dict[str, dict[str, Any]] = {}
     if resuming:
-        known = DBOS.run_step({"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls])[
-            "rows"
-        ]
+        known = DBOS.run_step(
+            {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls]
+        )["rows"]
     for call in calls:
         tool = tools_by_name.get(call.name)
         if tool is None:
