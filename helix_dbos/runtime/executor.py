@@ -58,9 +58,9 @@ from helix_dbos.runtime.ids import (
     session_id_for_key,
     workflow_id_for,
 )
-from helix_dbos.runtime.loop import RunRequest
 from helix_dbos.runtime.outcomes import await_outcome, to_result
 from helix_dbos.runtime.registry import AgentRegistry
+from helix_dbos.runtime.run_context import RunRequest
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workers import BackgroundTasks
