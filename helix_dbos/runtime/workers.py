@@ -94,6 +94,11 @@ class BackgroundTasks:
         """Whether :meth:`start` has been called (a stopped thread stays started: no restart)."""
         return self._thread is not None
 
+    @property
+    def running(self) -> bool:
+        """Whether the thread is alive (false before ``start`` and once ``stop`` has joined it)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def run_once(self, tasks: Sequence[tuple[str, Callable[[], object]]]) -> None:
         """One round of ``(log label, task)``, each failure logged and swallowed."""
         for label, task in tasks:
