@@ -15,14 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandle
-from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
@@ -39,28 +37,23 @@ from helix_dbos.llm.adapter import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.logger import Logger, noop_logger
 from helix_dbos.messages import Message, UserMessage
-from helix_dbos.orchestration.message_builder import heal_unpaired_finish
 from helix_dbos.orchestration.state_operations import (
-    default_custom_state,
     input_messages,
     normalize_agent_input,
 )
-from helix_dbos.runtime import services, workers
+from helix_dbos.runtime import services, starts, workers
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.handle import AgentExecutionHandle
-from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, HITL_TOPIC
-from helix_dbos.runtime.hooks import defined_hooks
+from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, check_submission_fits, parse_submission, wake_run
 from helix_dbos.runtime.ids import (
-    continuation_request_key,
     keyed_request_key,
     new_session_id,
     request_key_for,
     session_id_for_key,
-    workflow_id_for,
 )
 from helix_dbos.runtime.outcomes import await_outcome, to_result
+from helix_dbos.runtime.recovery import runs_without_workflow
 from helix_dbos.runtime.registry import AgentRegistry
-from helix_dbos.runtime.run_context import RunRequest
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.workers import BackgroundTasks
@@ -69,12 +62,9 @@ from helix_dbos.session import (
     AgentInput,
     AgentResult,
     AgentState,
-    ApprovalResponse,
     CanResumeResult,
     SendInput,
-    SessionStatus,
     SubmitToolResult,
-    SubmitToolResultAdapter,
 )
 from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
 from helix_dbos.store.engine import now_ms
@@ -203,46 +193,38 @@ class DBOSAgentExecutor:
         )
 
     def _first_turn(self, config: AgentConfig, session_id: str, parsed: AgentInput, request_key: str) -> StartRun:
-        """The store write that opens a new session with its first run."""
-        return StartRun(
-            session_id=session_id,
-            run_id=workflow_id_for(session_id, 1),
-            workflow_id=workflow_id_for(session_id, 1),
-            agent_type=config.name,
-            new_session_state=default_custom_state(config, parsed.state),
-            stream_start_sequence=self.streams.latest_sequence(session_id),
-            input_messages=[*(parsed.messages or []), *input_messages(parsed.message)],
+        return starts.first_turn(
+            config,
+            session_id,
+            parsed,
             request_key=request_key,
-            agent_fingerprint=self.registry.fingerprint(config.name),
+            fingerprint=self.registry.fingerprint(config.name),
+            stream_start_sequence=self.streams.latest_sequence(session_id),
             now_ms=now_ms(),
         )
 
     def _next_turn(
         self, config: AgentConfig, existing: SessionRecord, parsed: AgentInput, request_key: str
     ) -> StartRun:
-        """The store write that continues a ``completed`` session with its next turn."""
-        session_id = existing.session_id
-        turn = existing.turn + 1
         current = self.registry.fingerprint(config.name)
         if existing.agent_fingerprint and current and existing.agent_fingerprint != current:
             self.logger.warn(
                 "[helix-dbos] continuing a session whose agent definition changed since its last run",
-                {"session_id": session_id, "agent": config.name, "was": existing.agent_fingerprint, "now": current},
+                {
+                    "session_id": existing.session_id,
+                    "agent": config.name,
+                    "was": existing.agent_fingerprint,
+                    "now": current,
+                },
             )
-        history = self.store.get_message_prefix(session_id, existing.message_count)
-        heal: list[Message] = list(heal_unpaired_finish(history))
-        return StartRun(
-            session_id=session_id,
-            run_id=workflow_id_for(session_id, turn),
-            workflow_id=workflow_id_for(session_id, turn),
-            agent_type=config.name,
-            allowed_statuses=["completed"],
-            expected_version=existing.version,
-            input_messages=[*heal, *input_messages(parsed.message)],
-            previous_run_id=existing.run_id,
-            stream_start_sequence=self.streams.latest_sequence(existing.stream_id),
+        return starts.next_turn(
+            config,
+            existing,
+            parsed,
+            self.store.get_message_prefix(existing.session_id, existing.message_count),
             request_key=request_key,
-            agent_fingerprint=self.registry.fingerprint(config.name),
+            fingerprint=current,
+            stream_start_sequence=self.streams.latest_sequence(existing.stream_id),
             now_ms=now_ms(),
         )
 
@@ -261,22 +243,7 @@ class DBOSAgentExecutor:
         *,
         resume_messages: list[Message] | None = None,
     ) -> None:
-        request = RunRequest(
-            session_id=run.session_id,
-            run_id=run.run_id,
-            workflow_id=run.workflow_id,
-            agent_name=agent.name,
-            turn=run.turn,
-            mode=run.mode,
-            stream_id=session.stream_id,
-            start_message_count=session.message_count,
-            start_custom_state=session.custom_state,
-            previous_run_id=run.previous_run_id,
-            fingerprint=run.agent_fingerprint,
-            resume_messages=resume_messages or [],
-            stream_start_sequence=run.stream_start_sequence,
-            hook_names=defined_hooks([agent.hooks] if hooks is None else [agent.hooks, hooks]),
-        )
+        request = starts.run_request(agent, run, session, hooks, resume_messages)
         if hooks is not None:
             self._services.remember_call_hooks(run.workflow_id, hooks)
         self.streams.open(session.stream_id, run.run_id, agent.name)
@@ -308,24 +275,11 @@ class DBOSAgentExecutor:
     def recover_orphaned_runs(self, *, page_size: int = 500) -> list[str]:
         """Start every orphaned run (see the module docstring); returns their run ids.
 
-        Looks only at runs recorded ``running`` (an indexed query, paged by run id so none is
-        missed), and asks DBOS which of their workflows exist, one query per page: the cost is the
-        number of runs in flight, flat in the number of parked or finished sessions.
+        The cost is the number of runs in flight, flat in the number of parked or finished sessions
+        (:func:`~helix_dbos.runtime.recovery.runs_without_workflow`).
         """
-        started: list[str] = []
-        after: str | None = None
-        while True:
-            page = self.store.list_running_runs(after_run_id=after, limit=page_size)
-            if not page:
-                return started
-            after = page[-1].run_id
-            ids = [run.workflow_id for run in page]
-            known = {w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)}
-            for run in page:
-                if run.workflow_id not in known and self._start_if_orphaned(run.session_id):
-                    started.append(run.run_id)
-            if len(page) < page_size:
-                return started
+        found = runs_without_workflow(self.store, page_size=page_size)
+        return [run.run_id for run in found if self._start_if_orphaned(run.session_id)]
 
     # -- human in the loop ----------------------------------------------------------------------------
     def submit_tool_result(
@@ -341,31 +295,13 @@ class DBOSAgentExecutor:
         kind raise a clear :class:`HelixError` and change nothing.
         """
         check_text(session_id=session_id, submission=submission)
-        try:
-            parsed = SubmitToolResultAdapter.validate_python(submission)
-        except ValidationError as exc:
-            raise HelixError(f"Invalid tool submission: {exc}", code="validation_error", retryable=False) from exc
+        parsed = parse_submission(submission)
         if self.store.load_session(session_id) is None:
             raise SessionNotFoundError(session_id)
         rows = self.store.pending.get(session_id, [parsed.tool_call_id])
         if not rows:
             raise PendingToolCallNotFoundError(session_id, parsed.tool_call_id)
-        row = rows[0]
-        expected = "client-tool-result" if row.kind == "client" else "approval-response"
-        if parsed.kind != expected:
-            what = "a client-executed tool" if row.kind == "client" else "an approval request"
-            raise HelixError(
-                f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
-                code="state_conflict",  # a well-formed answer that does not fit the pending call
-                retryable=False,
-            )
-        if isinstance(parsed, ApprovalResponse) and parsed.arguments_digest not in (None, row.arguments_digest):
-            raise HelixError(
-                f"The approval for {parsed.tool_call_id!r} was given for different arguments than the call has "
-                "(arguments_digest mismatch); nothing was recorded",
-                code="state_conflict",
-                retryable=False,
-            )
+        check_submission_fits(parsed, rows[0])
         outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"))
         if outcome.delivery == "hot":
             self._wake(outcome.call.workflow_id, parsed.tool_call_id)
@@ -385,12 +321,7 @@ class DBOSAgentExecutor:
         return await asyncio.to_thread(self.submit_tool_result, session_id, submission)
 
     def _wake(self, workflow_id: str, key: str) -> None:
-        try:
-            DBOS.send(workflow_id, {"wake": key}, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
-        except Exception as exc:  # the answer is durable; a lost wake-up only delays the run to its next check
-            self.logger.warn(
-                "[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)}
-            )
+        wake_run(workflow_id, key, self.logger)
 
     def _continue_parked(self, session_id: str) -> AgentExecutionHandle | None:
         """Start the continuation of a parked run under the session's agent.
@@ -634,27 +565,16 @@ class DBOSAgentExecutor:
         hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
         agent = self.registry.require(session.agent_type)
-        turn = session.turn + 1
-        workflow_id = workflow_id_for(session.session_id, turn)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
-        allowed: list[SessionStatus] = (
-            ["interrupted", "active"] if mode == "resume" else ["failed", "interrupted", "completed"]
-        )
-        start = StartRun(
-            session_id=session.session_id,
-            run_id=workflow_id,
-            workflow_id=workflow_id,
-            agent_type=agent.name,
+        start = starts.continuation(
+            agent,
+            session,
             mode=mode,
-            allowed_statuses=allowed,
-            expected_version=session.version,
-            input_messages=extra if mode == "retry" else [],
+            extra=extra,
             truncate_to=truncate_to,
-            reset_custom_state=reset_state,
-            previous_run_id=session.run_id,
-            request_key=continuation_request_key(mode, turn),
-            agent_fingerprint=self.registry.fingerprint(agent.name),
+            reset_state=reset_state,
+            fingerprint=self.registry.fingerprint(agent.name),
             stream_start_sequence=self.streams.latest_sequence(session.stream_id),
             now_ms=now_ms(),
         )
@@ -682,7 +602,7 @@ class DBOSAgentExecutor:
         (the session itself stays ``active`` in the store, as the seeds say).
         """
         state = self.store.load_state(session_id)
-        if state is not None and state.status == "running" and self.store.pending.open_calls(session_id):
+        if state is not None and state.status == "running" and self.list_pending_tool_calls(session_id):
             state = state.model_copy(update={"status": "suspended_client_tool"})
         return state
 

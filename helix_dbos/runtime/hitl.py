@@ -1,4 +1,4 @@
-"""Human in the loop inside the agent workflow: approval gates, pending calls, waiting, parking.
+"""Human in the loop: approval gates, pending calls, waiting and parking; answers and wake-ups.
 
 A batch of tool calls that contains client-executed or approval-gated calls goes like this:
 
@@ -14,6 +14,9 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
    in one compare-and-set and the run ends as ``suspended_client_tool``; its workflow (and thread) are
    gone. The submission that completes the batch starts the continuation run.
 
+Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
+(:func:`check_submission_fits`), records it, and wakes the run (:func:`wake_run`).
+
 Answers are always read from the store; DBOS messages are only wake-ups, so a message that arrives
 late, twice, or never cannot change a result.
 """
@@ -21,11 +24,15 @@ late, twice, or never cannot change a result.
 from __future__ import annotations
 
 import inspect
+import uuid
 from typing import Any, Literal
 
 from dbos import DBOS
+from pydantic import ValidationError
 
 from helix_dbos.agent import AgentHooks
+from helix_dbos.errors import HelixError
+from helix_dbos.logger import Logger
 from helix_dbos.orchestration.tool_batch import HitlRequest
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.aio import background_loop
@@ -39,6 +46,7 @@ from helix_dbos.runtime.step_outputs import (
     ResumedStepOutput,
 )
 from helix_dbos.runtime.steps import RunIdentity
+from helix_dbos.session import ApprovalResponse, SubmitToolResult, SubmitToolResultAdapter
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.store.engine import now_ms
 from helix_dbos.store.hitl import PendingToolCall
@@ -219,6 +227,51 @@ def await_answers(
         pending_deadlines = [int(d) for d in deadlines if d is not None]
         wake_at = min([hot_deadline, *pending_deadlines])
         DBOS.recv(HITL_TOPIC, timeout_seconds=max(0.01, (wake_at - now) / 1000))
+
+
+# --- outside the workflow: answers and wake-ups ------------------------------------------------------
+
+
+def parse_submission(submission: SubmitToolResult | dict[str, Any]) -> SubmitToolResult:
+    """A client's answer, validated (``validation_error`` when it is not a submission)."""
+    try:
+        return SubmitToolResultAdapter.validate_python(submission)
+    except ValidationError as exc:
+        raise HelixError(f"Invalid tool submission: {exc}", code="validation_error", retryable=False) from exc
+
+
+def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> None:
+    """Refuse a well-formed answer that does not fit the pending call (``state_conflict``).
+
+    A client-executed call takes a ``client-tool-result``, an approval request an
+    ``approval-response`` given for the arguments the call has (when it names a digest).
+    """
+    expected = "client-tool-result" if row.kind == "client" else "approval-response"
+    if parsed.kind != expected:
+        what = "a client-executed tool" if row.kind == "client" else "an approval request"
+        raise HelixError(
+            f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
+            code="state_conflict",
+            retryable=False,
+        )
+    if isinstance(parsed, ApprovalResponse) and parsed.arguments_digest not in (None, row.arguments_digest):
+        raise HelixError(
+            f"The approval for {parsed.tool_call_id!r} was given for different arguments than the call has "
+            "(arguments_digest mismatch); nothing was recorded",
+            code="state_conflict",
+            retryable=False,
+        )
+
+
+def wake_run(workflow_id: str, key: str, logger: Logger) -> None:
+    """Wake a run waiting hot on its HITL topic; a failure is only logged.
+
+    The answer is already durable, so a lost wake-up only delays the run to its next check.
+    """
+    try:
+        DBOS.send(workflow_id, {"wake": key}, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
+    except Exception as exc:
+        logger.warn("[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)})
 
 
 def hot_window_seconds() -> float:
