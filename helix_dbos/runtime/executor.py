@@ -8,6 +8,11 @@ the transaction and the workflow start leaves an *orphaned* run, which the next 
 session and :meth:`DBOSAgentExecutor.recover_orphaned_runs` (run by workers at start-up) start.
 
 Every blocking method has an ``*_async`` twin, DBOS-style.
+
+This module is the facade (execute / resume / retry / submit / interrupt / abort / status). What a
+start writes is built in :mod:`.starts`, the ids it derives in :mod:`.ids`; handles
+(:mod:`.handle`) call back only through the public methods here; a worker's background duties are
+:mod:`.workers`; awaiting an outcome is :mod:`.outcomes`.
 """
 
 from __future__ import annotations
