@@ -119,7 +119,8 @@ from helix_dbos.orchestration.stop_checker import (
     needs_max_tokens_recovery,
     should_stop_execution,
 )
-from helix_dbos.runtime.executor import AgentExecutionHandle, DBOSAgentExecutor
+from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayload, ToolHookPayload
 from helix_dbos.runtime.launch import dbos_config_for, default_database_url, launch, shutdown
 from helix_dbos.runtime.registry import AgentRegistry, agent_fingerprint

@@ -161,7 +161,7 @@ def demo(
 
 def _finish_recovered(executor: DBOSAgentExecutor, run: RunRecord) -> None:
     """Show a recovered demo run's stream from its start while it finishes, then how it ended."""
-    from helix_dbos.runtime.executor import AgentExecutionHandle
+    from helix_dbos.runtime.handle import AgentExecutionHandle
 
     session = executor.store.load_session(run.session_id)
     if session is None or executor.registry.get(session.agent_type) is None:
@@ -486,7 +486,7 @@ def _worker_hint(store: Any) -> str:
 def _recover_here(url: str, executor_ids: list[str], loaded: list[AgentConfig]) -> None:
     from dbos import DBOS
 
-    from helix_dbos.runtime.executor import AgentExecutionHandle
+    from helix_dbos.runtime.handle import AgentExecutionHandle
     from helix_dbos.runtime.launch import launch, shutdown
     from helix_dbos.runtime.recovery import requeue_pending_runs
 

@@ -8,6 +8,11 @@ the transaction and the workflow start leaves an *orphaned* run, which the next 
 session and :meth:`DBOSAgentExecutor.recover_orphaned_runs` (run by workers at start-up) start.
 
 Every blocking method has an ``*_async`` twin, DBOS-style.
+
+This module is the facade (execute / resume / retry / submit / interrupt / abort / status). What a
+start writes is built in :mod:`.starts`, the ids it derives in :mod:`.ids`; handles
+(:mod:`.handle`) call back only through the public methods here; a worker's background duties are
+:mod:`.workers`; awaiting an outcome is :mod:`.outcomes`.
 """
 
 from __future__ import annotations
@@ -15,18 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
-import json
-import threading
-import time
-import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandle
-from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
@@ -36,189 +35,49 @@ from helix_dbos.errors import (
     AgentNotResumableError,
     HelixError,
     PendingToolCallNotFoundError,
-    RunNotFinishedError,
     SessionNotFoundError,
     StaleStateError,
-    public_error_message,
 )
 from helix_dbos.llm.adapter import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.logger import Logger, noop_logger
 from helix_dbos.messages import Message, UserMessage
-from helix_dbos.orchestration.message_builder import heal_unpaired_finish
 from helix_dbos.orchestration.state_operations import (
-    default_custom_state,
     input_messages,
     normalize_agent_input,
 )
-from helix_dbos.runtime import services
+from helix_dbos.runtime import services, starts, workers
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
-from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, HITL_TOPIC
-from helix_dbos.runtime.hooks import defined_hooks
-from helix_dbos.runtime.loop import RunRequest
-from helix_dbos.runtime.recovery import requeue_pending_runs
+from helix_dbos.runtime.handle import AgentExecutionHandle
+from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, check_submission_fits, parse_submission, wake_run
+from helix_dbos.runtime.ids import (
+    keyed_request_key,
+    new_session_id,
+    request_key_for,
+    session_id_for_key,
+)
+from helix_dbos.runtime.outcomes import await_outcome, to_result
+from helix_dbos.runtime.recovery import runs_without_workflow
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.steps import OUTCOME_EVENT
 from helix_dbos.runtime.streaming import RunStreams
+from helix_dbos.runtime.workers import BackgroundTasks
 from helix_dbos.runtime.workflow import agent_run_workflow
 from helix_dbos.session import (
-    AbortedOutcome,
     AgentInput,
     AgentResult,
     AgentState,
-    ApprovalResponse,
     CanResumeResult,
-    CompletedOutcome,
-    FailedOutcome,
-    InterruptedOutcome,
-    ResumeOptions,
-    RetryOptions,
-    RunOutcome,
     SendInput,
-    SessionStatus,
     SubmitToolResult,
-    SubmitToolResultAdapter,
-    SuspendedClientToolOutcome,
 )
-from helix_dbos.store.base import RunRecord, SessionRecord, SessionStore, StartRun
+from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
 from helix_dbos.validation import check_text
 
 _MAX_LOCAL_HANDLES = 4096
-
-
-def session_id_for_key(idempotency_key: str, scope: str = "") -> str:
-    """The session a keyed start without a ``session_id`` opens: deterministic, so a repeat finds it.
-
-    ``scope`` keeps equal keys of different callers apart (the service passes the caller's identity).
-    """
-    digest = hashlib.sha256(f"{scope}\x00{idempotency_key}".encode()).hexdigest()[:40]
-    return f"idem-{digest}"
-
-
-def workflow_id_for(session_id: str, turn: int) -> str:
-    """The deterministic workflow (and run) id of a session's turn."""
-    return f"{session_id}-turn-{turn}"
-
-
-def _request_key(agent_name: str, parsed: AgentInput, turn: int) -> str:
-    """Identify "this request for this turn".
-
-    Duplicates racing for the same turn meet on it, while the same text sent again after the turn
-    finished is a new request.
-    """
-    payload = json.dumps([agent_name, parsed.model_dump(mode="json"), turn], sort_keys=True)
-    return "auto:" + hashlib.sha256(payload.encode()).hexdigest()[:32]
-
-
-class AgentExecutionHandle:
-    """A run in flight (or finished): wait for its result, read its state, stream its chunks."""
-
-    def __init__(
-        self, executor: DBOSAgentExecutor, run: RunRecord, agent_name: str, hooks: AgentHooks | None = None
-    ) -> None:
-        self._executor = executor
-        self._run = run
-        self.agent_name = agent_name
-        self.hooks = hooks
-        """The per-call hooks this handle's run was started with; ``resume`` and ``retry`` pass them on."""
-
-    @property
-    def session_id(self) -> str:
-        """The session this run belongs to."""
-        return self._run.session_id
-
-    @property
-    def run_id(self) -> str:
-        """The run id (equal to its DBOS workflow id)."""
-        return self._run.run_id
-
-    @property
-    def workflow_id(self) -> str:
-        """The DBOS workflow id."""
-        return self._run.workflow_id
-
-    def result(self, timeout_seconds: float | None = None) -> AgentResult:
-        """Block until the run ends and return its result (output typed by the agent's schema).
-
-        A run started by this process is awaited on its in-process future; any other run is
-        awaited on its outcome event, which PostgreSQL's LISTEN/NOTIFY delivers in milliseconds.
-        """
-        local = self._executor._local_handles.get(self.workflow_id)
-        try:
-            if local is not None and timeout_seconds is None:
-                outcome = local.get_result()
-            else:
-                outcome = self._executor._await_outcome(self.workflow_id, timeout_seconds)
-            self._executor._local_handles.pop(self.workflow_id, None)
-        except AwaitedWorkflowCancelledError:
-            session = self._executor.store.load_session(self.session_id)
-            error = session.error if session is not None and session.error else "cancelled"
-            return AgentResult(status="failed", error=error)
-        return self._executor._to_result(self.agent_name, outcome)
-
-    async def result_async(self, timeout_seconds: float | None = None) -> AgentResult:
-        """Async twin of :meth:`result`."""
-        return await asyncio.to_thread(self.result, timeout_seconds)
-
-    def get_state(self) -> AgentState:
-        """The session's current state (transcript, custom state, status)."""
-        state = self._executor.get_state(self.session_id)
-        if state is None:
-            raise SessionNotFoundError(self.session_id)
-        return state
-
-    async def get_state_async(self) -> AgentState:
-        """Async twin of :meth:`get_state`."""
-        return await asyncio.to_thread(self.get_state)
-
-    async def stream(self) -> AsyncIterator[StreamChunk] | None:
-        """Chunks of the session's stream from the start of this run (live until the run ends)."""
-        return await self._executor.streams.read(self._run.session_id, from_sequence=self._run.stream_start_sequence)
-
-    def outcome(self, timeout_seconds: float | None = None) -> RunOutcome:
-        """Wait for the run, then describe how it ended with its final state (seed 002 ``RunOutcome``)."""
-        result = self.result(timeout_seconds)
-        state = self.get_state()
-        session = self._executor.store.load_session(self.session_id)
-        if session is not None and session.aborted and session.run_id == self.run_id:
-            # Checked first: an aborted parked run's workflow had already ended as suspended.
-            return AbortedOutcome(final_state=state, reason=session.abort_reason)
-        if result.status == "completed":
-            return CompletedOutcome(final_state=state, output=result.output)
-        if result.status == "suspended_client_tool":
-            pending = {
-                c.tool_call_id: c.model_dump(mode="json", include={"tool_name", "kind", "arguments", "deadline_ms"})
-                for c in self._executor.store.pending.open_calls(self.session_id)
-            }
-            return SuspendedClientToolOutcome(final_state=state, pending_client_tool_calls=pending)
-        if result.status == "interrupted":
-            reason = session.interrupt_context.reason if session and session.interrupt_context else None
-            return InterruptedOutcome(final_state=state, reason=reason)
-        return FailedOutcome(final_state=state, error=result.error or "failed")
-
-    def abort(self, reason: str | None = None) -> None:
-        """Abort this run's session (see :meth:`DBOSAgentExecutor.abort`)."""
-        self._executor.abort(self.session_id, reason)
-
-    def can_resume(self) -> CanResumeResult:
-        """Whether the session can be resumed, and why not."""
-        return self._executor.can_resume(self.session_id)
-
-    def resume(self, options: ResumeOptions | None = None) -> AgentExecutionHandle:
-        """Continue the interrupted or suspended session in a new run (with this handle's per-call hooks)."""
-        message = (options or ResumeOptions()).message
-        return self._executor.resume(self.agent_name, self.session_id, message, hooks=self.hooks)
-
-    def retry(self, options: RetryOptions | None = None) -> AgentExecutionHandle:
-        """Start again from a checkpoint (the latest by default), with this handle's per-call hooks."""
-        opts = options or RetryOptions()
-        return self._executor.retry(
-            self.session_id, checkpoint_id=opts.checkpoint_id, message=opts.message, hooks=self.hooks
-        )
 
 
 class DBOSAgentExecutor:
@@ -260,11 +119,14 @@ class DBOSAgentExecutor:
         """In-process futures of runs this process started (the fast way to wait); bounded, because a
         long-running server starts runs nobody waits on here. A dropped entry falls back to the
         outcome event."""
-        self._sweeper: threading.Thread | None = None
-        self._sweeper_stop = threading.Event()
+        self._background = BackgroundTasks(self.logger)
         for agent in agents:
             self.register(agent)
-        services.install(self._services)
+        try:
+            services.install(self._services)
+        except HelixError:
+            self._services.tool_pool.shutdown(wait=False)
+            raise
 
     # -- agents ----------------------------------------------------------------------------------------
     def register(self, agent: AgentConfig) -> AgentConfig:
@@ -293,55 +155,22 @@ class DBOSAgentExecutor:
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
         if session_id is None:
-            session_id = session_id_for_key(idempotency_key) if idempotency_key else f"session-{uuid.uuid4().hex}"
+            session_id = session_id_for_key(idempotency_key) if idempotency_key else new_session_id()
         existing = self.store.load_session(session_id)
         if existing is not None and existing.agent_type != config.name:
             # Before anything is read or written for the request: a session is one agent's.
             raise AgentMismatchError(session_id, existing.agent_type, config.name)
         if idempotency_key:
             for run in self.store.list_runs(session_id):
-                if run.request_key == f"key:{idempotency_key}":
+                if run.request_key == keyed_request_key(idempotency_key):
                     return AgentExecutionHandle(self, run, config.name, hooks)
         # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
         next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
-        request_key = f"key:{idempotency_key}" if idempotency_key else _request_key(config.name, parsed, next_turn)
+        key = keyed_request_key(idempotency_key) if idempotency_key else request_key_for(config.name, parsed, next_turn)
         if existing is None:
-            start = StartRun(
-                session_id=session_id,
-                run_id=workflow_id_for(session_id, 1),
-                workflow_id=workflow_id_for(session_id, 1),
-                agent_type=config.name,
-                new_session_state=default_custom_state(config, parsed.state),
-                stream_start_sequence=self.streams.latest_sequence(session_id),
-                input_messages=[*(parsed.messages or []), *input_messages(parsed.message)],
-                request_key=request_key,
-                agent_fingerprint=self.registry.fingerprint(config.name),
-                now_ms=now_ms(),
-            )
+            start = self._first_turn(config, session_id, parsed, key)
         else:
-            turn = existing.turn + 1
-            current = self.registry.fingerprint(config.name)
-            if existing.agent_fingerprint and current and existing.agent_fingerprint != current:
-                self.logger.warn(
-                    "[helix-dbos] continuing a session whose agent definition changed since its last run",
-                    {"session_id": session_id, "agent": config.name, "was": existing.agent_fingerprint, "now": current},
-                )
-            history = self.store.get_message_prefix(session_id, existing.message_count)
-            heal: list[Message] = list(heal_unpaired_finish(history))
-            start = StartRun(
-                session_id=session_id,
-                run_id=workflow_id_for(session_id, turn),
-                workflow_id=workflow_id_for(session_id, turn),
-                agent_type=config.name,
-                allowed_statuses=["completed"],
-                expected_version=existing.version,
-                input_messages=[*heal, *input_messages(parsed.message)],
-                previous_run_id=existing.run_id,
-                stream_start_sequence=self.streams.latest_sequence(existing.stream_id),
-                request_key=request_key,
-                agent_fingerprint=self.registry.fingerprint(config.name),
-                now_ms=now_ms(),
-            )
+            start = self._next_turn(config, existing, parsed, key)
         try:
             started = self.store.start_run(start)
         except AgentAlreadyRunningError:
@@ -367,6 +196,42 @@ class DBOSAgentExecutor:
             self.execute, agent, input, session_id=session_id, idempotency_key=idempotency_key, hooks=hooks
         )
 
+    def _first_turn(self, config: AgentConfig, session_id: str, parsed: AgentInput, request_key: str) -> StartRun:
+        return starts.first_turn(
+            config,
+            session_id,
+            parsed,
+            request_key=request_key,
+            fingerprint=self.registry.fingerprint(config.name),
+            stream_start_sequence=self.streams.latest_sequence(session_id),
+            now_ms=now_ms(),
+        )
+
+    def _next_turn(
+        self, config: AgentConfig, existing: SessionRecord, parsed: AgentInput, request_key: str
+    ) -> StartRun:
+        current = self.registry.fingerprint(config.name)
+        if existing.agent_fingerprint and current and existing.agent_fingerprint != current:
+            self.logger.warn(
+                "[helix-dbos] continuing a session whose agent definition changed since its last run",
+                {
+                    "session_id": existing.session_id,
+                    "agent": config.name,
+                    "was": existing.agent_fingerprint,
+                    "now": current,
+                },
+            )
+        return starts.next_turn(
+            config,
+            existing,
+            parsed,
+            self.store.get_message_prefix(existing.session_id, existing.message_count),
+            request_key=request_key,
+            fingerprint=current,
+            stream_start_sequence=self.streams.latest_sequence(existing.stream_id),
+            now_ms=now_ms(),
+        )
+
     def _check_files(self, agent: AgentConfig, messages: Sequence[Message]) -> None:
         """Refuse files no model takes, or the agent's model does not, before anything is written."""
         files = [f for m in messages if isinstance(m, UserMessage) for f in message_files(m)]
@@ -382,22 +247,7 @@ class DBOSAgentExecutor:
         *,
         resume_messages: list[Message] | None = None,
     ) -> None:
-        request = RunRequest(
-            session_id=run.session_id,
-            run_id=run.run_id,
-            workflow_id=run.workflow_id,
-            agent_name=agent.name,
-            turn=run.turn,
-            mode=run.mode,
-            stream_id=session.stream_id,
-            start_message_count=session.message_count,
-            start_custom_state=session.custom_state,
-            previous_run_id=run.previous_run_id,
-            fingerprint=run.agent_fingerprint,
-            resume_messages=resume_messages or [],
-            stream_start_sequence=run.stream_start_sequence,
-            hook_names=defined_hooks([agent.hooks] if hooks is None else [agent.hooks, hooks]),
-        )
+        request = starts.run_request(agent, run, session, hooks, resume_messages)
         if hooks is not None:
             self._services.remember_call_hooks(run.workflow_id, hooks)
         self.streams.open(session.stream_id, run.run_id, agent.name)
@@ -429,24 +279,11 @@ class DBOSAgentExecutor:
     def recover_orphaned_runs(self, *, page_size: int = 500) -> list[str]:
         """Start every orphaned run (see the module docstring); returns their run ids.
 
-        Looks only at runs recorded ``running`` (an indexed query, paged by run id so none is
-        missed), and asks DBOS which of their workflows exist, one query per page: the cost is the
-        number of runs in flight, flat in the number of parked or finished sessions.
+        The cost is the number of runs in flight, flat in the number of parked or finished sessions
+        (:func:`~helix_dbos.runtime.recovery.runs_without_workflow`).
         """
-        started: list[str] = []
-        after: str | None = None
-        while True:
-            page = self.store.list_running_runs(after_run_id=after, limit=page_size)
-            if not page:
-                return started
-            after = page[-1].run_id
-            ids = [run.workflow_id for run in page]
-            known = {w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)}
-            for run in page:
-                if run.workflow_id not in known and self._start_if_orphaned(run.session_id):
-                    started.append(run.run_id)
-            if len(page) < page_size:
-                return started
+        found = runs_without_workflow(self.store, page_size=page_size)
+        return [run.run_id for run in found if self._start_if_orphaned(run.session_id)]
 
     # -- human in the loop ----------------------------------------------------------------------------
     def submit_tool_result(
@@ -462,31 +299,13 @@ class DBOSAgentExecutor:
         kind raise a clear :class:`HelixError` and change nothing.
         """
         check_text(session_id=session_id, submission=submission)
-        try:
-            parsed = SubmitToolResultAdapter.validate_python(submission)
-        except ValidationError as exc:
-            raise HelixError(f"Invalid tool submission: {exc}", code="validation_error", retryable=False) from exc
+        parsed = parse_submission(submission)
         if self.store.load_session(session_id) is None:
             raise SessionNotFoundError(session_id)
         rows = self.store.pending.get(session_id, [parsed.tool_call_id])
         if not rows:
             raise PendingToolCallNotFoundError(session_id, parsed.tool_call_id)
-        row = rows[0]
-        expected = "client-tool-result" if row.kind == "client" else "approval-response"
-        if parsed.kind != expected:
-            what = "a client-executed tool" if row.kind == "client" else "an approval request"
-            raise HelixError(
-                f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
-                code="state_conflict",  # a well-formed answer that does not fit the pending call
-                retryable=False,
-            )
-        if isinstance(parsed, ApprovalResponse) and parsed.arguments_digest not in (None, row.arguments_digest):
-            raise HelixError(
-                f"The approval for {parsed.tool_call_id!r} was given for different arguments than the call has "
-                "(arguments_digest mismatch); nothing was recorded",
-                code="state_conflict",
-                retryable=False,
-            )
+        check_submission_fits(parsed, rows[0])
         outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"))
         if outcome.delivery == "hot":
             self._wake(outcome.call.workflow_id, parsed.tool_call_id)
@@ -506,12 +325,7 @@ class DBOSAgentExecutor:
         return await asyncio.to_thread(self.submit_tool_result, session_id, submission)
 
     def _wake(self, workflow_id: str, key: str) -> None:
-        try:
-            DBOS.send(workflow_id, {"wake": key}, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
-        except Exception as exc:  # the answer is durable; a lost wake-up only delays the run to its next check
-            self.logger.warn(
-                "[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)}
-            )
+        wake_run(workflow_id, key, self.logger)
 
     def _continue_parked(self, session_id: str) -> AgentExecutionHandle | None:
         """Start the continuation of a parked run under the session's agent.
@@ -535,15 +349,12 @@ class DBOSAgentExecutor:
         Workers call this periodically (``start_background_tasks``); running it in several
         processes at once is safe, as every transition is a compare-and-set.
         """
-        continued: list[str] = []
-        now = now_ms()
-        for call in self.store.pending.expired_parked(now):
-            expired = self.store.pending.expire(call.session_id, [call.tool_call_id], now)
-            if expired and not self.store.pending.open_calls(call.session_id):
-                handle = self._continue_parked(call.session_id)
-                if handle is not None:
-                    continued.append(handle.run_id)
-        return continued
+
+        def continue_parked(session_id: str) -> str | None:
+            handle = self._continue_parked(session_id)
+            return None if handle is None else handle.run_id
+
+        return workers.expire_parked_calls(self.store, continue_parked)
 
     def start_background_tasks(
         self, *, interval_seconds: float = 1.0, takeover_after_seconds: float | None = 30.0
@@ -554,64 +365,32 @@ class DBOSAgentExecutor:
         their deadline, and takes over the runs of workers whose heartbeat is older than
         ``takeover_after_seconds`` (``None`` disables takeover).
         """
-        if self._sweeper is not None:
-            return
-        stop = self._sweeper_stop
-
-        def sweep() -> None:
-            while True:
-                for task in (self.heartbeat, self.expire_parked_calls):
-                    try:
-                        task()
-                    except Exception as exc:
-                        self.logger.warn(
-                            "[helix-dbos] background task failed", {"task": task.__name__, "error": repr(exc)}
-                        )
-                if takeover_after_seconds is not None:
-                    try:
-                        self.take_over_dead_workers(dead_after_seconds=takeover_after_seconds)
-                    except Exception as exc:
-                        self.logger.warn("[helix-dbos] takeover check failed", {"error": repr(exc)})
-                if stop.wait(interval_seconds):
-                    return
-
-        self._sweeper = threading.Thread(target=sweep, name="helix-deadline-sweeper", daemon=True)
-        self._sweeper.start()
+        tasks: list[tuple[str, Callable[[], object]]] = [
+            ("background task heartbeat", self.heartbeat),
+            ("background task expire_parked_calls", self.expire_parked_calls),
+        ]
+        if takeover_after_seconds is not None:
+            after = takeover_after_seconds
+            tasks.append(("takeover check", lambda: self.take_over_dead_workers(dead_after_seconds=after)))
+        self._background.start(tasks, interval_seconds=interval_seconds)
 
     # -- workers -----------------------------------------------------------------------------------------
     @property
     def executor_id(self) -> str:
         """The DBOS executor id of this process."""
-        return str(DBOS.executor_id)
+        return workers.executor_id()
 
     def heartbeat(self) -> None:
         """Record that this worker is alive."""
-        self.store.workers.heartbeat(self.executor_id, str(DBOS.application_version), now_ms())
+        workers.heartbeat(self.store)
 
     def take_over_dead_workers(self, *, dead_after_seconds: float) -> list[str]:
-        """Recover the in-flight runs of workers whose heartbeat stopped; returns their executor ids.
-
-        DBOS recovers an executor's workflows only when a process with the same executor id starts;
-        for a worker that never comes back, this re-enqueues its pending workflows so that any live
-        worker (this one included) picks them up. The same as ``helix-dbos recover --executor-id``.
-        """
-        dead = self.store.workers.claim_dead(
-            me=self.executor_id,
-            app_version=str(DBOS.application_version),
-            now_ms=now_ms(),
-            dead_after_ms=int(dead_after_seconds * 1000),
-        )
-        if dead:
-            self.recover_executors(dead)
-        return dead
+        """Recover the in-flight runs of workers whose heartbeat stopped (see :mod:`.workers`)."""
+        return workers.take_over_dead_workers(self.store, self.logger, dead_after_seconds=dead_after_seconds)
 
     def recover_executors(self, executor_ids: list[str]) -> int:
         """Re-enqueue the pending workflows of these executors for any live worker; returns how many."""
-        requeued, _ = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
-        self.logger.warn(
-            "[helix-dbos] took over runs of dead workers", {"executors": executor_ids, "runs": len(requeued)}
-        )
-        return len(requeued)
+        return workers.recover_executors(self.logger, executor_ids)
 
     # -- run control -------------------------------------------------------------------------------------
     def interrupt(self, session_id: str, reason: str | None = None) -> bool:
@@ -790,27 +569,16 @@ class DBOSAgentExecutor:
         hooks: AgentHooks | None = None,
     ) -> AgentExecutionHandle:
         agent = self.registry.require(session.agent_type)
-        turn = session.turn + 1
-        workflow_id = workflow_id_for(session.session_id, turn)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
-        allowed: list[SessionStatus] = (
-            ["interrupted", "active"] if mode == "resume" else ["failed", "interrupted", "completed"]
-        )
-        start = StartRun(
-            session_id=session.session_id,
-            run_id=workflow_id,
-            workflow_id=workflow_id,
-            agent_type=agent.name,
+        start = starts.continuation(
+            agent,
+            session,
             mode=mode,
-            allowed_statuses=allowed,
-            expected_version=session.version,
-            input_messages=extra if mode == "retry" else [],
+            extra=extra,
             truncate_to=truncate_to,
-            reset_custom_state=reset_state,
-            previous_run_id=session.run_id,
-            request_key=f"{mode}:{turn}",
-            agent_fingerprint=self.registry.fingerprint(agent.name),
+            reset_state=reset_state,
+            fingerprint=self.registry.fingerprint(agent.name),
             stream_start_sequence=self.streams.latest_sequence(session.stream_id),
             now_ms=now_ms(),
         )
@@ -838,13 +606,45 @@ class DBOSAgentExecutor:
         (the session itself stays ``active`` in the store, as the seeds say).
         """
         state = self.store.load_state(session_id)
-        if state is not None and state.status == "running" and self.store.pending.open_calls(session_id):
+        if state is not None and state.status == "running" and self.list_pending_tool_calls(session_id):
             state = state.model_copy(update={"status": "suspended_client_tool"})
         return state
 
     async def get_state_async(self, session_id: str) -> AgentState | None:
         """Async twin of :meth:`get_state`."""
         return await asyncio.to_thread(self.get_state, session_id)
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session's store record (status, turn, abort and interrupt details), without messages."""
+        return self.store.load_session(session_id)
+
+    def list_pending_tool_calls(self, session_id: str) -> list[PendingToolCall]:
+        """The session's tool calls still waiting for a client result or an approval, oldest first."""
+        return self.store.pending.open_calls(session_id)
+
+    async def read_stream(self, session_id: str, from_sequence: int = 0) -> AsyncIterator[StreamChunk] | None:
+        """The session's stream chunks from ``from_sequence`` (live while a run writes to it)."""
+        return await self.streams.read(session_id, from_sequence=from_sequence)
+
+    def wait_for_result(self, run: RunRecord, agent_name: str, timeout_seconds: float | None = None) -> AgentResult:
+        """Block until ``run`` ends and return its result (output typed by ``agent_name``'s schema).
+
+        A run started by this process is awaited on its in-process future; any other run is
+        awaited on its outcome event, which PostgreSQL's LISTEN/NOTIFY delivers in milliseconds.
+        Raises :class:`RunNotFinishedError` when ``timeout_seconds`` pass first.
+        """
+        local = self._local_handles.get(run.workflow_id)
+        try:
+            if local is not None and timeout_seconds is None:
+                outcome = local.get_result()
+            else:
+                outcome = await_outcome(self.store, run.workflow_id, timeout_seconds)
+            self._local_handles.pop(run.workflow_id, None)
+        except AwaitedWorkflowCancelledError:
+            session = self.store.load_session(run.session_id)
+            error = session.error if session is not None and session.error else "cancelled"
+            return AgentResult(status="failed", error=error)
+        return to_result(self.registry.get(agent_name), outcome)
 
     def get_current_run(self, session_id: str) -> RunRecord | None:
         """The session's most recent run record."""
@@ -854,44 +654,9 @@ class DBOSAgentExecutor:
         """Every run of the session, by turn."""
         return self.store.list_runs(session_id)
 
-    def _await_outcome(self, workflow_id: str, timeout_seconds: float | None) -> dict[str, Any]:
-        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
-        while True:
-            wait = 5.0 if deadline is None else max(0.0, min(5.0, deadline - time.monotonic()))
-            outcome = DBOS.get_event(workflow_id, OUTCOME_EVENT, timeout_seconds=wait)
-            if outcome is not None:
-                return dict(outcome)
-            status = DBOS.get_workflow_status(workflow_id)
-            if status is not None and status.status not in ("PENDING", "ENQUEUED", "DELAYED"):
-                if status.status == "SUCCESS":
-                    return dict(DBOS.retrieve_workflow(workflow_id).get_result())
-                return {"status": "failed", "output": None, "error": self._ended_without_outcome(workflow_id, status)}
-            if deadline is not None and time.monotonic() >= deadline:
-                raise RunNotFinishedError(workflow_id, timeout_seconds or 0.0)
-
-    def _ended_without_outcome(self, workflow_id: str, status: Any) -> str:
-        """Why a run's workflow ended without publishing its outcome: aborted (with the reason), or failed."""
-        run = self.store.get_run(workflow_id)
-        session = self.store.load_session(run.session_id) if run is not None else None
-        if session is not None and session.aborted and session.run_id == workflow_id:
-            return session.error or (f"aborted: {session.abort_reason}" if session.abort_reason else "aborted")
-        return public_error_message(f"workflow {status.status}: {status.error}" if status.error else status.status)
-
-    def _to_result(self, agent_name: str, outcome: dict[str, Any]) -> AgentResult:
-        if outcome["status"] == "suspended_client_tool":
-            ids = outcome.get("pending_tool_call_ids") or []
-            return AgentResult(status="suspended_client_tool", suspended={"tool_call_ids": ids})
-        output = outcome.get("output")
-        agent = self.registry.get(agent_name)
-        if output is not None and agent is not None and agent.output_schema is not None:
-            output = TypeAdapter(agent.output_schema).validate_python(output)
-        return AgentResult(status=outcome["status"], output=output, error=outcome.get("error"))
-
     def stop_background_tasks(self, timeout_seconds: float = 5.0) -> None:
         """Stop the background thread, waiting up to ``timeout_seconds`` for its current round."""
-        self._sweeper_stop.set()
-        if self._sweeper is not None and self._sweeper is not threading.current_thread():
-            self._sweeper.join(timeout_seconds)
+        self._background.stop(timeout_seconds)
 
     def close(self) -> None:
         """Stop background tasks and the tool pool, and uninstall this executor.

@@ -1,4 +1,4 @@
-"""Human in the loop inside the agent workflow: approval gates, pending calls, waiting, parking.
+"""Human in the loop: approval gates, pending calls, waiting and parking; answers and wake-ups.
 
 A batch of tool calls that contains client-executed or approval-gated calls goes like this:
 
@@ -14,6 +14,9 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
    in one compare-and-set and the run ends as ``suspended_client_tool``; its workflow (and thread) are
    gone. The submission that completes the batch starts the continuation run.
 
+Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
+(:func:`check_submission_fits`), records it, and wakes the run (:func:`wake_run`).
+
 Answers are always read from the store; DBOS messages are only wake-ups, so a message that arrives
 late, twice, or never cannot change a result.
 """
@@ -21,18 +24,31 @@ late, twice, or never cannot change a result.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+import uuid
 from typing import Any, Literal
 
 from dbos import DBOS
+from pydantic import ValidationError
 
 from helix_dbos.agent import AgentHooks
-from helix_dbos.runtime import services
+from helix_dbos.errors import HelixError
+from helix_dbos.logger import Logger
+from helix_dbos.orchestration.tool_batch import HitlRequest
+from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.hooks import RunPayload, fire
+from helix_dbos.runtime.step_outputs import (
+    CheckStepOutput,
+    GateStepOutput,
+    ParkStepOutput,
+    PendingRow,
+    RegisterStepOutput,
+    ResumedStepOutput,
+)
 from helix_dbos.runtime.steps import RunIdentity
+from helix_dbos.session import ApprovalResponse, SubmitToolResult, SubmitToolResultAdapter
 from helix_dbos.step_result import ParsedToolCall
-from helix_dbos.store.base import PendingKind, PendingToolCall
+from helix_dbos.store.base import PendingToolCall
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import canonical_arguments_digest
 from helix_dbos.tool import Tool
@@ -43,16 +59,7 @@ HITL_TOPIC = "helix.hitl"
 DEFAULT_HOT_WINDOW_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
-class HitlCall:
-    """A call that needs a human: the front end runs it, or a user approves it."""
-
-    call: ParsedToolCall
-    tool: Tool
-    kind: PendingKind
-
-
-def evaluate_gate_step(tool: Tool, arguments: dict[str, Any], session_id: str) -> dict[str, Any]:
+def evaluate_gate_step(tool: Tool, arguments: dict[str, Any], session_id: str) -> GateStepOutput:
     """Evaluate a predicate ``require_approval``; any exception means approval is required."""
     predicate = tool.require_approval
     try:
@@ -79,19 +86,19 @@ def needs_approval(run_agent: str, tool: Tool, call: ParsedToolCall, session_id:
     if tool.require_approval is False:
         return False
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    out = DBOS.run_step(
-        {"name": f"{run_agent}.approval_gate.{tool.name}"}, evaluate_gate_step, tool, arguments, session_id
+    out: GateStepOutput = DBOS.run_step(
+        {"name": step_names.approval_gate(run_agent, tool.name)}, evaluate_gate_step, tool, arguments, session_id
     )
     return bool(out["required"])
 
 
 def register_step(
     who: RunIdentity,
-    calls: list[HitlCall],
+    calls: list[HitlRequest],
     hot_window_seconds: float,
     hooks: list[AgentHooks],
     announce: bool = True,
-) -> dict[str, Any]:
+) -> RegisterStepOutput:
     """Record the calls as pending (idempotent) and fix the hot-window deadline.
 
     ``announce`` fires ``on_agent_suspended``; a continuation answering the batch its previous run
@@ -136,7 +143,7 @@ def register_step(
     }
 
 
-def check_step(who: RunIdentity, call_ids: list[str]) -> dict[str, Any]:
+def check_step(who: RunIdentity, call_ids: list[str]) -> CheckStepOutput:
     """Read the answers, expire calls past their deadline, and report the session's control flags."""
     rt = services.current()
     now = now_ms()
@@ -148,20 +155,20 @@ def check_step(who: RunIdentity, call_ids: list[str]) -> dict[str, Any]:
     session = rt.store.load_session(who.session_id)
     return {
         "now_ms": now,
-        "rows": {r.tool_call_id: r.model_dump(mode="json") for r in rows},
+        "rows": {r.tool_call_id: _row(r) for r in rows},
         "aborted": bool(session and (session.aborted or session.status == "failed")),
         "interrupted": bool(session and session.interrupt_requested),
     }
 
 
-def park_step(who: RunIdentity, call_ids: list[str]) -> dict[str, Any]:
+def park_step(who: RunIdentity, call_ids: list[str]) -> ParkStepOutput:
     """End the hot window: unanswered calls become parked; answered ones are returned for use."""
     rt = services.current()
     rows = [r for r in rt.store.pending.park(who.session_id, who.run_id) if r.tool_call_id in set(call_ids)]
-    return {"rows": {r.tool_call_id: r.model_dump(mode="json") for r in rows}}
+    return {"rows": {r.tool_call_id: _row(r) for r in rows}}
 
 
-def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str | None) -> dict[str, Any]:
+def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str | None) -> ResumedStepOutput:
     """Fire ``on_agent_resumed`` once the answers are in (``previous_run_id`` is the suspended run)."""
     rt = services.current()
     fire(
@@ -173,17 +180,23 @@ def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str
     return {}
 
 
+def _row(row: PendingToolCall) -> PendingRow:
+    """A pending call's row as a step records it (JSON)."""
+    dumped: PendingRow = row.model_dump(mode="json")  # type: ignore[assignment]
+    return dumped
+
+
 WaitResult = Literal["resolved", "parked", "aborted", "interrupted"]
 
 
 def await_answers(
     who: RunIdentity,
     call_ids: list[str],
-    registration: dict[str, Any],
+    registration: RegisterStepOutput,
     *,
     hooks: list[AgentHooks],
     previous_run_id: str | None,
-) -> tuple[WaitResult, dict[str, dict[str, Any]]]:
+) -> tuple[WaitResult, dict[str, PendingRow]]:
     """Workflow code: wait (hot) for every call to be answered or expired, or park.
 
     Returns the outcome and the rows by call id. Deterministic under replay: every decision reads
@@ -192,31 +205,73 @@ def await_answers(
     agent = who.agent.name
     hot_deadline = int(registration["hot_deadline_ms"])
     while True:
-        check = DBOS.run_step({"name": f"{agent}.hitl.check"}, check_step, who, call_ids)
-        rows: dict[str, dict[str, Any]] = check["rows"]
+        check: CheckStepOutput = DBOS.run_step({"name": step_names.hitl_check(agent)}, check_step, who, call_ids)
+        rows = check["rows"]
         if check["aborted"]:
             return "aborted", rows
         if all(rows[cid]["status"] != "pending" for cid in call_ids):
             if hooks:
-                DBOS.run_step({"name": f"{agent}.hitl.resumed"}, resumed_step, who, hooks, previous_run_id)
+                DBOS.run_step({"name": step_names.hitl_resumed(agent)}, resumed_step, who, hooks, previous_run_id)
             return "resolved", rows
         if check["interrupted"]:
-            DBOS.run_step({"name": f"{agent}.hitl.park"}, park_step, who, call_ids)
+            DBOS.run_step({"name": step_names.hitl_park(agent)}, park_step, who, call_ids)
             return "interrupted", rows
         now = int(check["now_ms"])
         if now >= hot_deadline:
-            parked = DBOS.run_step({"name": f"{agent}.hitl.park"}, park_step, who, call_ids)
+            parked: ParkStepOutput = DBOS.run_step({"name": step_names.hitl_park(agent)}, park_step, who, call_ids)
             rows = parked["rows"]
             if all(rows[cid]["status"] != "pending" for cid in call_ids):
                 return "resolved", rows  # answers won the race with the end of the hot window
             return "parked", rows
-        pending_deadlines = [
-            int(rows[cid]["deadline_ms"])
-            for cid in call_ids
-            if rows[cid]["status"] == "pending" and rows[cid]["deadline_ms"] is not None
-        ]
+        deadlines = [rows[cid]["deadline_ms"] for cid in call_ids if rows[cid]["status"] == "pending"]
+        pending_deadlines = [int(d) for d in deadlines if d is not None]
         wake_at = min([hot_deadline, *pending_deadlines])
         DBOS.recv(HITL_TOPIC, timeout_seconds=max(0.01, (wake_at - now) / 1000))
+
+
+# --- outside the workflow: answers and wake-ups ------------------------------------------------------
+
+
+def parse_submission(submission: SubmitToolResult | dict[str, Any]) -> SubmitToolResult:
+    """A client's answer, validated (``validation_error`` when it is not a submission)."""
+    try:
+        return SubmitToolResultAdapter.validate_python(submission)
+    except ValidationError as exc:
+        raise HelixError(f"Invalid tool submission: {exc}", code="validation_error", retryable=False) from exc
+
+
+def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> None:
+    """Refuse a well-formed answer that does not fit the pending call (``state_conflict``).
+
+    A client-executed call takes a ``client-tool-result``, an approval request an
+    ``approval-response`` given for the arguments the call has (when it names a digest).
+    """
+    expected = "client-tool-result" if row.kind == "client" else "approval-response"
+    if parsed.kind != expected:
+        what = "a client-executed tool" if row.kind == "client" else "an approval request"
+        raise HelixError(
+            f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
+            code="state_conflict",
+            retryable=False,
+        )
+    if isinstance(parsed, ApprovalResponse) and parsed.arguments_digest not in (None, row.arguments_digest):
+        raise HelixError(
+            f"The approval for {parsed.tool_call_id!r} was given for different arguments than the call has "
+            "(arguments_digest mismatch); nothing was recorded",
+            code="state_conflict",
+            retryable=False,
+        )
+
+
+def wake_run(workflow_id: str, key: str, logger: Logger) -> None:
+    """Wake a run waiting hot on its HITL topic; a failure is only logged.
+
+    The answer is already durable, so a lost wake-up only delays the run to its next check.
+    """
+    try:
+        DBOS.send(workflow_id, {"wake": key}, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
+    except Exception as exc:
+        logger.warn("[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)})
 
 
 def hot_window_seconds() -> float:

@@ -1,17 +1,24 @@
-"""Re-enqueue the runs a dead worker left in flight, so that any live worker finishes them.
+"""Runs left behind by a crash: re-enqueue a dead worker's runs; find runs whose workflow never started.
 
 DBOS recovers a process's ``PENDING`` workflows only when a process with the same executor id
 starts again. For a worker that never comes back (its machine is gone), its pending agent runs are
 moved to DBOS's internal queue with the public ``resume_workflow`` (``PENDING`` -> ``ENQUEUED``),
 where every live process of the application dequeues them. Used by the takeover of dead workers
 and by ``helix-dbos recover``.
+
+A crash between ``execute``'s store write and its ``DBOS.start_workflow`` leaves an *orphaned* run:
+recorded ``running``, with no workflow. :func:`runs_without_workflow` finds them for the executor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from dbos import DBOS
+
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
+from helix_dbos.store.base import RunRecord, SessionStore
 
 
 def requeue_pending_runs(lister: Any, executor_ids: list[str], app_version: str) -> tuple[list[str], list[str]]:
@@ -34,4 +41,24 @@ def requeue_pending_runs(lister: Any, executor_ids: list[str], app_version: str)
     return pending, queued
 
 
-__all__ = ["requeue_pending_runs"]
+def runs_without_workflow(store: SessionStore, *, page_size: int = 500) -> Iterator[RunRecord]:
+    """Runs recorded ``running`` whose workflow DBOS does not know: candidate orphans.
+
+    Looks only at runs recorded ``running`` (an indexed query, paged by run id so none is missed),
+    and asks DBOS which of their workflows exist, one query per page: the cost is the number of
+    runs in flight, flat in the number of parked or finished sessions.
+    """
+    after: str | None = None
+    while True:
+        page = store.list_running_runs(after_run_id=after, limit=page_size)
+        if not page:
+            return
+        after = page[-1].run_id
+        ids = [run.workflow_id for run in page]
+        known = {w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False, load_output=False)}
+        yield from (run for run in page if run.workflow_id not in known)
+        if len(page) < page_size:
+            return
+
+
+__all__ = ["requeue_pending_runs", "runs_without_workflow"]

@@ -79,9 +79,23 @@ _current: RuntimeServices | None = None
 
 
 def install(services: RuntimeServices) -> None:
-    """Make ``services`` the ones every agent workflow in this process uses."""
+    """Make ``services`` the ones every agent workflow in this process uses.
+
+    The runtime is process-global (a recovered workflow can only find it here), so a second,
+    different one is refused rather than silently replacing the first: the first executor's runs
+    would go on in the second's store, model and streams. Installing the same services again is a
+    no-op; to replace them, ``uninstall`` (``DBOSAgentExecutor.close()``) first.
+    """
     global _current
     with _lock:
+        if _current is not None and _current is not services:
+            raise HelixError(
+                "Another DBOSAgentExecutor is already installed as this process's runtime; there can be "
+                "only one per process. Close it (executor.close(), or helix_dbos.shutdown(executor)) "
+                "before creating a new one.",
+                code="framework_internal_error",
+                retryable=False,
+            )
         _current = services
 
 

@@ -13,7 +13,8 @@ extra database commit, not an extra DBOS step (two more commits). It is safe bec
 deterministic (built from checkpointed step outputs) and idempotent (keyed by run and step).
 
 Step outputs are plain JSON-able dicts, never pickled classes, so moving or renaming code can never
-make a recorded run unreadable.
+make a recorded run unreadable; :mod:`helix_dbos.runtime.step_outputs` types them, and
+:mod:`helix_dbos.runtime.step_names` holds their names.
 """
 
 from __future__ import annotations
@@ -44,9 +45,17 @@ from helix_dbos.runtime.hooks import (
     ToolHookPayload,
     fire,
 )
+from helix_dbos.runtime.step_outputs import (
+    CommitOutput,
+    FailRunStepOutput,
+    FinalizeStepOutput,
+    HooksStepOutput,
+    LLMStepOutput,
+    ToolStepOutput,
+)
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter, is_error_step
-from helix_dbos.store.base import StepCommit
+from helix_dbos.store.base import CommitResult, StepCommit
 from helix_dbos.store.engine import now_ms
 from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
@@ -77,17 +86,17 @@ def llm_step(
     pending: StepCommit | None,
     applied_pending: list[str] | None = None,
     hooks: list[AgentHooks] | None = None,
-) -> dict[str, Any]:
+) -> LLMStepOutput:
     """Commit the previous iteration, honour a pending interrupt, then call the model once.
 
     ``hooks`` (given only when a run defines ``before_llm_call`` / ``after_llm_call``) fire right
     around the model call, inside this step, so a recovered run does not fire them again.
     """
     rt = services.current()
-    commit: dict[str, Any] | None = None
+    commit: CommitOutput | None = None
     if pending is not None:
         result = rt.store.commit_step(pending.model_copy(update={"now_ms": now_ms()}))
-        commit = result.model_dump(mode="json")
+        commit = _commit_output(result)
         if applied_pending:
             rt.store.pending.mark_applied(who.session_id, applied_pending)
         if not result.applied:
@@ -145,6 +154,12 @@ def llm_step(
         "step_result": _dump_step_result(step_result),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def _commit_output(result: CommitResult) -> CommitOutput:
+    """A commit's result as the step records it (JSON)."""
+    dumped: CommitOutput = result.model_dump(mode="json")  # type: ignore[assignment]
+    return dumped
 
 
 def _dump_step_result(step_result: StepResult) -> dict[str, Any]:
@@ -222,13 +237,13 @@ def _run_execute(tool: Tool, tool_input: Any, ctx: Any) -> Any:
     return result
 
 
-def tool_step(request: ToolStepRequest) -> dict[str, Any]:
+def tool_step(request: ToolStepRequest) -> ToolStepOutput:
     """Validate and execute one tool call. Tool failures are results, not exceptions."""
     rt = services.current()
     who, tool, call = request.who, request.tool, request.call
     agent = who.agent
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    output: dict[str, Any] = {
+    output: ToolStepOutput = {
         "tool_call_id": call.id,
         "tool_name": tool.name,
         "success": False,
@@ -288,7 +303,7 @@ def tool_step(request: ToolStepRequest) -> dict[str, Any]:
     return output
 
 
-def _finish_with_output(tool: Tool, agent: AgentConfig, result: Any, output: dict[str, Any]) -> None:
+def _finish_with_output(tool: Tool, agent: AgentConfig, result: Any, output: ToolStepOutput) -> None:
     """Compute the agent output of a successful finish_with call (transform, then validate)."""
     value: Any = result
     if tool.finish_with_transform is not None:
@@ -312,7 +327,7 @@ def _finish_with_output(tool: Tool, agent: AgentConfig, result: Any, output: dic
 # --- deferred hooks and finalize ------------------------------------------------------------------
 
 
-def hooks_step(who: RunIdentity, hook_sets: list[AgentHooks], events: list[tuple[str, object]]) -> dict[str, Any]:
+def hooks_step(who: RunIdentity, hook_sets: list[AgentHooks], events: list[tuple[str, object]]) -> HooksStepOutput:
     """Fire deferred hooks in order; recorded so a recovered run does not fire them twice."""
     rt = services.current()
     for name, payload in events:
@@ -326,7 +341,7 @@ def finalize_step(
     hook_sets: list[AgentHooks],
     payload: RunPayload,
     applied_pending: list[str] | None = None,
-) -> dict[str, Any]:
+) -> FinalizeStepOutput:
     """Commit the last iteration with the final status, then fire the completion hook exactly once."""
     rt = services.current()
     stamp = now_ms()
@@ -349,10 +364,10 @@ def finalize_step(
     hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
     if hook is not None:
         fire(hook_sets, hook, payload, rt.logger)
-    return {"commit": result.model_dump(mode="json")}
+    return {"commit": _commit_output(result)}
 
 
-def fail_run_step(session_id: str, run_id: str, error: str) -> dict[str, Any]:
+def fail_run_step(session_id: str, run_id: str, error: str) -> FailRunStepOutput:
     """Mark a run failed after an unexpected error in workflow code (idempotent).
 
     Recording the failure waits for the database without a bound, as DBOS does for its own step

@@ -13,7 +13,8 @@ from typing import Any
 
 from dbos import DBOS
 
-from helix_dbos.runtime.loop import RunRequest, run_agent_loop
+from helix_dbos.runtime.loop import run_agent_loop
+from helix_dbos.runtime.run_context import RunRequest
 
 AGENT_WORKFLOW_NAME = "helix_dbos.agent_run"
 

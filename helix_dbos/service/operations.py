@@ -23,7 +23,8 @@ from helix_dbos.errors import (
     SessionNotFoundError,
     public_error_message,
 )
-from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable, session_id_for_key
+from helix_dbos.runtime.executor import DBOSAgentExecutor, jsonable
+from helix_dbos.runtime.ids import session_id_for_key
 from helix_dbos.service.schemas import (
     AbortAccepted,
     CanResumeView,

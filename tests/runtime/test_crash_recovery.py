@@ -188,7 +188,7 @@ def test_kill_while_waiting_for_a_client_then_submit_after_restart(
     second = None
     try:
         _wait_for(
-            lambda: [c.tool_call_id for c in submitter.store.pending.open_calls(env["session"])] == ["loc1"],
+            lambda: [c.tool_call_id for c in submitter.list_pending_tool_calls(env["session"])] == ["loc1"],
             60,
             "the pending call",
             first,

@@ -66,7 +66,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def open_ids(executor: DBOSAgentExecutor, session_id: str) -> list[str]:
-    return [c.tool_call_id for c in executor.store.pending.open_calls(session_id)]
+    return [c.tool_call_id for c in executor.list_pending_tool_calls(session_id)]
 
 
 location = define_tool("get_location", description="Ask the browser", input_schema=CityIn, execute="client")
@@ -102,6 +102,32 @@ def test_client_tool_round_trip_hot(make_executor: ExecutorFactory) -> None:
     assert result.output == Out(answer='{"city":"Lyon"}')
     assert len(executor.list_runs(handle.session_id)) == 1
     assert find_unpaired_tool_call_ids(handle.get_state().messages) == []
+
+
+def test_list_pending_tool_calls_shows_what_a_session_waits_for(make_executor: ExecutorFactory) -> None:
+    """The public way to see a session's open calls (no reaching through ``executor.store``)."""
+    agent = client_agent("lister")
+    executor = make_executor(
+        MockLLMAdapter(
+            [calls(("c1", "get_location", {"city": "a"}), ("c2", "get_location", {"city": "b"})), finish_with_results]
+        ),
+        [agent],
+    )
+    assert executor.list_pending_tool_calls("no-such-session") == []
+    handle = executor.execute(agent, "where?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1", "c2"])
+    first = executor.list_pending_tool_calls(handle.session_id)[0]
+    assert (first.tool_name, first.kind, first.arguments, first.run_id) == (
+        "get_location",
+        "client",
+        {"city": "a"},
+        handle.run_id,
+    )
+    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": 1})
+    assert open_ids(executor, handle.session_id) == ["c2"]
+    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c2", "result": 2})
+    assert handle.result().status == "completed"
+    assert executor.list_pending_tool_calls(handle.session_id) == []
 
 
 def test_parked_run_costs_nothing_and_resumes_on_submission(make_executor: ExecutorFactory) -> None:
@@ -491,6 +517,7 @@ def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
     assert isinstance(done, CompletedOutcome) and done.output == Out(answer="7")
     assert done.final_state.status == "completed"
 
+    executor.close()  # one runtime per process: the next executor replaces this one
     erring = define_agent("handled-2", system_prompt="x", llm_config="openai/fake", output_schema=Out)
     executor2 = make_executor(
         MockLLMAdapter([ErrorStepResult(error=HelixError("down"), should_stop=True), finish_with_results]), [erring]
@@ -500,6 +527,7 @@ def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
     retried = failed.retry(RetryOptions())
     assert isinstance(retried.outcome(), CompletedOutcome)
 
+    executor2.close()
     abortable = client_agent("handled-3")
     executor3 = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"}))]), [abortable])
     waiting = executor3.execute(abortable, "again")

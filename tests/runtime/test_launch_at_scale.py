@@ -282,7 +282,7 @@ def test_shutdown_leaves_a_waiting_run_recoverable_and_quiet(
 
     executor = start()
     handle = executor.execute(agent, "Where am I?")
-    _wait_for(lambda: bool(executor.store.pending.open_calls(handle.session_id)))
+    _wait_for(lambda: bool(executor.list_pending_tool_calls(handle.session_id)))
     started = time.perf_counter()
     left = shutdown(executor, drain_timeout_seconds=0.3)
     assert left == [handle.workflow_id]

@@ -1,0 +1,174 @@
+"""One agent run as the workflow sees it: its request, its summary, and its in-memory state.
+
+:class:`RunContext` is the mutable state the loop driver (``loop.py``) and the tool phases
+(``tools.py``) share. It lives only in workflow memory and is rebuilt identically when DBOS replays
+the workflow: every change to it comes from the request or from checkpointed step outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from dbos import DBOS
+from pydantic import BaseModel, ConfigDict, Field
+
+from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.messages import Message
+from helix_dbos.runtime import step_names
+from helix_dbos.runtime.hooks import MessagePayload, defined_hooks
+from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.step_outputs import CommitOutput
+from helix_dbos.runtime.steps import RunIdentity, hooks_step
+from helix_dbos.session import RunStatus, SessionStatus
+from helix_dbos.store.base import StepCommit, UsageRecord
+from helix_dbos.stream.chunks import CheckpointCreatedChunk, StreamChunk
+
+FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
+
+
+class RunRequest(BaseModel):
+    """The workflow's input: ids plus what the run starts from (decided by ``start_run``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    run_id: str
+    workflow_id: str
+    agent_name: str
+    turn: int
+    mode: Literal["execute", "resume", "retry"] = "execute"
+    stream_id: str
+    start_message_count: int
+    start_custom_state: dict[str, Any] = Field(default_factory=dict)
+    previous_run_id: str | None = None
+    fingerprint: str | None = None
+    stream_start_sequence: int = 0
+    resume_messages: list[Message] = Field(default_factory=list)
+    """Input of a ``resume``; appended after any outstanding tool batch is resolved, so a user
+    message never lands between a tool call and its result."""
+    hook_names: list[str] | None = None
+    """The hooks defined (agent's and per-call) when the run started. They decide which hook steps
+    the run takes, so a replay in a process without the per-call hooks takes the same steps and
+    DBOS finds its recorded ones. ``None`` (runs recorded before this field) uses the live hooks."""
+
+
+class RunSummary(BaseModel):
+    """What the workflow returns (JSON): the run's status, output or error, and ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    run_id: str
+    status: FinalStatus
+    output: Any = None
+    error: str | None = None
+    step_count: int = 0
+    pending_tool_call_ids: list[str] = Field(default_factory=list)
+    """Set when the run suspended waiting for client results or approvals."""
+
+
+class RunContext:
+    """Mutable in-memory state of one run; rebuilt identically when DBOS replays the workflow."""
+
+    def __init__(self, rt: RuntimeServices, agent: AgentConfig, request: RunRequest, messages: list[Message]) -> None:
+        self.rt = rt
+        self.agent = agent
+        self.request = request
+        self.who = RunIdentity(
+            session_id=request.session_id,
+            run_id=request.run_id,
+            workflow_id=request.workflow_id,
+            stream_id=request.stream_id,
+            agent=agent,
+            stream_start_sequence=request.stream_start_sequence,
+        )
+        self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
+        self.hook_plan = frozenset(defined_hooks(self.hooks) if request.hook_names is None else request.hook_names)
+        self.messages = messages
+        self.custom_state = dict(request.start_custom_state)
+        self.committed_count = request.start_message_count
+        self.pending_messages: list[Message] = []
+        self.pending_usage: list[UsageRecord] = []
+        self.step = 0
+        self.last_text: str | None = None
+        self.deferred_hooks: list[tuple[str, object]] = []
+        self.applied_pending: list[str] = []
+        self.emitted = 0
+        """HITL answers turned into results since the last commit; marked applied with it."""
+
+    def wants(self, *hooks: str) -> bool:
+        """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""
+        return any(h in self.hook_plan for h in hooks)
+
+    # -- transcript --------------------------------------------------------------------------------
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.pending_messages.append(message)
+        if self.wants("on_message"):
+            payload = MessagePayload(self.who.session_id, self.who.run_id, self.agent.name, message)
+            self.deferred_hooks.append(("on_message", payload))
+
+    def emit(self, chunk: StreamChunk) -> None:
+        """Write a chunk from workflow code, keyed by its position in the run.
+
+        Workflow code re-runs on recovery and emits the same chunks in the same order, so
+        ``{run_id}:{ordinal}`` lets a durable stream keep exactly one copy of each.
+        """
+        self.emitted += 1
+        self.rt.streams.write(self.who.stream_id, chunk, dedupe_key=f"{self.who.run_id}:{self.emitted}")
+
+    def chunk_base(self) -> dict[str, Any]:
+        return {"agent_id": self.who.run_id, "agent_type": self.agent.name, "step": self.step}
+
+    def pending_commit(
+        self,
+        *,
+        session_status: SessionStatus | None = None,
+        run_status: RunStatus | None = None,
+        output: Any = None,
+        error: str | None = None,
+        checkpoint_status: str = "running",
+    ) -> StepCommit:
+        """Everything not yet committed; ``now_ms`` is filled in by the step that commits it."""
+        commit = StepCommit(
+            session_id=self.who.session_id,
+            run_id=self.who.run_id,
+            step_count=self.step,
+            first_sequence=self.committed_count,
+            messages=list(self.pending_messages),
+            custom_state=dict(self.custom_state),
+            usage=list(self.pending_usage),
+            session_status=session_status,
+            run_status=run_status,
+            output=output,
+            error=error,
+            checkpoint_status=checkpoint_status,
+            now_ms=0,
+        )
+        self.committed_count += len(self.pending_messages)
+        self.pending_messages = []
+        self.pending_usage = []
+        return commit
+
+    def flush_hooks(self) -> None:
+        if not self.deferred_hooks:
+            return
+        events, self.deferred_hooks = self.deferred_hooks, []
+        DBOS.run_step({"name": step_names.hooks(self.agent.name)}, hooks_step, self.who, self.hooks, events)
+
+    def emit_checkpoint(self, commit: CommitOutput | None, step: int) -> None:
+        """Announce a committed checkpoint on the stream (nothing when no commit was made)."""
+        if commit is None:
+            return
+        self.emit(
+            CheckpointCreatedChunk(
+                agent_id=self.who.run_id,
+                agent_type=self.agent.name,
+                step=step,
+                checkpoint_id=commit["checkpoint_id"],
+                step_count=step,
+            )
+        )
+
+
+__all__ = ["FinalStatus", "RunContext", "RunRequest", "RunSummary"]

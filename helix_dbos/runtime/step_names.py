@@ -1,0 +1,74 @@
+"""Every DBOS step name an agent run records: a persisted contract, kept in one place.
+
+DBOS records each step under its name, and a recovered workflow replays against those records:
+a run in flight that finds a different name at the same position fails to recover. So these
+strings never change; ``tests/runtime/test_step_names.py`` pins each one byte for byte. A new
+step gets a new function here; an old name stays as long as recorded runs may still use it.
+
+Names are per agent (``{agent}.llm``), so a run's step list reads as what the agent did.
+"""
+
+from __future__ import annotations
+
+FAIL_RUN = "helix.fail_run"
+"""Records a run that failed on an unexpected error in workflow code (not per agent: the agent
+may be the very thing that could not be resolved)."""
+
+
+def llm(agent: str) -> str:
+    """Commit the previous iteration, read the interrupt flag, call the model."""
+    return f"{agent}.llm"
+
+
+def tool(agent: str, tool_name: str) -> str:
+    """Validate and run one tool call."""
+    return f"{agent}.tool.{tool_name}"
+
+
+def hooks(agent: str) -> str:
+    """Fire deferred hooks (``on_agent_start``, ``on_message``, ``after_tool``)."""
+    return f"{agent}.hooks"
+
+
+def finalize(agent: str) -> str:
+    """Commit the last iteration with the run's final status and publish its outcome."""
+    return f"{agent}.finalize"
+
+
+def approval_gate(agent: str, tool_name: str) -> str:
+    """Evaluate a predicate ``require_approval`` (its boolean checkpointed)."""
+    return f"{agent}.approval_gate.{tool_name}"
+
+
+def hitl_register(agent: str) -> str:
+    """Record a batch's human-in-the-loop calls as pending and fix the hot-window deadline."""
+    return f"{agent}.hitl.register"
+
+
+def hitl_check(agent: str) -> str:
+    """Read the answers of pending calls, expire overdue ones, read the control flags."""
+    return f"{agent}.hitl.check"
+
+
+def hitl_park(agent: str) -> str:
+    """End the hot window: unanswered calls become parked."""
+    return f"{agent}.hitl.park"
+
+
+def hitl_resumed(agent: str) -> str:
+    """Fire ``on_agent_resumed`` once every answer is in."""
+    return f"{agent}.hitl.resumed"
+
+
+__all__ = [
+    "FAIL_RUN",
+    "approval_gate",
+    "finalize",
+    "hitl_check",
+    "hitl_park",
+    "hitl_register",
+    "hitl_resumed",
+    "hooks",
+    "llm",
+    "tool",
+]

@@ -1,0 +1,160 @@
+"""The recorded outputs of an agent run's DBOS steps: a persisted contract, typed.
+
+DBOS serialises what a step returns and, when it replays a run, hands the recorded value back
+instead of running the step again. So these are ``TypedDict``s, not models: at run time they are
+the same plain JSON dicts the steps have always returned (a run recorded before this module existed
+replays unchanged), while mypy checks every producer and reader of a key. Keys are never renamed or
+removed; a new key is ``NotRequired`` (older recordings lack it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class CommitOutput(TypedDict):
+    """``CommitResult`` as JSON: the checkpoint a step commit wrote (or found already written)."""
+
+    checkpoint_id: str
+    applied: bool
+    interrupt_requested: bool
+    interrupt_reason: str | None
+
+
+class LLMStepOutput(TypedDict):
+    """``{agent}.llm``: the previous iteration's commit, then either an interrupt or the model's step."""
+
+    commit: CommitOutput | None
+    interrupted: bool
+    interrupt_reason: NotRequired[str | None]
+    """Set when ``interrupted``."""
+    step_result: NotRequired[dict[str, Any]]
+    """The ``StepResult`` as JSON; set when not ``interrupted``."""
+    duration_ms: NotRequired[float]
+
+
+class WritesOutput(TypedDict):
+    """``StepWrites`` as JSON: a tool's state operations, merged by the seeds' contract."""
+
+    ops: list[dict[str, Any]]
+    warnings: list[str]
+
+
+class EventOutput(TypedDict):
+    """A custom event a tool emitted."""
+
+    event_name: str
+    data: Any
+
+
+class ToolStepOutput(TypedDict):
+    """``{agent}.tool.{name}``: one tool call's result.
+
+    Also the shape of the results the loop makes itself (unknown tool, answered client call,
+    rejected approval), which are never recorded.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    success: bool
+    result: Any
+    error: str | None
+    writes: WritesOutput
+    patches: list[dict[str, Any]]
+    events: list[EventOutput]
+    duration_ms: float
+    finish_output: Any
+    """The agent's output, when a finish_with tool succeeded."""
+    transform_error: str | None
+    """Set when a finish_with tool's transform raised (the run fails)."""
+    after_tool: NotRequired[bool]
+    """``False`` on results the loop makes for rejected approvals: no ``after_tool`` hook for them."""
+
+
+class HooksStepOutput(TypedDict):
+    """``{agent}.hooks``: how many deferred hooks fired."""
+
+    fired: int
+
+
+class FinalizeStepOutput(TypedDict):
+    """``{agent}.finalize``: the last commit of the run."""
+
+    commit: CommitOutput
+
+
+class FailRunStepOutput(TypedDict):
+    """``helix.fail_run``: the error recorded as the run's failure."""
+
+    error: str
+
+
+class GateStepOutput(TypedDict):
+    """``{agent}.approval_gate.{tool}``: whether the call needs approval (a raising gate does)."""
+
+    required: bool
+    error: str | None
+
+
+class PendingRow(TypedDict):
+    """``PendingToolCall`` as JSON: a human-in-the-loop call's row as a step read it."""
+
+    session_id: str
+    tool_call_id: str
+    run_id: str
+    workflow_id: str
+    tool_name: str
+    kind: Literal["client", "approval"]
+    arguments: dict[str, Any]
+    arguments_digest: str
+    status: Literal["pending", "answered", "expired", "applied", "cancelled"]
+    delivery: Literal["hot", "parked"]
+    submission: dict[str, Any] | None
+    deadline_ms: int | None
+    created_at: int
+    answered_at: int | None
+
+
+class RegisterStepOutput(TypedDict):
+    """``{agent}.hitl.register``: the hot-window deadline and each call's deadline and digest."""
+
+    hot_deadline_ms: int
+    deadlines: dict[str, int | None]
+    digests: dict[str, str]
+
+
+class CheckStepOutput(TypedDict):
+    """``{agent}.hitl.check``: the rows, the time the step looked, and the session's control flags."""
+
+    now_ms: int
+    rows: dict[str, PendingRow]
+    aborted: bool
+    interrupted: bool
+
+
+class ParkStepOutput(TypedDict):
+    """``{agent}.hitl.park``: the rows after parking (answered ones can still be used)."""
+
+    rows: dict[str, PendingRow]
+
+
+class ResumedStepOutput(TypedDict):
+    """``{agent}.hitl.resumed``: nothing (the step exists so the hook fires once)."""
+
+
+__all__ = [
+    "CheckStepOutput",
+    "CommitOutput",
+    "EventOutput",
+    "FailRunStepOutput",
+    "FinalizeStepOutput",
+    "GateStepOutput",
+    "HooksStepOutput",
+    "LLMStepOutput",
+    "ParkStepOutput",
+    "PendingRow",
+    "RegisterStepOutput",
+    "ResumedStepOutput",
+    "ToolStepOutput",
+    "WritesOutput",
+]

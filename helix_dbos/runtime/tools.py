@@ -1,0 +1,360 @@
+"""A step's tool calls inside the workflow: the seeds' phases, the HITL batch, the results.
+
+Phase 1 runs the regular server tools in parallel, each its own DBOS step, all seeded from the
+same state and merged by the seeds' contract (appends compose, replaces are last-write-wins).
+Human-in-the-loop calls are registered and awaited meanwhile; approved calls then run as steps.
+Phase 2 runs the finish_with tools one after another on the merged state: the first success
+completes the agent, and later finish_with calls of the batch are not executed.
+
+Which call goes to which phase is decided by the pure :func:`split_tool_batch`; this module does
+the steps, the stream chunks and the transcript. Results are recorded in the calls' input order.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dbos import DBOS, StepOptions
+
+from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
+from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, create_tool_result_message
+from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
+from helix_dbos.runtime import step_names
+from helix_dbos.runtime.hitl import await_answers, check_step, needs_approval, register_step
+from helix_dbos.runtime.hooks import ToolHookPayload
+from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
+from helix_dbos.runtime.steps import ToolStepRequest, tool_step
+from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
+from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.store.base import UsageRecord
+from helix_dbos.stream.chunks import (
+    CustomEventChunk,
+    RunPausedChunk,
+    RunResumedChunk,
+    StatePatchChunk,
+    ToolApprovalRequestChunk,
+    ToolEndChunk,
+    ToolStartChunk,
+)
+from helix_dbos.tool import FINISH_TOOL_NAME, Tool
+
+BatchStop = Literal["suspended", "aborted", "interrupted"]
+
+
+@dataclass
+class BatchOutcome:
+    """How a batch of tool calls ended."""
+
+    winner: ToolStepOutput | None = None
+    """The output of the finish_with call that completed the agent, if one did."""
+    stop: BatchStop | None = None
+    pending_ids: list[str] = field(default_factory=list)
+
+
+Results = dict[str, ToolStepOutput]
+"""Tool results by call id, filled phase by phase."""
+
+
+def execute_tools(
+    run: RunContext,
+    calls: list[ParsedToolCall],
+    tools_by_name: dict[str, Tool],
+    *,
+    resuming: bool = False,
+    invalid_arguments: dict[str, str] | None = None,
+) -> BatchOutcome:
+    """Run a batch of tool calls in the seeds' phase order (see the module docstring).
+
+    ``resuming`` answers the batch a suspended run left behind (its calls already streamed).
+    ``invalid_arguments`` (call id -> message) are calls whose arguments were not an object: they
+    are answered with that error, never run on the ``{}`` they were coerced to.
+    """
+    pending_kinds = _pending_kinds(run, calls) if resuming else {}
+    batch = split_tool_batch(
+        calls,
+        tools_by_name,
+        requires_approval=lambda call, tool: needs_approval(run.agent.name, tool, call, run.who.session_id),
+        pending_kinds=pending_kinds,
+        invalid_arguments=invalid_arguments,
+    )
+    run.applied_pending.extend(batch.closed_pending)  # never left open: the call has its result now
+    results: Results = {c.id: error_result(c, batch.rejected[c.id]) for c in calls if c.id in batch.rejected}
+    if not resuming:
+        _announce_starts(run, calls, batch)
+    registration = _register_hitl(run, batch.hitl, resuming)
+
+    _run_phase(run, batch.regular, results)
+    if registration is not None:
+        stop = _resolve_hitl(run, batch.hitl, registration, results, resuming=resuming)
+        if stop is not None:
+            for call in calls:  # record what did run; the human calls stay open
+                if call.id in results:
+                    _record_tool_result(run, call, results[call.id])
+            return BatchOutcome(stop=stop, pending_ids=[h.call.id for h in batch.hitl if h.call.id not in results])
+    winner = _run_finishing(run, batch.finishing, results)
+
+    for call in calls:  # messages, chunks and deferred hooks in input order
+        _record_tool_result(run, call, results[call.id])
+    return BatchOutcome(winner=winner)
+
+
+def outstanding_calls(messages: list[Message]) -> list[ParsedToolCall]:
+    """Calls of the last assistant message that have no result yet (a suspended batch)."""
+    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+    if last is None or not last.tool_calls:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)}
+    return [
+        ParsedToolCall(id=c.id, name=c.name, arguments=c.arguments)
+        for c in last.tool_calls
+        if c.id not in answered and c.name != FINISH_TOOL_NAME
+    ]
+
+
+def error_result(call: ParsedToolCall, error: str | None) -> ToolStepOutput:
+    """A failed result the loop makes itself (no step ran): same shape as a tool step's output."""
+    return {
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "success": False,
+        "result": None,
+        "error": error,
+        "writes": {"ops": [], "warnings": []},
+        "patches": [],
+        "events": [],
+        "duration_ms": 0.0,
+        "finish_output": None,
+        "transform_error": None,
+    }
+
+
+# --- phases -----------------------------------------------------------------------------------------
+
+
+def _pending_kinds(run: RunContext, calls: list[ParsedToolCall]) -> dict[str, HitlKind]:
+    """A continuation's calls already registered as pending by the run that suspended on them."""
+    check: CheckStepOutput = DBOS.run_step(
+        {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls]
+    )
+    return {call_id: row["kind"] for call_id, row in check["rows"].items()}
+
+
+def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBatch) -> None:
+    """``tool_start`` for every call that is not human-answered, in input order.
+
+    A human-in-the-loop call's ``tool_start`` goes out after the call is registered, so a client
+    that answers as soon as it sees ``tool_start`` always finds its pending call.
+    """
+    waiting = {h.call.id for h in batch.hitl}
+    for call in calls:
+        if call.id not in waiting:
+            run.emit(_tool_start(run, call))
+
+
+def _register_hitl(run: RunContext, hitl: list[HitlRequest], resuming: bool) -> RegisterStepOutput | None:
+    """Register the batch's human-in-the-loop calls (one step) and announce them; ``None`` if none."""
+    if not hitl:
+        return None
+    registration: RegisterStepOutput = DBOS.run_step(
+        {"name": step_names.hitl_register(run.agent.name)},
+        register_step,
+        run.who,
+        hitl,
+        run.rt.hot_window_seconds,
+        run.hooks,
+        not resuming,
+    )
+    if not resuming:
+        _emit_hitl_requests(run, hitl, registration)
+    return registration
+
+
+def _resolve_hitl(
+    run: RunContext,
+    hitl: list[HitlRequest],
+    registration: RegisterStepOutput,
+    results: Results,
+    *,
+    resuming: bool,
+) -> BatchStop | None:
+    """Wait for the human answers, turn them into results and run the approved calls.
+
+    Returns how the batch stops when the answers did not all come (parked, aborted, interrupted).
+    """
+    previous = run.request.previous_run_id if resuming else run.who.run_id
+    wait, rows = await_answers(
+        run.who, [h.call.id for h in hitl], registration, hooks=run.hooks, previous_run_id=previous
+    )
+    if wait != "resolved":
+        return "suspended" if wait == "parked" else wait
+    run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))
+    approved = _answers_to_results(hitl, rows, results)
+    _run_phase(run, approved, results)
+    run.applied_pending.extend(h.call.id for h in hitl)
+    return None
+
+
+def _run_finishing(
+    run: RunContext, finishing: list[tuple[ParsedToolCall, Tool]], results: Results
+) -> ToolStepOutput | None:
+    """Phase 2: finish_with calls one by one on the merged state; returns the one that completed the agent."""
+    winner: ToolStepOutput | None = None
+    for call, tool in finishing:
+        if winner is not None:
+            results[call.id] = error_result(
+                call, f"Not executed: the agent already completed via '{winner['tool_name']}'."
+            )
+            continue
+        (output,) = _run_phase(run, [(call, tool)], results)
+        if output["success"] or output.get("transform_error"):
+            winner = output
+    return winner
+
+
+def _run_phase(run: RunContext, batch: list[tuple[ParsedToolCall, Tool]], results: Results) -> list[ToolStepOutput]:
+    """Run ``batch`` from the current state, merge their writes into it, and record their results."""
+    base = dict(run.custom_state)
+    outputs = _run_tool_steps(run, batch, base)
+    _merge_into_run(run, base, outputs)
+    for output in outputs:
+        results[output["tool_call_id"]] = output
+    return outputs
+
+
+def _run_tool_steps(
+    run: RunContext, batch: list[tuple[ParsedToolCall, Tool]], base_state: dict[str, Any]
+) -> list[ToolStepOutput]:
+    """Each call is its own DBOS step; several run concurrently on reserved, ordered step ids."""
+    requests = [ToolStepRequest(run.who, tool, call, base_state, run.hooks) for call, tool in batch]
+    options: list[StepOptions] = [{"name": step_names.tool(run.agent.name, r.tool.name)} for r in requests]
+    if len(requests) <= 1:
+        return [DBOS.run_step(options[i], tool_step, r) for i, r in enumerate(requests)]
+    reservations = [DBOS.reserve_step() for _ in requests]
+
+    def run_reserved(i: int) -> ToolStepOutput:
+        return reservations[i].run(options[i], tool_step, requests[i])
+
+    futures = [run.rt.tool_pool.submit(contextvars.copy_context().run, run_reserved, i) for i in range(len(requests))]
+    return [future.result() for future in futures]
+
+
+def _merge_into_run(run: RunContext, base: dict[str, Any], outputs: list[ToolStepOutput]) -> None:
+    if not outputs:
+        return
+    merged, warnings = merge_step_writes(base, [StepWritesAdapter.validate_python(o["writes"]) for o in outputs])
+    for warning in warnings:
+        run.rt.logger.warn(f"[helix-dbos] state merge: {warning}", {"run_id": run.who.run_id})
+    run.custom_state = merged
+
+
+def _answers_to_results(
+    hitl: list[HitlRequest], rows: dict[str, PendingRow], results: Results
+) -> list[tuple[ParsedToolCall, Tool]]:
+    """Turn recorded answers into tool results; returns the approved calls, which must now run."""
+    approved: list[tuple[ParsedToolCall, Tool]] = []
+    for h in hitl:
+        row = rows[h.call.id]
+        submission = row.get("submission") or {}
+        if row["status"] == "expired":
+            waited = f" after {h.tool.timeout_ms} ms" if h.tool.timeout_ms else ""
+            who = "the client" if h.kind == "client" else "approval"
+            results[h.call.id] = error_result(h.call, f"Tool call timed out waiting for {who}{waited}")
+        elif h.kind == "client":
+            results[h.call.id] = _client_result(h.call, submission)
+        elif submission.get("approved") and submission.get("arguments_digest") in (None, row["arguments_digest"]):
+            approved.append((h.call, h.tool))
+        else:
+            results[h.call.id] = {**error_result(h.call, NOT_APPROVED_MESSAGE), "after_tool": False}
+    return approved
+
+
+def _client_result(call: ParsedToolCall, submission: dict[str, Any]) -> ToolStepOutput:
+    """The result a client submitted for a client-executed tool."""
+    if submission.get("error"):
+        return error_result(call, str(submission["error"]))
+    return {**error_result(call, None), "success": True, "result": submission.get("result")}
+
+
+# --- chunks and results -----------------------------------------------------------------------------
+
+
+def _tool_start(run: RunContext, call: ParsedToolCall) -> ToolStartChunk:
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    return ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=arguments)
+
+
+def _emit_hitl_requests(run: RunContext, hitl: list[HitlRequest], registration: RegisterStepOutput) -> None:
+    for h in hitl:
+        run.emit(_tool_start(run, h.call))
+        if h.kind == "approval":
+            run.emit(
+                ToolApprovalRequestChunk(
+                    **run.chunk_base(),
+                    tool_call_id=h.call.id,
+                    tool_name=h.tool.name,
+                    arguments=h.call.arguments if isinstance(h.call.arguments, dict) else {},
+                    arguments_digest=registration["digests"][h.call.id],
+                    deadline=registration["deadlines"].get(h.call.id),
+                )
+            )
+    run.emit(
+        RunPausedChunk(
+            **run.chunk_base(), reason="awaiting_tool_results", pending_tool_call_ids=[h.call.id for h in hitl]
+        )
+    )
+
+
+def _record_tool_result(run: RunContext, call: ParsedToolCall, output: ToolStepOutput) -> None:
+    """The result's events and state patch, its transcript message, ``tool_end``, usage and hook."""
+    for event in output["events"]:
+        run.emit(CustomEventChunk(**run.chunk_base(), event_name=event["event_name"], data=event["data"]))
+    if output["patches"]:
+        run.emit(StatePatchChunk(**run.chunk_base(), patches=output["patches"]))
+    success = bool(output["success"])
+    run.append(
+        create_tool_result_message(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            result=output["result"],
+            success=success,
+            error=output["error"],
+        )
+    )
+    run.emit(
+        ToolEndChunk(
+            **run.chunk_base(),
+            tool_call_id=call.id,
+            tool_name=call.name,
+            result=output["result"],
+            error=output["error"],
+            success=success,
+        )
+    )
+    run.pending_usage.append(
+        UsageRecord(kind="tool", name=call.name, step=run.step, value=output["duration_ms"], success=success)
+    )
+    if run.wants("after_tool") and output.get("after_tool", True):
+        run.deferred_hooks.append(("after_tool", _after_tool_payload(run, call, output, success)))
+
+
+def _after_tool_payload(
+    run: RunContext, call: ParsedToolCall, output: ToolStepOutput, success: bool
+) -> ToolHookPayload:
+    return ToolHookPayload(
+        run.who.session_id,
+        run.who.run_id,
+        run.agent.name,
+        call.id,
+        call.name,
+        call.arguments if isinstance(call.arguments, dict) else {},
+        success=success,
+        result=output["result"],
+        error=output["error"],
+        duration_ms=output["duration_ms"],
+    )
+
+
+__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls"]

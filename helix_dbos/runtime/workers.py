@@ -1,0 +1,139 @@
+"""A worker's background duties: heartbeat, the parked-call deadline sweep, takeover of dead workers.
+
+They run on one daemon thread (:class:`BackgroundTasks`), apart from the executor, because they are
+the only work a process does that nobody asked for: each round must survive a failing task (the
+database away for a moment) and stop promptly at shutdown, before a drain, so that no takeover or
+sweep starts work while the process is leaving.
+
+Every duty is safe to run in several processes at once: the store's transitions are
+compare-and-sets, and DBOS's re-enqueue of a dead executor's workflows is idempotent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from dbos import DBOS
+
+from helix_dbos.logger import Logger
+from helix_dbos.runtime.recovery import requeue_pending_runs
+from helix_dbos.store.base import SessionStore
+from helix_dbos.store.engine import now_ms
+
+
+def executor_id() -> str:
+    """The DBOS executor id of this process."""
+    return str(DBOS.executor_id)
+
+
+def heartbeat(store: SessionStore) -> None:
+    """Record that this worker is alive."""
+    store.workers.heartbeat(executor_id(), str(DBOS.application_version), now_ms())
+
+
+def recover_executors(logger: Logger, executor_ids: list[str]) -> int:
+    """Re-enqueue the pending workflows of these executors for any live worker; returns how many."""
+    requeued, _ = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
+    logger.warn("[helix-dbos] took over runs of dead workers", {"executors": executor_ids, "runs": len(requeued)})
+    return len(requeued)
+
+
+def take_over_dead_workers(store: SessionStore, logger: Logger, *, dead_after_seconds: float) -> list[str]:
+    """Recover the in-flight runs of workers whose heartbeat stopped; returns their executor ids.
+
+    DBOS recovers an executor's workflows only when a process with the same executor id starts;
+    for a worker that never comes back, this re-enqueues its pending workflows so that any live
+    worker (this one included) picks them up. The same as ``helix-dbos recover --executor-id``.
+    """
+    dead = store.workers.claim_dead(
+        me=executor_id(),
+        app_version=str(DBOS.application_version),
+        now_ms=now_ms(),
+        dead_after_ms=int(dead_after_seconds * 1000),
+    )
+    if dead:
+        recover_executors(logger, dead)
+    return dead
+
+
+def expire_parked_calls(store: SessionStore, continue_parked: Callable[[str], str | None]) -> list[str]:
+    """Time out parked calls past their deadline; continue each session whose batch is now complete.
+
+    ``continue_parked(session_id)`` starts the continuation run and returns its run id (``None``
+    when there is nothing to continue). Returns the run ids started.
+    """
+    continued: list[str] = []
+    now = now_ms()
+    for call in store.pending.expired_parked(now):
+        expired = store.pending.expire(call.session_id, [call.tool_call_id], now)
+        if expired and not store.pending.open_calls(call.session_id):
+            run_id = continue_parked(call.session_id)
+            if run_id is not None:
+                continued.append(run_id)
+    return continued
+
+
+class BackgroundTasks:
+    """One daemon thread running its tasks every ``interval_seconds`` until :meth:`stop`.
+
+    A task that raises is logged and the round goes on: a failed heartbeat must not stop the sweep.
+    ``stop`` before ``start`` is remembered (the thread then runs one round and ends), so a shutdown
+    racing a start never leaves a thread behind.
+    """
+
+    THREAD_NAME = "helix-deadline-sweeper"
+
+    def __init__(self, logger: Logger) -> None:
+        self._logger = logger
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has been called (a stopped thread stays started: no restart)."""
+        return self._thread is not None
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread is alive (false before ``start`` and once ``stop`` has joined it)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def run_once(self, tasks: Sequence[tuple[str, Callable[[], object]]]) -> None:
+        """One round of ``(log label, task)``, each failure logged and swallowed."""
+        for label, task in tasks:
+            try:
+                task()
+            except Exception as exc:
+                self._logger.warn(f"[helix-dbos] {label} failed", {"error": repr(exc)})
+
+    def start(self, tasks: Sequence[tuple[str, Callable[[], object]]], *, interval_seconds: float) -> None:
+        """Start the thread (idempotent: a second call keeps the first thread and its tasks)."""
+        if self._thread is not None:
+            return
+        rounds = list(tasks)
+
+        def loop() -> None:
+            while True:
+                self.run_once(rounds)
+                if self._stop.wait(interval_seconds):
+                    return
+
+        self._thread = threading.Thread(target=loop, name=self.THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_seconds: float = 5.0) -> None:
+        """Stop the thread, waiting up to ``timeout_seconds`` for its current round."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_seconds)
+
+
+__all__ = [
+    "BackgroundTasks",
+    "executor_id",
+    "expire_parked_calls",
+    "heartbeat",
+    "recover_executors",
+    "take_over_dead_workers",
+]

@@ -1,0 +1,40 @@
+"""Step names are persisted by DBOS: runs in flight replay against them, so they never change."""
+
+from __future__ import annotations
+
+from helix_dbos.runtime import step_names
+
+
+def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
+    assert step_names.FAIL_RUN == "helix.fail_run"
+    assert step_names.llm("writer") == "writer.llm"
+    assert step_names.tool("writer", "search") == "writer.tool.search"
+    assert step_names.hooks("writer") == "writer.hooks"
+    assert step_names.finalize("writer") == "writer.finalize"
+    assert step_names.approval_gate("writer", "pay") == "writer.approval_gate.pay"
+    assert step_names.hitl_register("writer") == "writer.hitl.register"
+    assert step_names.hitl_check("writer") == "writer.hitl.check"
+    assert step_names.hitl_park("writer") == "writer.hitl.park"
+    assert step_names.hitl_resumed("writer") == "writer.hitl.resumed"
+
+
+def test_names_embed_agent_and_tool_names_verbatim() -> None:
+    """No escaping or normalising: a dotted or unicode name is recorded as given."""
+    assert step_names.tool("a.b", "c.d") == "a.b.tool.c.d"
+    assert step_names.llm("agent é") == "agent é.llm"
+
+
+def test_the_module_lists_every_name_it_defines() -> None:
+    """A new step name is added here and to the pin above, never by an f-string at a call site."""
+    assert sorted(step_names.__all__) == [
+        "FAIL_RUN",
+        "approval_gate",
+        "finalize",
+        "hitl_check",
+        "hitl_park",
+        "hitl_register",
+        "hitl_resumed",
+        "hooks",
+        "llm",
+        "tool",
+    ]
