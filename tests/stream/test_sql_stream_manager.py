@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamReader
 from helix_dbos.stream.chunks import (
     RunPausedChunk,
     RunResumedChunk,
@@ -27,7 +28,6 @@ from helix_dbos.stream.chunks import (
     ToolStartChunk,
     chunk_to_json,
 )
-from helix_dbos.stream.manager import ChunkRecord, StreamInfo, StreamReader
 from helix_dbos.stream.sql import SqlStreamManager, SqlStreamReader, SqlStreamWriter
 from tests.stream.conftest import MakeManager
 
@@ -717,17 +717,17 @@ async def test_a_failed_commit_is_reported_by_the_writer_and_writing_goes_on(
     manager: SqlStreamManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = await manager.create_writer("s1", "run-1", "writer")
-    original = manager._append
+    original = manager._storage.append
 
     def broken(*args: Any) -> bool:
         raise sa.exc.OperationalError("INSERT", {}, Exception("connection lost"))
 
-    monkeypatch.setattr(manager, "_append", broken)
+    monkeypatch.setattr(manager._storage, "append", broken)
     await writer.write(text("lost"))
     with pytest.raises(HelixError, match="connection lost") as caught:
         await writer.flush()
     assert caught.value.code == "transport_error"
-    monkeypatch.setattr(manager, "_append", original)
+    monkeypatch.setattr(manager._storage, "append", original)
     await writer.write(text("kept"))
     await writer.flush()
     assert contents([r.chunk for r in await manager.read_records("s1")]) == ["kept"]

@@ -8,6 +8,12 @@ from typing import Any
 import pytest
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.stream.base import (
+    ResumableStreamReader,
+    StreamInfo,
+    StreamManager,
+    StreamReader,
+)
 from helix_dbos.stream.chunks import (
     RunPausedChunk,
     RunResumedChunk,
@@ -15,13 +21,7 @@ from helix_dbos.stream.chunks import (
     StreamChunk,
     TextDeltaChunk,
 )
-from helix_dbos.stream.manager import (
-    InMemoryStreamManager,
-    ResumableStreamReader,
-    StreamInfo,
-    StreamManager,
-    StreamReader,
-)
+from helix_dbos.stream.memory import InMemoryStreamManager
 
 TIMEOUT = 2.0
 
