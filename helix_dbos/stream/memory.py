@@ -2,7 +2,7 @@
 
 It implements the protocols of :mod:`helix_dbos.stream.base` with asyncio primitives of one event
 loop and nothing durable; :mod:`helix_dbos.stream.sql` is the durable one. Its behaviour is the
-reference the SQL manager's contract tests hold both to.
+reference: ``tests/stream/test_stream_manager_contract.py`` holds both managers to one suite.
 
 Lifecycle of a stream in :class:`InMemoryStreamManager`::
 
