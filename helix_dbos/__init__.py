@@ -189,6 +189,14 @@ from helix_dbos.store.base import (
     UsageRecord,
 )
 from helix_dbos.store.migrate import upgrade
+from helix_dbos.stream.base import (
+    ChunkRecord,
+    ResumableStreamReader,
+    StreamInfo,
+    StreamManager,
+    StreamReader,
+    StreamWriter,
+)
 from helix_dbos.stream.chunks import (
     STREAM_CHUNK_TYPES,
     CheckpointCreatedChunk,
@@ -247,15 +255,7 @@ from helix_dbos.stream.filters import (
     skip,
     take,
 )
-from helix_dbos.stream.manager import (
-    ChunkRecord,
-    InMemoryStreamManager,
-    ResumableStreamReader,
-    StreamInfo,
-    StreamManager,
-    StreamReader,
-    StreamWriter,
-)
+from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 from helix_dbos.tool import (
     COMPANION_TOOL_PREFIX,

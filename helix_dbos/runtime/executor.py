@@ -73,8 +73,9 @@ from helix_dbos.session import (
 )
 from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun
 from helix_dbos.store.engine import now_ms
+from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
-from helix_dbos.stream.manager import InMemoryStreamManager, StreamManager
+from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.validation import check_text
 
 _MAX_LOCAL_HANDLES = 4096

@@ -48,7 +48,7 @@ from helix_dbos.store.base import RunRecord
 from helix_dbos.store.engine import to_sqlalchemy_url
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.retry import RetryPolicy, is_transient, retry_call
-from helix_dbos.stream.manager import StreamManager
+from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 
 DATABASE_URL_ENV = "HELIX_DATABASE_URL"

@@ -20,8 +20,8 @@ from typing import Any
 from helix_dbos.errors import DatabaseUnavailableError
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.stream.base import ChunkRecord, StreamManager, StreamReader
 from helix_dbos.stream.chunks import StreamChunk
-from helix_dbos.stream.manager import ChunkRecord, StreamManager, StreamReader
 
 
 class RunStreams:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.messages import UserInputMessage
 from helix_dbos.session import AgentInput, RunStatus, SessionStatus
-from helix_dbos.stream.manager import StreamStatus
+from helix_dbos.stream.base import StreamStatus
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 """Session ids appear in URLs and DBOS workflow ids: letters, digits and ``._:-``, at most 200."""

@@ -38,8 +38,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.streaming import RunStreams
+from helix_dbos.stream.base import ChunkRecord, StreamInfo
 from helix_dbos.stream.chunks import ErrorChunk, RunPausedChunk, RunResumedChunk, chunk_to_json
-from helix_dbos.stream.manager import ChunkRecord, StreamInfo
 
 logger = logging.getLogger("helix_dbos.service")
 

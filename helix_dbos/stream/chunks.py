@@ -3,7 +3,7 @@
 Every chunk is a pydantic model discriminated by ``type`` and carries the emitting agent's
 ``agent_id`` / ``agent_type``, so one session stream can interleave a parent and its sub-agents.
 ``step`` tags a chunk with the step that produced it: after a crash, ``cleanup_to_step`` removes the
-chunks of steps that never committed (see :mod:`helix_dbos.stream.manager`).
+chunks of steps that never committed (see :mod:`helix_dbos.stream.base`).
 
 Chunks are validated and serialised through one ``TypeAdapter`` (:data:`StreamChunkAdapter`), so the
 same JSON goes over SSE, into a stream store, and back::

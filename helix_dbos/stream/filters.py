@@ -1,6 +1,6 @@
 """Stream filters: small async-iterator helpers over chunk streams (seed 002 "Stream Filters").
 
-Each filter takes any ``AsyncIterable`` of chunks (a :class:`~helix_dbos.stream.manager.StreamReader`,
+Each filter takes any ``AsyncIterable`` of chunks (a :class:`~helix_dbos.stream.base.StreamReader`,
 another filter, an async generator) and returns an async generator (an ``AsyncIterator`` with
 ``aclose``), so they compose::
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.stream.base import ChunkRecord
 from helix_dbos.stream.chunks import chunk_to_json
-from helix_dbos.stream.manager import ChunkRecord
 from tests.service.conftest import AUTH, Service
 
 pytestmark = pytest.mark.postgres

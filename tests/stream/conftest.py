@@ -1,4 +1,12 @@
-"""Fixtures for the SQL stream manager's tests: a migrated database per backend, managers on it."""
+"""Fixtures for the stream managers' tests: a migrated database per SQL backend, managers on it.
+
+Two parametrisations:
+
+- ``stream_manager`` runs over every implementation (in-memory, SQLite, PostgreSQL): the contract
+  suite (``test_stream_manager_contract.py``) takes it, and holds them all to one behaviour.
+- ``backend`` / ``make_manager`` / ``manager`` run over the SQL backends only, for what only a
+  durable manager has (batching, dedupe keys, several processes, NOTIFY, outages).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,8 @@ import pytest
 
 from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.schema import stream_chunks, streams
+from helix_dbos.stream.base import StreamManager
+from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 
 BACKENDS = [
@@ -16,15 +26,11 @@ BACKENDS = [
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
 
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+ALL_MANAGERS = [pytest.param("memory", id="memory"), *BACKENDS]
 
 
-@pytest.fixture
-def db_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """A migrated database with empty stream tables."""
+def empty_database(backend: str, request: pytest.FixtureRequest) -> str:
+    """The URL of a migrated ``backend`` database whose stream tables are empty."""
     if backend == "sqlite":
         return str(request.getfixturevalue("sqlite_store_url"))
     url = str(request.getfixturevalue("pg_store_url"))
@@ -36,6 +42,29 @@ def db_url(backend: str, request: pytest.FixtureRequest) -> str:
     finally:
         engine.dispose()
     return url
+
+
+@pytest.fixture(params=ALL_MANAGERS)
+def stream_manager(request: pytest.FixtureRequest) -> Iterator[StreamManager]:
+    """Every :class:`StreamManager` implementation in turn, on an empty database for the SQL ones."""
+    kind = str(request.param)
+    if kind == "memory":
+        yield InMemoryStreamManager()
+        return
+    manager = SqlStreamManager(empty_database(kind, request))
+    yield manager
+    manager.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """A migrated database with empty stream tables."""
+    return empty_database(backend, request)
 
 
 MakeManager = Callable[..., SqlStreamManager]

@@ -1,9 +1,11 @@
-"""SqlStreamManager on SQLite and PostgreSQL: the in-memory manager's contract, plus durability.
+"""SqlStreamManager on SQLite and PostgreSQL: what only a durable manager has.
 
-The first sections mirror ``tests/unit/test_stream_manager.py`` (a behaviour that differs from the
-in-memory manager is a bug, except where the SQL manager documents otherwise: reader counters are
-as of the last query). The later ones cover what only a durable manager has: batching, dedupe keys,
-two managers on one database (two processes), NOTIFY wake-ups, readers on other event loops.
+The behaviour every manager shares is the contract suite (``test_stream_manager_contract.py``, run
+on the in-memory manager too). Here: storage as written, ``records()``, truncation seen from
+another process, batching, dedupe keys, two managers on one database (two processes), NOTIFY
+wake-ups and the LISTEN reconnect, readers on other event loops, failed commits, back-pressure,
+closing, deletion and activation. Per-stream isolation of refused chunks is
+``test_stream_isolation.py``; outages are ``tests/durability``.
 """
 
 from __future__ import annotations
@@ -11,23 +13,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamReader
 from helix_dbos.stream.chunks import (
-    RunPausedChunk,
-    RunResumedChunk,
-    StepCommittedChunk,
     StreamChunk,
     TextDeltaChunk,
     ToolStartChunk,
     chunk_to_json,
 )
-from helix_dbos.stream.manager import ChunkRecord, StreamInfo, StreamReader
 from helix_dbos.stream.sql import SqlStreamManager, SqlStreamReader, SqlStreamWriter
 from tests.stream.conftest import MakeManager
 
@@ -64,32 +62,7 @@ async def require_reader(manager: SqlStreamManager, stream_id: str, from_sequenc
     return reader
 
 
-# --- creation, sequences, storage ----------------------------------------------------------------
-
-
-async def test_unknown_stream_has_no_reader_and_no_info(manager: SqlStreamManager) -> None:
-    assert await manager.create_reader("missing") is None
-    assert await manager.create_resumable_reader("missing", from_sequence=3) is None
-    assert await manager.get_stream_info("missing") is None
-    assert await manager.read_records("missing") == []
-    assert [r async for r in manager.records("missing")] == []
-
-
-async def test_create_writer_creates_an_empty_active_stream(manager: SqlStreamManager) -> None:
-    await manager.create_writer("s1", "run-1", "writer")
-    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=0, chunk_count=0)
-    assert await manager.create_reader("s1") is not None
-
-
-async def test_sequences_start_at_one_and_increase(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    for word in ("a", "b", "c"):
-        await writer.write(text(word))
-    records = await manager.read_records("s1")
-    assert [r.sequence for r in records] == [1, 2, 3]
-    assert contents([r.chunk for r in records]) == ["a", "b", "c"]
-    assert [r.sequence for r in await manager.read_records("s1", after_sequence=2)] == [3]
-    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=3, chunk_count=3)
+# --- storage -------------------------------------------------------------------------------------
 
 
 async def test_chunks_are_stored_verbatim_and_isolated_from_mutation(manager: SqlStreamManager) -> None:
@@ -113,71 +86,11 @@ async def test_chunks_are_stored_verbatim_and_isolated_from_mutation(manager: Sq
     assert first.arguments == {"z": 1, "a": [2]}
 
 
-# --- live readers --------------------------------------------------------------------------------
+# --- records() -----------------------------------------------------------------------------------
 
 
-async def test_live_reader_receives_chunks_written_after_it_attached(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("before"))
-    reader = await require_reader(manager, "s1")
-    consumer = asyncio.create_task(drain(reader))
-    await idle()
-    assert not consumer.done()  # it is waiting for more, not finished
-
-    await writer.write(text("after-1"))
-    await idle()
-    assert not consumer.done()
-    await writer.write(text("after-2"))
-    await manager.end_stream("s1", output={"ok": True})
-
-    assert contents(await consumer) == ["before", "after-1", "after-2"]
-
-
-async def test_every_attached_reader_sees_every_chunk(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    readers = [await require_reader(manager, "s1") for _ in range(3)]
-    consumers = [asyncio.create_task(drain(r)) for r in readers]
-    await idle()
-    for word in ("x", "y", "z"):
-        await writer.write(text(word))
-    await manager.end_stream("s1")
-    for consumer in consumers:
-        assert contents(await consumer) == ["x", "y", "z"]
-
-
-async def test_resumable_reader_starts_after_the_given_sequence(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    for word in ("a", "b", "c", "d"):
-        await writer.write(text(word))
-    reader = await require_reader(manager, "s1", from_sequence=2)
-    assert (reader.current_sequence, reader.total_chunks, reader.latest_sequence) == (2, 4, 4)
-
-    assert contents([await next_chunk(reader)]) == ["c"]
-    assert reader.current_sequence == 3
-    assert contents([await next_chunk(reader)]) == ["d"]
-    assert reader.current_sequence == 4
-
-    await writer.write(text("e"))
-    assert contents([await next_chunk(reader)]) == ["e"]
-    # Counters are as of the reader's last query, which fetched "e".
-    assert (reader.current_sequence, reader.total_chunks, reader.latest_sequence) == (5, 5, 5)
-
-
-async def test_reconnect_from_the_last_sequence_reads_each_chunk_exactly_once(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    for n in range(10):
-        await writer.write(text(f"t{n}"))
-    first = await require_reader(manager, "s1")
-    seen = [await next_chunk(first) for _ in range(5)]
-    last_event_id = first.current_sequence
-    await first.close()  # the client disconnects
-
-    for n in range(10, 13):  # the run goes on while it is away
-        await writer.write(text(f"t{n}"))
-    await manager.end_stream("s1")
-    again = await require_reader(manager, "s1", from_sequence=last_event_id)
-    seen += await drain(again)
-    assert contents(seen) == [f"t{n}" for n in range(13)]
+async def test_records_of_an_unknown_stream_yields_nothing(manager: SqlStreamManager) -> None:
+    assert [r async for r in manager.records("missing")] == []
 
 
 async def test_records_follows_the_stream_with_sequences(manager: SqlStreamManager) -> None:
@@ -195,137 +108,6 @@ async def test_records_follows_the_stream_with_sequences(manager: SqlStreamManag
     assert [(r.sequence, contents([r.chunk])[0]) for r in records] == [(1, "a"), (2, "b")]
 
 
-async def test_resumable_reader_past_the_end_waits_for_new_chunks(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("a"))
-    reader = await require_reader(manager, "s1", from_sequence=1)
-    pending = asyncio.create_task(next_chunk(reader))
-    await idle()
-    assert not pending.done()
-    await writer.write(text("b"))
-    assert contents([await pending]) == ["b"]
-
-
-async def test_close_stops_a_reader_that_is_waiting(manager: SqlStreamManager) -> None:
-    await manager.create_writer("s1", "run-1", "writer")
-    reader = await require_reader(manager, "s1")
-    consumer = asyncio.create_task(drain(reader))
-    await idle()
-    assert not consumer.done()
-    await reader.close()
-    assert await consumer == []
-    with pytest.raises(StopAsyncIteration):
-        await anext(reader)
-
-
-# --- end and fail --------------------------------------------------------------------------------
-
-
-async def test_reader_attached_after_end_yields_everything_then_stops(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("a"))
-    await writer.write(text("b"))
-    await manager.end_stream("s1")
-    info = await manager.get_stream_info("s1")
-    assert info is not None and info.status == "ended"
-    reader = await require_reader(manager, "s1")
-    assert contents(await drain(reader)) == ["a", "b"]
-
-
-async def test_writing_to_an_ended_stream_raises(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await manager.end_stream("s1")
-    with pytest.raises(HelixError) as caught:
-        await writer.write(text("late"))
-    assert caught.value.code == "transport_error"
-    assert await manager.read_records("s1") == []
-
-
-async def test_new_writer_reactivates_an_ended_stream_for_the_next_turn(manager: SqlStreamManager) -> None:
-    turn1 = await manager.create_writer("s1", "run-1", "writer")
-    await turn1.write(text("turn-1"))
-    slow_reader = await require_reader(manager, "s1")  # attached during turn 1, reads nothing yet
-    await manager.end_stream("s1")
-
-    turn2 = await manager.create_writer("s1", "run-2", "writer")
-    assert (await manager.get_stream_info("s1")) == StreamInfo(status="active", latest_sequence=1, chunk_count=1)
-    await turn2.write(text("turn-2"))
-    assert [r.sequence for r in await manager.read_records("s1")] == [1, 2]
-
-    # The slow reader finishes at the end of turn 1 even though the stream is active again.
-    assert contents(await drain(slow_reader)) == ["turn-1"]
-    # A reader attached now follows turn 2 live.
-    reader = await require_reader(manager, "s1", from_sequence=1)
-    assert contents([await next_chunk(reader)]) == ["turn-2"]
-
-
-async def test_failed_stream_yields_stored_chunks_then_raises(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("partial"))
-    reader = await require_reader(manager, "s1")
-    late_reader_chunks: list[StreamChunk] = []
-
-    await manager.fail_stream("s1", "model exploded")
-    assert contents([await next_chunk(reader)]) == ["partial"]
-    with pytest.raises(HelixError) as caught:
-        await next_chunk(reader)
-    assert caught.value.code == "transport_error"
-    assert caught.value.message == "model exploded"
-    with pytest.raises(StopAsyncIteration):
-        await anext(reader)
-
-    late = await require_reader(manager, "s1")
-    with pytest.raises(HelixError, match="model exploded"):
-        async for chunk in late:
-            late_reader_chunks.append(chunk)
-    assert contents(late_reader_chunks) == ["partial"]
-    info = await manager.get_stream_info("s1")
-    assert info is not None and info.status == "failed"
-
-
-async def test_end_and_fail_create_unknown_streams(manager: SqlStreamManager) -> None:
-    await manager.end_stream("ended-early")
-    await manager.fail_stream("failed-early", "bad input")
-    ended = await require_reader(manager, "ended-early")
-    assert await drain(ended) == []
-    failed = await require_reader(manager, "failed-early")
-    with pytest.raises(HelixError, match="bad input"):
-        await drain(failed)
-
-
-async def test_closed_writer_refuses_writes_but_the_stream_stays_open(manager: SqlStreamManager) -> None:
-    first = await manager.create_writer("s1", "run-1", "writer")
-    await first.close()
-    with pytest.raises(HelixError):
-        await first.write(text("x"))
-    second = await manager.create_writer("s1", "run-1", "writer")
-    await second.write(text("y"))
-    info = await manager.get_stream_info("s1")
-    assert info == StreamInfo(status="active", latest_sequence=1, chunk_count=1)
-
-
-async def test_run_paused_and_resumed_chunks_drive_the_paused_status(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    reader = await require_reader(manager, "s1")
-    await writer.write(RunPausedChunk(agent_id="s1", agent_type="writer", pending_tool_call_ids=["c1"]))
-    await writer.write(StepCommittedChunk(agent_id="s1", agent_type="writer", step_count=1))
-    info = await manager.get_stream_info("s1")
-    assert info is not None and info.status == "paused"
-    await writer.write(RunResumedChunk(agent_id="s1", agent_type="writer", run_id="run-1"))
-    info = await manager.get_stream_info("s1")
-    assert info is not None and info.status == "active"
-    await manager.end_stream("s1")
-    assert [c.type for c in await drain(reader)] == ["run_paused", "step_committed", "run_resumed"]
-
-
-async def test_create_writer_reactivates_a_paused_stream(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(RunPausedChunk(agent_id="s1", agent_type="writer"))
-    await manager.create_writer("s1", "run-1", "writer")
-    info = await manager.get_stream_info("s1")
-    assert info is not None and info.status == "active"
-
-
 # --- cleanup_to_step (crash recovery, G4) --------------------------------------------------------
 
 
@@ -338,101 +120,6 @@ async def write_steps(manager: SqlStreamManager) -> SqlStreamWriter:
     await writer.write(text("marker", step=None))
     await writer.flush()
     return writer
-
-
-async def test_cleanup_removes_only_chunks_of_later_steps(manager: SqlStreamManager) -> None:
-    writer = await write_steps(manager)
-    await manager.cleanup_to_step("s1", 1)
-    records = await manager.read_records("s1")
-    assert [(r.sequence, r.chunk.step) for r in records] == [(1, 1), (4, None)]
-    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=4, chunk_count=2)
-
-    await writer.write(text("retry", step=2))
-    # Sequences are never reused: the retried step gets 5, not 2.
-    assert [r.sequence for r in await manager.read_records("s1")] == [1, 4, 5]
-
-
-async def test_cleanup_to_the_current_step_keeps_everything(manager: SqlStreamManager) -> None:
-    await write_steps(manager)
-    reader = await require_reader(manager, "s1")
-    await manager.cleanup_to_step("s1", 2)
-    assert len(await manager.read_records("s1")) == 4
-    await manager.end_stream("s1")
-    assert contents(await drain(reader)) == ["s1", "s2a", "s2b", "marker"]
-
-
-async def test_cleanup_raises_truncated_on_a_reader_that_missed_removed_chunks(manager: SqlStreamManager) -> None:
-    await write_steps(manager)
-    reader = await require_reader(manager, "s1")
-    assert contents([await next_chunk(reader)]) == ["s1"]  # cursor at 1; 2 and 3 not yet yielded
-
-    await manager.cleanup_to_step("s1", 1)
-    with pytest.raises(StreamTruncatedError) as caught:
-        await next_chunk(reader)
-    error = caught.value
-    assert (error.stream_id, error.last_valid_sequence, error.truncated_at_step) == ("s1", 1, 1)
-    assert error.code == "transport_error"
-    with pytest.raises(StopAsyncIteration):  # then the reader is done
-        await anext(reader)
-
-    # Re-attaching from the last valid sequence reads the survivors and then follows live.
-    again = await require_reader(manager, "s1", from_sequence=error.last_valid_sequence)
-    assert contents([await next_chunk(again)]) == ["marker"]
-    assert again.current_sequence == 4
-
-
-async def test_cleanup_wakes_a_waiting_reader_with_the_truncation(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("s1", step=1))
-    reader = await require_reader(manager, "s1")
-    assert contents([await next_chunk(reader)]) == ["s1"]
-    await writer.write(text("s2", step=2))
-    await manager.cleanup_to_step("s1", 1)
-    with pytest.raises(StreamTruncatedError) as caught:
-        await next_chunk(reader)
-    assert caught.value.last_valid_sequence == 1
-
-
-async def test_reader_that_already_yielded_removed_chunks_still_sees_survivors(manager: SqlStreamManager) -> None:
-    writer = await write_steps(manager)
-    reader = await require_reader(manager, "s1")
-    assert contents([await next_chunk(reader) for _ in range(3)]) == ["s1", "s2a", "s2b"]
-
-    await manager.cleanup_to_step("s1", 1)  # removes 2 and 3, both already yielded: no truncation
-    assert contents([await next_chunk(reader)]) == ["marker"]
-
-    pending = asyncio.create_task(next_chunk(reader))
-    await idle()
-    assert not pending.done()
-    await writer.write(text("retry", step=2))
-    assert contents([await pending]) == ["retry"]
-    assert reader.current_sequence == 5
-
-
-async def test_waiting_reader_survives_cleanup_and_keeps_following(manager: SqlStreamManager) -> None:
-    writer = await write_steps(manager)
-    reader = await require_reader(manager, "s1")
-    consumer = asyncio.create_task(drain(reader))
-    await idle()  # the reader yielded all four and now waits
-    assert not consumer.done()
-
-    await manager.cleanup_to_step("s1", 1)
-    await writer.write(text("after", step=2))
-    await manager.end_stream("s1")
-    assert contents(await consumer) == ["s1", "s2a", "s2b", "marker", "after"]
-
-
-async def test_reader_attached_after_cleanup_sees_only_survivors(manager: SqlStreamManager) -> None:
-    await write_steps(manager)
-    await manager.cleanup_to_step("s1", 1)
-    await manager.end_stream("s1")
-    reader = await require_reader(manager, "s1")
-    assert contents(await drain(reader)) == ["s1", "marker"]
-
-
-async def test_cleanup_of_an_unknown_stream_is_a_no_op(manager: SqlStreamManager) -> None:
-    await manager.cleanup_to_step("missing", 0)
-    assert await manager.get_stream_info("missing") is None
 
 
 async def test_truncation_seen_by_a_reader_in_another_process(make_manager: MakeManager) -> None:
@@ -448,61 +135,7 @@ async def test_truncation_seen_by_a_reader_in_another_process(make_manager: Make
     assert contents(await drain(again)) == ["marker"]
 
 
-# --- reset ---------------------------------------------------------------------------------------
-
-
-async def test_reset_clears_chunks_reactivates_and_keeps_counting(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("old-1"))
-    await writer.write(text("old-2"))
-    attached = await require_reader(manager, "s1")
-    await manager.end_stream("s1")
-
-    await manager.reset_stream("s1")
-    assert await manager.get_stream_info("s1") == StreamInfo(status="active", latest_sequence=2, chunk_count=0)
-    assert await drain(attached) == []  # readers attached before the reset are detached
-
-    await writer.write(text("new"))
-    records = await manager.read_records("s1")
-    assert [(r.sequence, contents([r.chunk])[0]) for r in records] == [(3, "new")]
-    fresh = await require_reader(manager, "s1")
-    assert contents([await next_chunk(fresh)]) == ["new"]
-
-
-async def test_reset_stops_a_waiting_reader_of_an_active_stream(manager: SqlStreamManager) -> None:
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    await writer.write(text("old"))
-    reader = await require_reader(manager, "s1")
-    consumer = asyncio.create_task(drain(reader))
-    await idle()
-    await manager.reset_stream("s1")
-    assert contents(await consumer) == ["old"]
-
-
-# --- ordering and batching -----------------------------------------------------------------------
-
-
-async def test_concurrent_writers_get_one_total_order(manager: SqlStreamManager) -> None:
-    writers = [await manager.create_writer("s1", f"run-{i}", "writer") for i in range(4)]
-    reader = await require_reader(manager, "s1")
-    consumer = asyncio.create_task(drain(reader))
-
-    async def produce(index: int) -> None:
-        for n in range(25):
-            await writers[index].write(text(f"{index}:{n}", agent_id=f"agent-{index}"))
-            await asyncio.sleep(0)  # yield so the writers interleave
-
-    await asyncio.gather(*(produce(i) for i in range(4)))
-    await manager.end_stream("s1")
-    seen = contents(await consumer)
-    records = await manager.read_records("s1")
-
-    assert [r.sequence for r in records] == list(range(1, 101))
-    assert seen == contents([r.chunk for r in records])  # the reader's order is the stored order
-    for index in range(4):
-        mine = [c for c in seen if c.startswith(f"{index}:")]
-        assert mine == [f"{index}:{n}" for n in range(25)]  # each writer's own order is kept
-    assert len({c.split(":")[0] for c in seen[:10]}) > 1  # the writers really did interleave
+# --- batching ------------------------------------------------------------------------------------------------
 
 
 async def test_writes_are_batched_into_few_transactions(make_manager: MakeManager) -> None:
@@ -658,29 +291,6 @@ async def test_notify_wakes_a_reader_in_another_process_without_polling(make_man
         assert time.monotonic() - started < 0.5
 
 
-async def test_iterating_a_reader_concurrently_with_writes_from_threads(manager: SqlStreamManager) -> None:
-    """Writes submitted from worker threads (as workflow steps do) keep their order per thread."""
-    writer = await manager.create_writer("s1", "run-1", "writer")
-    loop = asyncio.get_running_loop()
-
-    def produce(index: int) -> None:
-        for n in range(30):
-            asyncio.run_coroutine_threadsafe(writer.write(text(f"{index}:{n}")), loop).result(TIMEOUT)
-
-    reader = await require_reader(manager, "s1")
-
-    async def consume() -> AsyncIterator[str]:
-        async for chunk in reader:
-            yield contents([chunk])[0]
-
-    await asyncio.gather(*(asyncio.to_thread(produce, i) for i in range(3)))
-    await manager.end_stream("s1")
-    seen = [c async for c in consume()]
-    assert len(seen) == 90
-    for index in range(3):
-        assert [c for c in seen if c.startswith(f"{index}:")] == [f"{index}:{n}" for n in range(30)]
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 async def test_readers_poll_while_the_listen_connection_is_down_and_it_comes_back(
@@ -717,17 +327,17 @@ async def test_a_failed_commit_is_reported_by_the_writer_and_writing_goes_on(
     manager: SqlStreamManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = await manager.create_writer("s1", "run-1", "writer")
-    original = manager._append
+    original = manager._storage.append
 
     def broken(*args: Any) -> bool:
         raise sa.exc.OperationalError("INSERT", {}, Exception("connection lost"))
 
-    monkeypatch.setattr(manager, "_append", broken)
+    monkeypatch.setattr(manager._storage, "append", broken)
     await writer.write(text("lost"))
     with pytest.raises(HelixError, match="connection lost") as caught:
         await writer.flush()
     assert caught.value.code == "transport_error"
-    monkeypatch.setattr(manager, "_append", original)
+    monkeypatch.setattr(manager._storage, "append", original)
     await writer.write(text("kept"))
     await writer.flush()
     assert contents([r.chunk for r in await manager.read_records("s1")]) == ["kept"]

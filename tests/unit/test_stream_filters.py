@@ -28,7 +28,7 @@ from helix_dbos.stream.filters import (
     skip,
     take,
 )
-from helix_dbos.stream.manager import InMemoryStreamManager
+from helix_dbos.stream.memory import InMemoryStreamManager
 
 TIMEOUT = 2.0
 

@@ -34,25 +34,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final
 
 from helix_dbos.errors import DatabaseUnavailableError, HelixError
 from helix_dbos.store import codec
 from helix_dbos.store.retry import RetryPolicy, retry_call
+from helix_dbos.stream.base import StreamStatus
 from helix_dbos.stream.chunks import ErrorChunk, StreamChunk, chunk_to_json
-from helix_dbos.stream.manager import StreamStatus
 
 __all__ = ["GAP_CODE", "BatchCommitter", "BatchOutcome", "Flusher", "PendingChunk", "storage_body"]
 
-_log = logging.getLogger("helix_dbos.stream.sql")
+_log = logging.getLogger(__name__)
 
 GAP_CODE: Final = "stream_gap"
 """``ErrorChunk.code`` of the marker that stands where chunks are missing from a stream."""
 _INT32 = range(-(2**31), 2**31)
-
-
-class _Failable(Protocol):
-    def _fail(self, error: HelixError) -> None: ...
 
 
 @dataclass(slots=True)
@@ -68,7 +64,8 @@ class PendingChunk:
     dedupe_key: str | None
     status: StreamStatus | None
     """The stream status this chunk switches to (``run_paused`` / ``run_resumed``), if any."""
-    writer: _Failable | None
+    on_failure: Callable[[HelixError], None] | None
+    """Tells the chunk's writer it was not stored (``None``: no writer to tell, ``write_keyed``)."""
     represents: int = 1
     """How many written chunks this one stands for (a loss marker: the chunks it reports lost)."""
 
@@ -295,8 +292,8 @@ class BatchCommitter:
                 )
                 _log.error("stream flusher: %s", error.message)
                 for rest in items[index:]:
-                    if rest.writer is not None:
-                        rest.writer._fail(error)
+                    if rest.on_failure is not None:
+                        rest.on_failure(error)
                 return
 
     def _lose(self, stream_id: str, items: list[PendingChunk], error: DatabaseUnavailableError) -> None:
@@ -313,8 +310,8 @@ class BatchCommitter:
             GAP_CODE,
         )
         for item in items:
-            if item.writer is not None:
-                item.writer._fail(error)
+            if item.on_failure is not None:
+                item.on_failure(error)
 
     @staticmethod
     def _gap_marker(item: PendingChunk, error: BaseException) -> PendingChunk:
@@ -340,7 +337,7 @@ class BatchCommitter:
             body=storage_body(chunk),
             dedupe_key=item.dedupe_key,
             status=item.status,
-            writer=item.writer,
+            on_failure=item.on_failure,
         )
 
     @staticmethod

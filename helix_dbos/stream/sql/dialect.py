@@ -1,0 +1,57 @@
+"""What differs between PostgreSQL and SQLite for the stream manager, as one small interface.
+
+dbos-transact-py draws the same line (``_sys_db.py`` with ``_sys_db_postgres.py`` and
+``_sys_db_sqlite.py``): the manager and its storage speak to a :class:`StreamDialect`, and each
+database's specifics (how a batch of chunks is inserted, how reads are wrapped, ``NOTIFY`` and
+``LISTEN``) live in :mod:`helix_dbos.stream.sql.postgres` or :mod:`helix_dbos.stream.sql.sqlite`
+instead of ``if postgres:`` branches through the code. :func:`helix_dbos.stream.sql.storage.dialect_for`
+picks one for an engine.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+
+from helix_dbos.stream.sql.flusher import PendingChunk
+from helix_dbos.stream.sql.listen import Listener
+
+
+class StreamDialect(ABC):
+    """One database's way of storing and announcing stream chunks."""
+
+    notify: bool = False
+    """Whether write transactions announce their streams (``NOTIFY``) and readers can ``LISTEN``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    @abstractmethod
+    def append_statement(self) -> sa.TextClause:
+        """The upsert that locks a stream row and reserves sequences (``queries.APPEND``)."""
+
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[Connection]:
+        """A connection for a single-statement read that sees one snapshot."""
+
+    @abstractmethod
+    def insert_chunks(
+        self, conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int
+    ) -> list[int] | None:
+        """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences.
+
+        Rows whose ``(stream_id, dedupe_key)`` is already stored are skipped, not refused.
+        """
+
+    @abstractmethod
+    def send_notify(self, conn: Connection, stream_id: str, *, control: bool) -> None:
+        """Announce a change of ``stream_id`` when ``conn`` commits (a no-op without ``NOTIFY``)."""
+
+    @abstractmethod
+    def listener(self, on_payload: Callable[[str], None], on_state: Callable[[], None]) -> Listener | None:
+        """A ``LISTEN`` thread (not started) for this database, or ``None`` when readers only poll."""

@@ -1,0 +1,380 @@
+"""The SQL stream manager: the async facade over storage, flusher, signals and the listener.
+
+:class:`SqlStreamManager` owns the process-local parts of a durable stream (the flusher thread and
+its queue, reader wake-ups, the ``LISTEN`` thread, a cache of what it did to each stream) and turns
+every call into work for :class:`~helix_dbos.stream.sql.storage.StreamStorage` in a worker thread.
+The design as a whole (batching, dedupe, wake-ups, truncation, caveats) is described in
+:mod:`helix_dbos.stream.sql`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Final
+
+from sqlalchemy import Engine
+
+from helix_dbos.errors import HelixError
+from helix_dbos.store import codec
+from helix_dbos.store.engine import create_engine_for
+from helix_dbos.store.migrate import check_migrated
+from helix_dbos.store.retry import RetryPolicy
+from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamStatus
+from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, StreamChunk
+from helix_dbos.stream.sql.flusher import BatchCommitter, Flusher, PendingChunk, storage_body
+from helix_dbos.stream.sql.listen import Listener, dispatch
+from helix_dbos.stream.sql.reader import ReaderHost, SqlStreamReader
+from helix_dbos.stream.sql.signals import Signals
+from helix_dbos.stream.sql.storage import StreamStorage, dialect_for
+from helix_dbos.stream.sql.writer import SqlStreamWriter
+
+if TYPE_CHECKING:
+    from helix_dbos.stream.base import StreamManager
+
+__all__ = ["SqlStreamManager"]
+
+_log = logging.getLogger(__name__)
+
+_LISTEN_SAFETY_POLL: Final = 1.0
+"""Seconds between a reader's queries while NOTIFY is live: a backstop, never the normal path."""
+_LOCAL_STATUS_LIMIT: Final = 10_000
+"""Entries of the local stream-status cache before it is dropped and rebuilt."""
+
+
+class SqlStreamManager:
+    """A :class:`~helix_dbos.stream.base.StreamManager` on PostgreSQL or SQLite.
+
+    Streams survive restarts and are shared by every process on the database; see
+    :mod:`helix_dbos.stream.sql` for the batching, dedupe, wake-up and truncation design. Semantics
+    otherwise follow :class:`~helix_dbos.stream.memory.InMemoryStreamManager`.
+
+    Args:
+        database_url: ``postgresql://...`` or ``sqlite:///path``, or an engine you own (made with
+            :func:`helix_dbos.store.engine.create_engine_for`; it is not disposed by :meth:`close`).
+        poll_interval: Seconds between a waiting reader's queries when no NOTIFY can wake it.
+        notify: On PostgreSQL, send ``NOTIFY`` with every write and wake readers by ``LISTEN``.
+        batch_max_chunks: Most chunks committed in one transaction.
+        batch_max_delay: Least seconds between two commit starts, unless a batch is full or a
+            flush is waiting: the most a lone chunk waits. ``0`` commits as soon as possible.
+        max_pending_chunks: Queued chunks above which ``write`` waits for the flusher.
+        check_schema: Refuse to start on a database not migrated to this version.
+        retry: How writes and reads retry transient database errors (default: ``HELIX_DB_RETRY_SECONDS``,
+            see ``helix_dbos.store.retry``).
+    """
+
+    def __init__(
+        self,
+        database_url: str | Engine,
+        *,
+        poll_interval: float = 0.05,
+        notify: bool = True,
+        batch_max_chunks: int = 64,
+        batch_max_delay: float = 0.02,
+        max_pending_chunks: int = 10_000,
+        check_schema: bool = True,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if batch_max_chunks < 1:
+            raise ValueError("batch_max_chunks must be at least 1")
+        if isinstance(database_url, Engine):
+            self._engine = database_url
+            self._owns_engine = False
+        else:
+            self._engine = create_engine_for(database_url)
+            self._owns_engine = True
+        if check_schema:
+            try:
+                check_migrated(self._engine, self._engine.url.render_as_string(hide_password=False))
+            except BaseException:
+                if self._owns_engine:
+                    self._engine.dispose()
+                raise
+        dialect = dialect_for(self._engine, notify=notify)
+        self.poll_interval = poll_interval
+        self.notify = dialect.notify
+        self._max_pending = max_pending_chunks
+        self._signals = Signals()
+        self._retry = retry if retry is not None else RetryPolicy.from_env()
+        self._storage = StreamStorage(dialect, self._retry)
+        self._committer = BatchCommitter(self._storage.write_groups, self._retry)
+        self._flusher = Flusher(
+            self._commit_batch, max_chunks=batch_max_chunks, max_delay=batch_max_delay, name="helix-stream-flusher"
+        )
+        self._reader_host = ReaderHost(
+            signals=self._signals,
+            read_page=self._storage.read_page,
+            wait_timeout=self._wait_timeout,
+            is_closed=lambda: self._closed,
+        )
+        self._listener: Listener | None = None
+        self._listener_lock = threading.Lock()
+        # What this manager itself last did to a stream: "active" lets create_writer skip the
+        # database, "ended" lets write fail at once instead of at commit.
+        self._local_status: dict[str, str] = {}
+        self._closed = False
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine the manager uses."""
+        return self._engine
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How reads and writes retry transient database errors (see ``helix_dbos.store.retry``)."""
+        return self._retry
+
+    @property
+    def listening(self) -> bool:
+        """Whether a ``LISTEN`` connection is live (readers then wake by NOTIFY, not polling)."""
+        return self._listener is not None and self._listener.listening
+
+    # writers ------------------------------------------------------------------------------------
+
+    async def create_writer(self, stream_id: str, run_id: str, agent_type: str) -> SqlStreamWriter:
+        """Return a writer, creating the stream or reactivating it if it ended, failed or paused.
+
+        Reactivating an ended stream moves its ``activation``, so readers attached before the end
+        still stop there. Cheap when this manager already activated the stream: no database call.
+        """
+        self._check_open()
+        if self._local_status.get(stream_id) != "active":
+            await self.flush()  # let queued chunks of the previous turn hit the end they were written before
+            await asyncio.to_thread(self._storage.activate, stream_id)
+            self._set_local(stream_id, "active")
+        return SqlStreamWriter(self._enqueue, self.flush, stream_id, run_id, agent_type)
+
+    async def activate(self, stream_id: str) -> None:
+        """Make the stream active in the database whatever this manager has cached.
+
+        A run's start calls this: another process may have ended or failed the stream (an abort sent
+        to an API process, a run finished on another worker) while this manager still caches it as
+        active, and ``create_writer`` trusts the cache.
+        """
+        self._check_open()
+        await self.flush()
+        await asyncio.to_thread(self._storage.activate, stream_id)
+        self._set_local(stream_id, "active")
+
+    async def write_keyed(
+        self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None = None
+    ) -> None:
+        """Queue ``chunk`` without a writer, stored once per ``dedupe_key``.
+
+        Creates the stream if it does not exist; raises ``HelixError`` at once if this manager
+        ended it. A failure at commit time is logged (a writer's ``write`` would report it).
+        """
+        self._check_open()
+        await self._enqueue(stream_id, chunk, dedupe_key=dedupe_key, run_id=run_id, on_failure=None)
+
+    async def flush(self) -> None:
+        """Wait until every chunk queued so far (by any writer of this manager) is committed."""
+        await asyncio.wrap_future(self._flusher.barrier())
+
+    async def _enqueue(
+        self,
+        stream_id: str,
+        chunk: StreamChunk,
+        *,
+        dedupe_key: str | None,
+        run_id: str | None,
+        on_failure: Callable[[HelixError], None] | None,
+    ) -> None:
+        if self._local_status.get(stream_id) == "ended":
+            raise _ended_error(stream_id)
+        status: StreamStatus | None = None
+        if isinstance(chunk, RunPausedChunk):
+            status = "paused"
+            self._local_status.pop(stream_id, None)  # the next create_writer must reactivate
+        elif isinstance(chunk, RunResumedChunk):
+            status = "active"
+        pending = PendingChunk(
+            stream_id=stream_id,
+            run_id=run_id,
+            chunk_type=chunk.type,
+            step=chunk.step,
+            body=storage_body(chunk),
+            dedupe_key=dedupe_key,
+            status=status,
+            on_failure=on_failure,
+        )
+        if self._flusher.submit(pending) > self._max_pending:
+            await self.flush()
+
+    def _commit_batch(self, batch: list[PendingChunk]) -> None:
+        """Store ``batch`` (runs on the flusher thread; ``sql.flusher`` says what happens on errors)."""
+        outcome = self._committer.commit(batch)
+        for stream_id, items in outcome.ended.items():
+            self._set_local(stream_id, "ended")
+            error = _ended_error(stream_id)
+            _log.warning("stream flusher: dropped %d chunk(s): %s", len(items), error.message)
+            for item in items:
+                if item.on_failure is not None:
+                    item.on_failure(error)
+        for stream_id in outcome.stored:
+            self._signals.bump(stream_id)
+
+    # readers ------------------------------------------------------------------------------------
+
+    async def create_reader(self, stream_id: str) -> SqlStreamReader | None:
+        """Return a live reader from the first stored chunk, or ``None`` for an unknown stream."""
+        return await self.create_resumable_reader(stream_id)
+
+    async def create_resumable_reader(self, stream_id: str, *, from_sequence: int = 0) -> SqlStreamReader | None:
+        """Return a live reader of the chunks with a sequence above ``from_sequence``."""
+        self._check_open()
+        await self.flush()
+        row = await asyncio.to_thread(self._storage.load_row, stream_id)
+        if row is None:
+            return None
+        reader = SqlStreamReader(self._reader_host, stream_id, from_sequence, row)
+        self._ensure_listener()
+        return reader
+
+    async def records(self, stream_id: str, after_sequence: int = 0) -> AsyncIterator[ChunkRecord]:
+        """Follow the stream live from ``after_sequence``, yielding chunks with their sequences.
+
+        For SSE: the sequence is the event id a client reconnects with. Yields nothing for an
+        unknown stream; raises like a reader on a failed or truncated stream.
+        """
+        reader = await self.create_resumable_reader(stream_id, from_sequence=after_sequence)
+        if reader is None:
+            return
+        try:
+            while True:
+                try:
+                    record = await reader.next_record()
+                except StopAsyncIteration:
+                    return
+                yield record
+        finally:
+            await reader.close()
+
+    async def read_records(self, stream_id: str, after_sequence: int = 0) -> list[ChunkRecord]:
+        """Return the stored chunks after ``after_sequence`` with their sequences (a snapshot)."""
+        await self.flush()
+        return await asyncio.to_thread(self._storage.read_records, stream_id, after_sequence)
+
+    # lifecycle ----------------------------------------------------------------------------------
+
+    async def end_stream(self, stream_id: str, output: object = None) -> None:
+        """Mark the stream ended after every chunk queued before; readers stop after the stored chunks.
+
+        ``output`` is not kept: the session store owns the run's output.
+        """
+        await self._terminate(stream_id, "ended", None)
+
+    async def fail_stream(self, stream_id: str, error: str) -> None:
+        """Mark the stream failed; readers raise ``HelixError`` after the stored chunks."""
+        await self._terminate(stream_id, "failed", error)
+
+    async def _terminate(self, stream_id: str, status: StreamStatus, error: str | None) -> None:
+        self._check_open()
+        await self.flush()
+        marker = self._committer.pending_loss_marker(stream_id)
+        if marker is not None:  # chunks lost to an outage: say so before the end
+            self._flusher.submit(marker)
+            await self.flush()
+        stored_error = None if error is None else codec.escape_text(error)
+        await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error)
+        self._set_local(stream_id, "ended")
+        self._signals.bump(stream_id)
+
+    async def cleanup_to_step(self, stream_id: str, step_count: int) -> None:
+        """Remove chunks whose ``step`` is above ``step_count``; chunks without a step stay.
+
+        Records the truncation marker, so attached readers everywhere that had not reached a removed
+        chunk raise ``StreamTruncatedError`` on their next iteration.
+        """
+        self._check_open()
+        await self.flush()
+        if await asyncio.to_thread(self._storage.cleanup, stream_id, step_count):
+            self._signals.bump(stream_id, control=True)
+
+    async def reset_stream(self, stream_id: str) -> None:
+        """Remove every chunk, stop attached readers and make the stream active; sequences go on."""
+        self._check_open()
+        await self.flush()
+        await asyncio.to_thread(self._storage.reset, stream_id)
+        self._set_local(stream_id, "active")
+        self._signals.bump(stream_id, control=True)
+
+    async def delete_stream(self, stream_id: str) -> None:
+        """Delete the stream and its chunks (retention, session deletion); attached readers stop.
+
+        Nothing expires on its own: streams live until deleted, so call this when their session goes.
+        """
+        self._check_open()
+        await self.flush()
+        await asyncio.to_thread(self._storage.delete, stream_id)
+        self._local_status.pop(stream_id, None)
+        self._signals.bump(stream_id, control=True)
+
+    async def get_stream_info(self, stream_id: str) -> StreamInfo | None:
+        """Return the stream's status and counters (after queued chunks), or ``None`` if unknown."""
+        await self.flush()
+        return await asyncio.to_thread(self._storage.info, stream_id)
+
+    def close(self) -> None:
+        """Commit queued chunks, stop the threads, stop readers and release connections.
+
+        Blocks; from async code prefer :meth:`aclose`. The engine is disposed only if the manager
+        created it.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._flusher.stop()
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+        self._signals.bump_all(control=True)
+        if self._owns_engine:
+            self._engine.dispose()
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    # internals ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HelixError("The stream manager is closed", code="transport_error", retryable=False)
+
+    def _set_local(self, stream_id: str, status: str) -> None:
+        if len(self._local_status) >= _LOCAL_STATUS_LIMIT:
+            self._local_status.clear()  # a cache: losing it costs a round trip, not correctness
+        self._local_status[stream_id] = status
+
+    def _wait_timeout(self) -> float:
+        return max(self.poll_interval, _LISTEN_SAFETY_POLL) if self.listening else self.poll_interval
+
+    def _ensure_listener(self) -> None:
+        if not self.notify or self._listener is not None or self._closed:
+            return
+        with self._listener_lock:
+            if self._listener is not None or self._closed:
+                return
+            self._listener = self._storage.dialect.listener(self._on_notify, self._signals.bump_all)
+            if self._listener is not None:
+                self._listener.start()
+
+    def _on_notify(self, payload: str) -> None:
+        dispatch(payload, self._signals)
+
+
+def _ended_error(stream_id: str) -> HelixError:
+    return HelixError(
+        f"Stream {stream_id!r} has ended; create a new writer to start another turn",
+        code="transport_error",
+        retryable=False,
+    )
+
+
+if TYPE_CHECKING:
+    # Checked by mypy only: the SQL manager must satisfy the protocol structurally.
+    _conforms: StreamManager = SqlStreamManager("sqlite://")

@@ -1,0 +1,90 @@
+"""The stream manager on PostgreSQL: one-parameter batch inserts, ``NOTIFY`` on every write, ``LISTEN``.
+
+Differences from SQLite, and why:
+
+- A batch of chunks goes in as ONE parameter, a JSON array of ``[run_id, dedupe_key, chunk]``: a
+  short query that psycopg and the server parse once, and no per-value escaping (a 64-row
+  ``VALUES`` list, or one text array per column, costs milliseconds of client CPU per batch).
+  ``json`` (not ``jsonb``) operators return the chunk's text verbatim; its ``type`` and ``step``
+  come from the chunk itself.
+- Every write transaction announces its stream on :data:`~helix_dbos.stream.sql.listen.NOTIFY_CHANNEL`;
+  for appends, ``pg_notify`` rides in the upsert's ``RETURNING`` list, saving a round trip per batch
+  (NOTIFY is delivered at commit).
+- Single-statement reads run on an autocommit connection: one statement is one snapshot, and
+  autocommit saves the BEGIN and COMMIT round trips.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine
+
+from helix_dbos.stream.sql import queries
+from helix_dbos.stream.sql.dialect import StreamDialect
+from helix_dbos.stream.sql.flusher import PendingChunk
+from helix_dbos.stream.sql.listen import MAX_NOTIFY_ID_BYTES, NOTIFY_CHANNEL, Listener, notify_payload
+
+_NOTIFY_RETURNING: Final = (
+    f", pg_notify('{NOTIFY_CHANNEL}', CASE WHEN octet_length(stream_id) > {MAX_NOTIFY_ID_BYTES} "
+    "THEN '*' ELSE 'c:' || stream_id END)"
+)
+
+_INSERT_CHUNKS: Final = sa.text(
+    """
+INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at)
+SELECT :sid, :base + t.ord, t.x ->> 0, CAST(t.x -> 2 ->> 'step' AS INTEGER), t.x -> 2 ->> 'type', t.x -> 2,
+       t.x ->> 1, :now
+FROM json_array_elements(CAST(:rows AS JSON)) WITH ORDINALITY AS t(x, ord)
+ON CONFLICT (stream_id, dedupe_key) DO NOTHING
+RETURNING sequence
+"""
+)
+
+_NOTIFY: Final = sa.text("SELECT pg_notify(:channel, :payload)")
+
+
+class PostgresStreamDialect(StreamDialect):
+    """PostgreSQL: see the module docstring. ``notify=False`` neither sends ``NOTIFY`` nor listens."""
+
+    def __init__(self, engine: Engine, *, notify: bool) -> None:
+        super().__init__(engine)
+        self.notify = notify
+        self._append = queries.append_statement(_NOTIFY_RETURNING if notify else "")
+        self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    @property
+    def append_statement(self) -> sa.TextClause:
+        """The append upsert, with ``pg_notify`` in its ``RETURNING`` list when notifying."""
+        return self._append
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """An autocommit connection: a single statement needs no transaction."""
+        with self._read_engine.connect() as conn:
+            yield conn
+
+    def insert_chunks(
+        self, conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int
+    ) -> list[int] | None:
+        """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences."""
+        rows = ",".join(f"[{json.dumps(item.run_id)},{json.dumps(item.dedupe_key)},{item.body}]" for item in items)
+        result = conn.execute(_INSERT_CHUNKS, {"sid": stream_id, "base": base, "rows": f"[{rows}]", "now": now})
+        stored = sorted(int(sequence) for sequence in result.scalars())
+        return None if len(stored) == len(items) else stored
+
+    def send_notify(self, conn: Connection, stream_id: str, *, control: bool) -> None:
+        """``NOTIFY`` the stream's change, delivered when ``conn`` commits."""
+        if self.notify:
+            conn.execute(_NOTIFY, {"channel": NOTIFY_CHANNEL, "payload": notify_payload(stream_id, control=control)})
+
+    def listener(self, on_payload: Callable[[str], None], on_state: Callable[[], None]) -> Listener | None:
+        """A ``LISTEN`` thread on the engine's database (psycopg's own URL form), when notifying."""
+        if not self.notify:
+            return None
+        url = self.engine.url.set(drivername="postgresql")
+        return Listener(url.render_as_string(hide_password=False), on_payload, on_state)

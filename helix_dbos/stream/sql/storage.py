@@ -1,0 +1,197 @@
+"""The stream manager's database operations: synchronous, one transaction each, retried.
+
+:class:`StreamStorage` is everything :class:`~helix_dbos.stream.sql.manager.SqlStreamManager`
+does to the database, kept apart from the manager's async, cache and thread bookkeeping so each can
+be read on its own. Every method is one whole transaction (or one autocommit read) and retries
+transient database errors under ``retry_policy`` (``helix_dbos.store.retry``); the caller runs it
+in a worker thread (``asyncio.to_thread``) or on the flusher thread.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Engine
+
+from helix_dbos.store.engine import begin_write, now_ms
+from helix_dbos.store.retry import RetryPolicy, retrying
+from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamStatus
+from helix_dbos.stream.sql import queries
+from helix_dbos.stream.sql.dialect import StreamDialect
+from helix_dbos.stream.sql.flusher import PendingChunk
+from helix_dbos.stream.sql.postgres import PostgresStreamDialect
+from helix_dbos.stream.sql.queries import StreamRow, chunk_from_storage
+from helix_dbos.stream.sql.sqlite import SqliteStreamDialect
+
+__all__ = ["StreamStorage", "dialect_for"]
+
+
+def dialect_for(engine: Engine, *, notify: bool) -> StreamDialect:
+    """The :class:`StreamDialect` of ``engine``'s database; ``notify`` matters on PostgreSQL only."""
+    if engine.dialect.name == "postgresql":
+        return PostgresStreamDialect(engine, notify=notify)
+    return SqliteStreamDialect(engine)
+
+
+class StreamStorage:
+    """Reads and writes ``helix_streams`` / ``helix_stream_chunks`` through one dialect."""
+
+    def __init__(self, dialect: StreamDialect, retry: RetryPolicy) -> None:
+        self.dialect = dialect
+        self._engine = dialect.engine
+        self._retry = retry
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How every operation retries transient database errors (read by ``@retrying``)."""
+        return self._retry
+
+    # writes -------------------------------------------------------------------------------------
+
+    @retrying
+    def activate(self, stream_id: str) -> None:
+        """Create the stream or make it active; an ended one moves its ``activation``."""
+        with begin_write(self._engine) as conn:
+            conn.execute(queries.ACTIVATE, {"sid": stream_id, "now": now_ms()})
+
+    @retrying
+    def terminate(self, stream_id: str, status: StreamStatus, stored_error: str | None) -> None:
+        """Record the stream's end (``ended`` / ``failed``) at its latest sequence, and announce it."""
+        params = {"sid": stream_id, "status": status, "error": stored_error, "now": now_ms()}
+        with begin_write(self._engine) as conn:
+            conn.execute(queries.TERMINATE, params)
+            self.dialect.send_notify(conn, stream_id, control=False)
+
+    def write_groups(self, groups: dict[str, list[PendingChunk]]) -> set[str]:
+        """Store every stream's chunks in one transaction; returns the streams that had ended.
+
+        Not retried here: the flusher's ``BatchCommitter`` retries it and isolates failures.
+        """
+        now = now_ms()
+        ended: set[str] = set()
+        with begin_write(self._engine) as conn:
+            # Every process locks stream rows in the same order, so two batches never deadlock.
+            for stream_id in sorted(groups):
+                if not self.append(conn, stream_id, groups[stream_id], now):
+                    ended.add(stream_id)
+        return ended
+
+    def append(self, conn: Connection, stream_id: str, items: list[PendingChunk], now: int) -> bool:
+        """Store one stream's share of a batch; ``False`` when the stream has ended.
+
+        Sequences come from the stream row in this transaction: the upsert adds the batch's size to
+        ``latest_sequence`` and the row lock it takes orders writers in every process. Chunks whose
+        dedupe key is stored already are skipped and the survivors renumbered down, so sequences
+        stay contiguous.
+        """
+        unique = items
+        if any(item.dedupe_key is not None for item in items):
+            keys: set[str] = set()
+            unique = []
+            for item in items:
+                if item.dedupe_key is not None:
+                    if item.dedupe_key in keys:
+                        continue
+                    keys.add(item.dedupe_key)
+                unique.append(item)
+        status = next((item.status for item in reversed(items) if item.status is not None), None)
+        reserved = len(unique)
+        params = {"sid": stream_id, "n": reserved, "status": status, "now": now}
+        row = conn.execute(self.dialect.append_statement, params).first()
+        if row is None:
+            return False
+        base = int(row[0]) - reserved
+        stored = self.dialect.insert_chunks(conn, stream_id, base, unique, now)
+        if stored is not None:
+            # Some keys were stored already (a replay). The row lock is still ours, so close the
+            # holes they left: move the new rows down, lowest first, and give the numbers back.
+            renumber = [
+                {"sid": stream_id, "old": old, "new": base + rank}
+                for rank, old in enumerate(stored, start=1)
+                if old != base + rank
+            ]
+            if renumber:
+                conn.execute(queries.RENUMBER, renumber)
+            unused = reserved - len(stored)
+            conn.execute(queries.FIX_COUNTERS, {"sid": stream_id, "unused": unused, "missing": unused})
+        return True
+
+    @retrying
+    def cleanup(self, stream_id: str, step_count: int) -> bool:
+        """Delete chunks of steps after ``step_count`` and record the truncation; ``True`` if any went."""
+        now = now_ms()
+        with begin_write(self._engine) as conn:
+            # Lock the row first, as writers do: the same lock order everywhere.
+            if conn.execute(queries.LOCK_STREAM, {"sid": stream_id, "now": now}).first() is None:
+                return False
+            removed = [
+                int(s)
+                for s in conn.execute(queries.DELETE_AFTER_STEP, {"sid": stream_id, "step": step_count}).scalars()
+            ]
+            if not removed:
+                return False
+            conn.execute(
+                queries.MARK_TRUNCATED,
+                {
+                    "sid": stream_id,
+                    "removed": len(removed),
+                    "step": step_count,
+                    "max_removed": max(removed),
+                    "now": now,
+                },
+            )
+            self.dialect.send_notify(conn, stream_id, control=True)
+        return True
+
+    @retrying
+    def delete(self, stream_id: str) -> None:
+        """Delete the stream row and its chunks."""
+        with begin_write(self._engine) as conn:
+            conn.execute(queries.DELETE_STREAM, {"sid": stream_id})
+            conn.execute(queries.DELETE_ALL, {"sid": stream_id})
+            self.dialect.send_notify(conn, stream_id, control=True)
+
+    @retrying
+    def reset(self, stream_id: str) -> None:
+        """Delete every chunk, make the stream active and move its ``activation``; sequences go on."""
+        with begin_write(self._engine) as conn:
+            conn.execute(queries.RESET, {"sid": stream_id, "now": now_ms()})
+            conn.execute(queries.DELETE_ALL, {"sid": stream_id})
+            self.dialect.send_notify(conn, stream_id, control=True)
+
+    # reads --------------------------------------------------------------------------------------
+
+    @retrying
+    def load_row(self, stream_id: str) -> StreamRow | None:
+        """The stream's row, or ``None`` for an unknown stream."""
+        with self.dialect.reading() as conn:
+            row = conn.execute(queries.ROW, {"sid": stream_id}).first()
+        return None if row is None else StreamRow.from_row(row)
+
+    @retrying
+    def read_page(self, stream_id: str, after: int) -> tuple[StreamRow | None, list[ChunkRecord]]:
+        """The stream's row and the next page of chunks after ``after``, in one snapshot."""
+        with self.dialect.reading() as conn:
+            rows = conn.execute(queries.PAGE, {"sid": stream_id, "after": after, "limit": queries.READ_PAGE}).all()
+        if not rows:
+            return None, []
+        records = [
+            ChunkRecord.model_construct(sequence=int(r[10]), chunk=chunk_from_storage(r[11]))
+            for r in rows
+            if r[10] is not None
+        ]
+        return StreamRow.from_row(rows[0]), records
+
+    @retrying
+    def read_records(self, stream_id: str, after: int) -> list[ChunkRecord]:
+        """Every stored chunk after ``after``, with its sequence."""
+        with self.dialect.reading() as conn:
+            rows = conn.execute(queries.RECORDS, {"sid": stream_id, "after": after}).all()
+        return [ChunkRecord.model_construct(sequence=int(r[0]), chunk=chunk_from_storage(r[1])) for r in rows]
+
+    @retrying
+    def info(self, stream_id: str) -> StreamInfo | None:
+        """The stream's status and counters, or ``None`` for an unknown stream."""
+        with self.dialect.reading() as conn:
+            row = conn.execute(queries.INFO, {"sid": stream_id}).first()
+        if row is None:
+            return None
+        return StreamInfo(status=row[0], latest_sequence=int(row[1]), chunk_count=int(row[2]))
