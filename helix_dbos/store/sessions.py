@@ -406,6 +406,7 @@ class SqlSessionStore:
         """Return all runs of the session by turn (1, 2, 3 ...)."""
         return run_ops.list_runs(self._engine, session_id)
 
+    @retrying
     def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
         """Runs with status ``running`` by run id, after ``after_run_id`` (see ``helix_dbos.store.runs``)."""
         return run_ops.list_running_runs(self._engine, after_run_id=after_run_id, limit=limit)

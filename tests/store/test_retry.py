@@ -5,6 +5,7 @@ The behaviour against a real database restart is in ``tests/durability``; here t
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sqlite3
 import time
@@ -15,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from helix_dbos.errors import DatabaseUnavailableError, HelixError
+from helix_dbos.store import SqlPendingCallStore, SqlSessionStore, SqlWorkerRegistry
 from helix_dbos.store.retry import RETRY_SECONDS_ENV, RetryPolicy, is_transient, retry_call
 
 FAST = RetryPolicy(max_seconds=0.5, initial_backoff=0.001, max_backoff=0.01)
@@ -183,3 +185,25 @@ def test_a_connection_the_server_refused_for_good_is_not_retried(message: str) -
 )
 def test_a_connection_refused_while_the_server_restarts_is_retried(message: str) -> None:
     assert is_transient(psycopg.OperationalError(message))
+
+
+_NO_TRANSACTION = {"close", "open_calls"}
+"""Public methods that open no transaction of their own (``open_calls`` filters ``get``, which retries)."""
+
+
+@pytest.mark.parametrize("store_class", [SqlSessionStore, SqlPendingCallStore, SqlWorkerRegistry])
+def test_every_store_operation_retries_transient_errors(store_class: type) -> None:
+    """A store method without ``@retrying`` fails a run (or a worker's start) on a database restart.
+
+    ``list_running_runs`` once lacked it, and a worker started during a PostgreSQL restart exited
+    inside ``launch()``'s orphan scan.
+    """
+    unwrapped = [
+        name
+        for name, member in vars(store_class).items()
+        if inspect.isfunction(member)
+        and not name.startswith("_")
+        and name not in _NO_TRANSACTION
+        and not hasattr(member, "__wrapped__")
+    ]
+    assert unwrapped == []
