@@ -8,8 +8,9 @@ Why three counters:
   (``PGSTAT_IDLE_INTERVAL``). ``pg_stat_force_next_flush()`` only reaches the calling backend and
   ``pg_stat_clear_snapshot()`` only drops the caller's cached copy, so neither makes another
   backend's counts visible: an exact figure needs the pools to sit idle past that interval
-  (``flush_wait``) before each snapshot, and those waits' own background transactions (DBOS's queue
-  poller and the like) are measured once and subtracted.
+  (``flush_wait``) before each snapshot. The process's background transactions (DBOS's queue and
+  scheduler pollers, helix-dbos's sweeper: about ten a second) are measured once while idle and
+  subtracted at that rate over each interval, the measured block and its wait.
 - the transaction-id horizon (``pg_snapshot_xmax(pg_current_snapshot())``) counts transactions that
   wrote something; it is exact and immediate, so it needs no wait (reading it assigns no id).
 - ``pg_stat_statements`` (when the server preloads it) gives the per-statement breakdown, immediately.
@@ -46,8 +47,8 @@ class ServerCounters:
         self.engine = sa.create_engine(_psycopg(url), isolation_level="AUTOCOMMIT", poolclass=NullPool)
         self.flush_wait = flush_wait
         self.statements = self._try_statements()
-        self.background_per_wait = 0.0
-        """Committed transactions that happen during one idle wait (background threads, our reads)."""
+        self.background_rate = 0.0
+        """Committed transactions per second while idle (background threads, our own reads)."""
 
     def _try_statements(self) -> bool:
         try:
@@ -71,15 +72,15 @@ class ServerCounters:
         return Snapshot(int(row[0]), int(row[1]), time.perf_counter())
 
     def calibrate(self) -> float:
-        """Measure the committed transactions of one idle wait; later deltas subtract it."""
+        """Measure the idle rate of committed transactions (per second); later deltas subtract it."""
         first = self.snapshot()
         second = self.snapshot()
-        self.background_per_wait = float(second.xact_commit - first.xact_commit)
-        return self.background_per_wait
+        self.background_rate = (second.xact_commit - first.xact_commit) / (second.taken_at - first.taken_at)
+        return self.background_rate
 
     def commits_between(self, before: Snapshot, after: Snapshot) -> float:
-        """Committed transactions between two waited snapshots, less one wait's background."""
-        return after.xact_commit - before.xact_commit - self.background_per_wait
+        """Committed transactions between two waited snapshots, less the background over that time."""
+        return after.xact_commit - before.xact_commit - self.background_rate * (after.taken_at - before.taken_at)
 
     def reset_statements(self) -> None:
         if self.statements:

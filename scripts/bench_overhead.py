@@ -10,8 +10,10 @@ first 1.94x figure used).
 
 For each system it prints latency (p50, mean, p95), throughput, committed PostgreSQL transactions
 per run (``pg_stat_database.xact_commit``, read after the pools sit idle long enough for every
-backend to flush its counters; see scripts/_bench_pg.py), write transactions per run (the
-transaction-id horizon) and client CPU per run (``time.process_time``: every thread of this
+backend to flush its counters; see scripts/_bench_pg.py; it includes SQLAlchemy's pre-ping round
+trips, each its own transaction), write transactions per run (the transaction-id horizon), explicit
+``COMMIT`` statements per run (pg_stat_statements: exact, no pings, no background) and client CPU
+per run (``time.process_time``: every thread of this
 process, DBOS's and helix-dbos's background threads included). ``--statements N`` adds the N most
 called statements per run of each system (pg_stat_statements, preloaded on the throw-away cluster).
 
@@ -157,7 +159,8 @@ class Tally:
         return (
             f"  {name:10s}: p50 {statistics.median(ordered):6.1f} ms  mean {statistics.fmean(ordered):6.1f} ms  "
             f"p95 {p95:6.1f} ms  {runs / self.wall:5.1f} runs/s  | xacts/run {self.commits / runs:6.1f}  "
-            f"writes/run {self.writes / runs:5.1f}  | CPU/run {self.cpu / runs * 1000:5.1f} ms"
+            f"writes/run {self.writes / runs:5.1f}  COMMITs/run {self.statements['COMMIT'] / runs:5.1f}  "
+            f"| CPU/run {self.cpu / runs * 1000:5.1f} ms"
         )
 
 
@@ -212,7 +215,7 @@ def main() -> None:
         print(
             f"workload: {TOOL_CALLS + 1} LLM steps + {TOOL_CALLS} tool calls per run, "
             f"PostgreSQL at {url.split('@')[-1]}; helix-dbos with the {args.stream} stream; "
-            f"background {background:.0f} commits per {args.flush_wait:.0f} s wait (subtracted)"
+            f"background {background:.1f} commits/s while idle (subtracted)"
         )
         systems = {"bare DBOS": run_bare, "helix-dbos": lambda: run_helix(executor)}
         for concurrency in (1, args.concurrency):

@@ -124,25 +124,38 @@ def _between(log: list[str], start: str, end: str) -> list[tuple[str, str]]:
 def _report(name: str, lines: list[tuple[str, str]], full: bool) -> None:
     print(f"\n=== {name}: {len(lines)} statements")
     # Transactions: BEGIN..COMMIT groups per backend, and statements outside one (autocommit).
+    # A ";" outside a transaction is SQLAlchemy's pool_pre_ping (psycopg sends an empty query): a
+    # transaction of its own, charged here to the transaction that follows it on that connection.
     open_tx: dict[str, list[str]] = {}
+    pinged: dict[str, bool] = {}
     transactions: Counter[str] = Counter()
+    pings: Counter[str] = Counter()
+
+    def count(label: str, pid: str) -> None:
+        transactions[label] += 1
+        if pinged.pop(pid, False):
+            pings[label] += 1
+
     for pid, stmt in lines:
         if full:
             print(f"  [{pid}] {' '.join(stmt.split())[:160]}")
         word = stmt.strip().split()[0].upper() if stmt.strip() else ""
-        if word == "BEGIN":
+        if stmt.strip() == ";" and pid not in open_tx:
+            pinged[pid] = True
+        elif word == "BEGIN":
             open_tx[pid] = []
         elif word in ("COMMIT", "ROLLBACK"):
             body = open_tx.pop(pid, [])
             labels = sorted({source(s) for s in body}) or ["(empty)"]
-            transactions[f"{word.lower()}: " + " + ".join(labels)] += 1
+            count(f"{word.lower()}: " + " + ".join(labels), pid)
         elif pid in open_tx:
             open_tx[pid].append(stmt)
         else:
-            transactions[f"autocommit: {source(stmt)}"] += 1
-    print(f"  transactions by content ({sum(transactions.values())}):")
-    for label, count in transactions.most_common():
-        print(f"    {count:4d}  {label}")
+            count(f"autocommit: {source(stmt)}", pid)
+    total = sum(transactions.values()) + sum(pings.values())
+    print(f"  transactions by content ({total}, of which {sum(pings.values())} pings): count (+ pings before them)")
+    for label, n in transactions.most_common():
+        print(f"    {n:4d} (+{pings[label]:3d})  {label}")
 
 
 if __name__ == "__main__":
