@@ -20,9 +20,14 @@ def bench_database(url: str | None, prefix: str) -> Iterator[str]:
     url = url or os.environ.get(DATABASE_URL_ENV)
     cluster = None
     if url is None:
+        from scripts._bench_pg import PRELOAD_OPTIONS
         from tests.pg import create_database, start_local_cluster, unique_name
 
         cluster = start_local_cluster()
+        # Restart with pg_stat_statements preloaded, for the per-statement accounting.
+        cluster.extra_options = f"{cluster.extra_options} {PRELOAD_OPTIONS}"
+        cluster.crash()
+        cluster.start()
         url = create_database(cluster.url, unique_name(prefix))
     try:
         upgrade(url)

@@ -5,9 +5,14 @@ Prints:
   the transcript (observed when the model is next called: the LLM step commits the transcript just
   before it calls the model), for a run blocked in ``DBOS.recv``;
 - the same for the parked path, where the submission starts the continuation run;
-- memory (RSS) and thread count of this process with N runs waiting hot, and with N runs parked.
+- for the hot path, the client CPU (``time.process_time``, every thread) from the submission to the
+  run's result, and with ``--statements N`` the N most frequent statements of that stretch;
+- memory (RSS) and thread count of this process with N runs waiting hot, and with N runs parked,
+  and for N parked runs the throughput, CPU and committed PostgreSQL transactions per run of
+  parking them (start -> suspended) and of answering them (submission -> completed).
 
-Usage: python scripts/bench_hitl.py [--runs 1000] [--samples 30] [--database-url URL]
+Usage: python scripts/bench_hitl.py [--runs 1000] [--samples 30] [--statements 0] [--flush-wait 11]
+       [--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py).
 """
 
@@ -19,6 +24,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,6 +44,7 @@ from helix_dbos import (
     define_agent,
     define_tool,
 )
+from scripts._bench_pg import FLUSH_WAIT_SECONDS, ServerCounters
 from scripts._bench_setup import bench_database, configure_dbos
 
 
@@ -110,6 +117,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--statements", type=int, default=0, help="print the N most frequent hot-path statements")
+    parser.add_argument("--flush-wait", type=float, default=FLUSH_WAIT_SECONDS, help="idle seconds before a snapshot")
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
     with bench_database(args.database_url, "hitl") as url:
@@ -118,15 +127,29 @@ def main() -> None:
         DBOS.launch()
         print(f"PostgreSQL at {url.split('@')[-1]}")
 
+        counters = ServerCounters(url, flush_wait=args.flush_wait)
+        counters.calibrate()
         hot: list[float] = []
+        hot_cpu = 0.0
+        statements: Counter[str] = Counter()
         for _ in range(args.samples):
             sid = f"hot-{uuid.uuid4().hex}"
             handle = executor.execute(agent, "go", session_id=sid)
             wait_open(executor, sid)
             time.sleep(0.05)  # let the run settle into recv
+            counters.reset_statements()
+            cpu = time.process_time()
             hot.append(submit(executor, sid))
             handle.result()
+            hot_cpu += time.process_time() - cpu
+            for query, calls, _ms in counters.statement_counts():
+                statements[query] += calls
         report("hot submission    -> tool result in transcript", hot)
+        print(f"  CPU from submission to result: {hot_cpu / args.samples * 1000:5.1f} ms per run")
+        if args.statements:
+            print(f"  statements from submission to result, per run ({sum(statements.values()) / args.samples:.1f}):")
+            for query, calls in statements.most_common(args.statements):
+                print(f"    {calls / args.samples:6.2f}  {' '.join(query.split())[:150]}")
 
         executor._services.hot_window_seconds = 0.05  # park right away for this part
         parked: list[float] = []
@@ -142,25 +165,38 @@ def main() -> None:
         for mode, window in (("parked (workflow ended)", 0.05), ("hot (blocked in DBOS.recv)", 3600.0)):
             executor._services.hot_window_seconds = window
             ids = [f"many-{uuid.uuid4().hex}" for _ in range(args.runs)]
-            started = time.perf_counter()
+            before = counters.snapshot()
+            started, cpu = time.perf_counter(), time.process_time()
             for sid in ids:
                 executor.execute(agent, "go", session_id=sid)
             for sid in ids:
                 wait_open(executor, sid)
                 if window < 1:
                     wait_status(executor, sid, "suspended")
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             time.sleep(1.0)
             rss, threads = rss_mb(), threading.active_count()
             print(
                 f"{args.runs} runs {mode:27s}: RSS {rss:7.1f} MB (+{rss - base_rss:6.1f}), "
                 f"threads {threads} (+{threads - base_threads})   [all waiting after {elapsed:5.1f} s]"
             )
+            parked = counters.snapshot()
+            answered, answer_cpu = time.perf_counter(), time.process_time()
             for sid in ids:  # answer them all, so the next measurement starts clean
                 executor.submit_tool_result(sid, {"kind": "client-tool-result", "tool_call_id": "ask", "result": "y"})
             for sid in ids:
                 wait_status(executor, sid, "completed")
-            time.sleep(1.0)
+            answered, answer_cpu = time.perf_counter() - answered, time.process_time() - answer_cpu
+            done = counters.snapshot()
+            if window < 1:
+                print(
+                    f"  parking   : {args.runs / elapsed:6.1f} runs/s  CPU {cpu / args.runs * 1000:5.1f} ms/run  "
+                    f"xacts {counters.commits_between(before, parked) / args.runs:5.1f}/run (RSS wait included)\n"
+                    f"  answering : {args.runs / answered:6.1f} runs/s  "
+                    f"CPU {answer_cpu / args.runs * 1000:5.1f} ms/run  "
+                    f"xacts {counters.commits_between(parked, done) / args.runs:5.1f}/run (submission -> completed)"
+                )
+        counters.close()
         executor.close()
         DBOS.destroy()
 

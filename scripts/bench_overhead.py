@@ -4,9 +4,21 @@ Workload per run: 10 LLM steps and 9 tool calls, with a zero-latency scripted mo
 measured is pure engine cost. The bare baseline is one DBOS workflow making the same 19 steps (an
 "llm" step returning a dict, a "tool" step returning a dict) and nothing else: no transcript, no
 session store, no checkpoints. Both run in this process, against the same database, alternating
-in rounds so machine noise hits both alike.
+in rounds so machine noise hits both alike. helix-dbos runs with the durable SQL stream, as
+``helix_dbos.launch`` configures it (``--stream memory`` for the in-memory one, which the issue's
+first 1.94x figure used).
 
-Usage:  python scripts/bench_overhead.py [--runs 60] [--concurrency 8] [--database-url URL]
+For each system it prints latency (p50, mean, p95), throughput, committed PostgreSQL transactions
+per run (``pg_stat_database.xact_commit``, read after the pools sit idle long enough for every
+backend to flush its counters; see scripts/_bench_pg.py; it includes SQLAlchemy's pre-ping round
+trips, each its own transaction), write transactions per run (the transaction-id horizon), explicit
+``COMMIT`` statements per run (pg_stat_statements: exact, no pings, no background) and client CPU
+per run (``time.process_time``: every thread of this
+process, DBOS's and helix-dbos's background threads included). ``--statements N`` adds the N most
+called statements per run of each system (pg_stat_statements, preloaded on the throw-away cluster).
+
+Usage:  python scripts/bench_overhead.py [--runs 40] [--rounds 2] [--concurrency 8] [--statements 40]
+        [--flush-wait 11] [--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py).
 """
 
@@ -17,7 +29,9 @@ import statistics
 import sys
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +51,8 @@ from helix_dbos import (
     define_tool,
 )
 from helix_dbos.messages import ToolResultMessage
+from helix_dbos.stream.sql import SqlStreamManager
+from scripts._bench_pg import FLUSH_WAIT_SECONDS, ServerCounters, Snapshot
 from scripts._bench_setup import bench_database, configure_dbos
 
 TOOL_CALLS = 9
@@ -86,6 +102,23 @@ def bare_workflow() -> str:
     return "unreachable"
 
 
+def make_executor(url: str, stream: str, stream_delay: float | None = None) -> DBOSAgentExecutor:
+    """The executor as ``helix_dbos.launch`` builds it (durable stream), or with an in-memory stream.
+
+    ``stream_delay`` overrides the durable stream's ``batch_max_delay`` (the least time between two
+    flushes), to measure what batching more chunks per transaction buys.
+    """
+    store = SqlSessionStore(url)
+    manager = None
+    if stream == "sql":
+        manager = (
+            SqlStreamManager(store.engine)
+            if stream_delay is None
+            else SqlStreamManager(store.engine, batch_max_delay=stream_delay)
+        )
+    return DBOSAgentExecutor(store, llm_adapter=ZeroLatencyModel(), stream_manager=manager, agents=[agent])
+
+
 def run_helix(executor: DBOSAgentExecutor) -> float:
     started = time.perf_counter()
     result = executor.execute(agent, "go", session_id=f"b-{uuid.uuid4().hex}").result()
@@ -108,54 +141,104 @@ def measure(fn: Any, runs: int, concurrency: int) -> list[float]:
         return list(pool.map(lambda _: fn(), range(runs)))
 
 
-def summary(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+@dataclass
+class Tally:
+    """What one system cost over the measured blocks of one concurrency level."""
+
+    samples: list[float] = field(default_factory=list)
+    wall: float = 0.0
+    cpu: float = 0.0
+    commits: float = 0.0
+    writes: int = 0
+    statements: Counter[str] = field(default_factory=Counter)
+
+    def line(self, name: str) -> str:
+        runs = len(self.samples)
+        ordered = sorted(self.samples)
+        p95 = ordered[min(runs - 1, int(0.95 * runs))]
+        return (
+            f"  {name:10s}: p50 {statistics.median(ordered):6.1f} ms  mean {statistics.fmean(ordered):6.1f} ms  "
+            f"p95 {p95:6.1f} ms  {runs / self.wall:5.1f} runs/s  | xacts/run {self.commits / runs:6.1f}  "
+            f"writes/run {self.writes / runs:5.1f}  COMMITs/run {self.statements['COMMIT'] / runs:5.1f}  "
+            f"| CPU/run {self.cpu / runs * 1000:5.1f} ms"
+        )
+
+
+def run_block(
+    fn: Any, runs: int, concurrency: int, counters: ServerCounters, tally: Tally, before: Snapshot
+) -> Snapshot:
+    """One measured block; returns the snapshot after it (taken after the idle wait)."""
+    counters.reset_statements()
+    cpu, wall = time.process_time(), time.perf_counter()
+    tally.samples += measure(fn, runs, concurrency)
+    tally.wall += time.perf_counter() - wall
+    tally.cpu += time.process_time() - cpu
+    for query, calls, _ms in counters.statement_counts():
+        tally.statements[query] += calls
+    after = counters.snapshot()
+    tally.commits += counters.commits_between(before, after)
+    tally.writes += after.xid_horizon - before.xid_horizon
+    return after
+
+
+def print_statements(name: str, tally: Tally, top: int) -> None:
+    runs = len(tally.samples)
+    total = sum(tally.statements.values())
+    print(f"  statements per run, {name} ({total / runs:.1f} in all):")
+    for query, calls in tally.statements.most_common(top):
+        print(f"    {calls / runs:6.2f}  {' '.join(query.split())[:150]}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--flush-wait", type=float, default=FLUSH_WAIT_SECONDS, help="idle seconds before a snapshot")
+    parser.add_argument("--statements", type=int, default=0, help="print the N most called statements per system")
+    parser.add_argument(
+        "--stream", choices=("sql", "memory"), default="sql", help="helix-dbos's stream manager (launch() uses sql)"
+    )
+    parser.add_argument("--stream-delay", type=float, default=None, help="the durable stream's batch_max_delay")
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
 
     with bench_database(args.database_url, "bench") as url:
         configure_dbos(url)
-        executor = DBOSAgentExecutor(SqlSessionStore(url), llm_adapter=ZeroLatencyModel(), agents=[agent])
+        executor = make_executor(url, args.stream, args.stream_delay)
         DBOS.launch()
+        counters = ServerCounters(url, flush_wait=args.flush_wait)
         for _ in range(5):  # warm up both paths
             run_helix(executor)
             run_bare()
+        background = counters.calibrate()
         print(
             f"workload: {TOOL_CALLS + 1} LLM steps + {TOOL_CALLS} tool calls per run, "
-            f"PostgreSQL at {url.split('@')[-1]}"
+            f"PostgreSQL at {url.split('@')[-1]}; helix-dbos with the {args.stream} stream; "
+            f"background {background:.1f} commits/s while idle (subtracted)"
         )
+        systems = {"bare DBOS": run_bare, "helix-dbos": lambda: run_helix(executor)}
         for concurrency in (1, args.concurrency):
-            helix: list[float] = []
-            bare: list[float] = []
+            tallies = {name: Tally() for name in systems}
             per_round = max(1, args.runs // args.rounds)
-            wall = {"helix": 0.0, "bare": 0.0}
+            snap = counters.snapshot()
             for _ in range(args.rounds):
-                t = time.perf_counter()
-                bare += measure(run_bare, per_round, concurrency)
-                wall["bare"] += time.perf_counter() - t
-                t = time.perf_counter()
-                helix += measure(lambda: run_helix(executor), per_round, concurrency)
-                wall["helix"] += time.perf_counter() - t
-            h_med, h_p95 = summary(helix)
-            b_med, b_p95 = summary(bare)
+                for name, fn in systems.items():
+                    snap = run_block(fn, per_round, concurrency, counters, tallies[name], snap)
             label = "sequential" if concurrency == 1 else f"{concurrency} concurrent"
-            print(f"\n[{label}] {len(helix)} runs each")
+            print(f"\n[{label}] {per_round * args.rounds} runs each, {args.rounds} alternating rounds")
+            for name, tally in tallies.items():
+                print(tally.line(name))
+            h, b = tallies["helix-dbos"], tallies["bare DBOS"]
             print(
-                f"  bare DBOS  : median {b_med:7.1f} ms   p95 {b_p95:7.1f} ms   {len(bare) / wall['bare']:6.1f} runs/s"
+                f"  ratio     : p50 {statistics.median(h.samples) / statistics.median(b.samples):5.2f}x  "
+                f"mean {statistics.fmean(h.samples) / statistics.fmean(b.samples):5.2f}x  "
+                f"xacts {h.commits / max(b.commits, 1):5.2f}x  CPU {h.cpu / max(b.cpu, 1e-9):5.2f}x"
             )
-            print(
-                f"  helix-dbos : median {h_med:7.1f} ms   p95 {h_p95:7.1f} ms   "
-                f"{len(helix) / wall['helix']:6.1f} runs/s"
-            )
-            print(f"  ratio      : median {h_med / b_med:5.2f}x   p95 {h_p95 / b_p95:5.2f}x")
+            if args.statements:
+                for name, tally in tallies.items():
+                    print_statements(name, tally, args.statements)
+        counters.close()
         executor.close()
         DBOS.destroy()
 

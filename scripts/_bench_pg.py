@@ -1,0 +1,110 @@
+"""Server-side accounting for the benchmarks: committed transactions, write transactions, statements.
+
+Why three counters:
+
+- ``pg_stat_database.xact_commit`` is the figure the issue quotes (every committed transaction,
+  read-only ones included), but PostgreSQL 15 flushes a backend's counters to shared memory at most
+  once a second while it is busy, and an idle backend's last counts only ten seconds later
+  (``PGSTAT_IDLE_INTERVAL``). ``pg_stat_force_next_flush()`` only reaches the calling backend and
+  ``pg_stat_clear_snapshot()`` only drops the caller's cached copy, so neither makes another
+  backend's counts visible: an exact figure needs the pools to sit idle past that interval
+  (``flush_wait``) before each snapshot. The process's background transactions (DBOS's queue and
+  scheduler pollers, helix-dbos's sweeper: about ten a second) are measured once while idle and
+  subtracted at that rate over each interval, the measured block and its wait.
+- the transaction-id horizon (``pg_snapshot_xmax(pg_current_snapshot())``) counts transactions that
+  wrote something; it is exact and immediate, so it needs no wait (reading it assigns no id).
+- ``pg_stat_statements`` (when the server preloads it) gives the per-statement breakdown, immediately.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+PRELOAD_OPTIONS = "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_utility=on"
+"""Server options that turn on pg_stat_statements (added to the throw-away cluster's)."""
+
+FLUSH_WAIT_SECONDS = 11.0
+"""Idle time after which every backend has flushed its statistics (PGSTAT_IDLE_INTERVAL is 10 s)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The counters at one moment."""
+
+    xact_commit: int
+    xid_horizon: int
+    taken_at: float
+
+
+class ServerCounters:
+    """Reads the counters of one database over a private AUTOCOMMIT connection."""
+
+    def __init__(self, url: str, flush_wait: float = FLUSH_WAIT_SECONDS) -> None:
+        self.engine = sa.create_engine(_psycopg(url), isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        self.flush_wait = flush_wait
+        self.statements = self._try_statements()
+        self.background_rate = 0.0
+        """Committed transactions per second while idle (background threads, our own reads)."""
+
+    def _try_statements(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                conn.exec_driver_sql("SELECT pg_stat_statements_reset()")
+            return True
+        except sa.exc.DBAPIError:
+            return False
+
+    def snapshot(self, wait: bool = True) -> Snapshot:
+        """The counters, after an idle wait (``wait``) so every backend has flushed its counts."""
+        if wait and self.flush_wait > 0:
+            time.sleep(self.flush_wait)
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+            row = conn.exec_driver_sql(
+                "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),"
+                " pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+            ).one()
+        return Snapshot(int(row[0]), int(row[1]), time.perf_counter())
+
+    def calibrate(self) -> float:
+        """Measure the idle rate of committed transactions (per second); later deltas subtract it."""
+        first = self.snapshot()
+        second = self.snapshot()
+        self.background_rate = (second.xact_commit - first.xact_commit) / (second.taken_at - first.taken_at)
+        return self.background_rate
+
+    def commits_between(self, before: Snapshot, after: Snapshot) -> float:
+        """Committed transactions between two waited snapshots, less the background over that time."""
+        return after.xact_commit - before.xact_commit - self.background_rate * (after.taken_at - before.taken_at)
+
+    def reset_statements(self) -> None:
+        if self.statements:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT pg_stat_statements_reset()")
+
+    def statement_counts(self) -> list[tuple[str, int, float]]:
+        """(query, calls, total ms) of every statement since the last reset, most called first."""
+        if not self.statements:
+            return []
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT query, calls, total_exec_time FROM pg_stat_statements s"
+                " JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database()"
+                " ORDER BY calls DESC"
+            ).all()
+        return [(str(r[0]), int(r[1]), float(r[2])) for r in rows]
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _psycopg(url: str) -> str:
+    parsed = sa.engine.make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
