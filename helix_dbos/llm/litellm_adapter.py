@@ -52,9 +52,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from helix_dbos.agent import LLMConfig
 from helix_dbos.errors import HelixError, classify_error
-from helix_dbos.llm.adapter import LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.caching import (
     AppliedCacheResult,
     CacheRequest,
@@ -63,6 +62,7 @@ from helix_dbos.llm.caching import (
     apply_cache_strategies,
     merge_provider_options,
 )
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.files import FileKind, message_files, user_content_parts
 from helix_dbos.llm.stop_reason import map_litellm_finish_reason
 from helix_dbos.messages import (

@@ -41,7 +41,7 @@ from helix_dbos.errors import (
     StaleStateError,
     public_error_message,
 )
-from helix_dbos.llm.adapter import LLMAdapter, check_input_files
+from helix_dbos.llm.base import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.logger import Logger, noop_logger
 from helix_dbos.messages import Message, UserMessage

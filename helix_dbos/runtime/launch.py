@@ -37,7 +37,7 @@ from dbos import DBOS, DBOSConfig
 from sqlalchemy.pool import NullPool
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.service.auth import Authenticator
 
 API_TOKENS_ENV = "HELIX_API_TOKENS"
