@@ -51,7 +51,7 @@ from helix_dbos.llm.caching import (
     xai_cache,
 )
 from helix_dbos.llm.config import LLMConfig
-from helix_dbos.llm.litellm_adapter import LiteLLMAdapter, classify_provider_error, to_strict_json_schema
+from helix_dbos.llm.litellm import LiteLLMAdapter, classify_provider_error, to_strict_json_schema
 from helix_dbos.llm.mock import MockLLMAdapter, MockResponse
 from helix_dbos.llm.router import ModelRouter
 from helix_dbos.llm.stop_reason import (

@@ -240,7 +240,7 @@ class DBOSAgentExecutor:
         hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
     ) -> None:
         if llm_adapter is None:
-            from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+            from helix_dbos.llm.litellm import LiteLLMAdapter
 
             llm_adapter = LiteLLMAdapter()
         self.store = store

@@ -21,7 +21,7 @@ from helix_dbos.errors import HelixError
 from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.caching import anthropic_cache, openai_cache, xai_cache
 from helix_dbos.llm.config import LLMConfig
-from helix_dbos.llm.litellm_adapter import (
+from helix_dbos.llm.litellm import (
     LiteLLMAdapter,
     classify_provider_error,
     retry_delay_seconds,
@@ -750,7 +750,7 @@ def test_import_and_call_make_no_network_lookups() -> None:
         import asyncio, time
         from helix_dbos.llm.config import LLMConfig
         from helix_dbos.llm.base import LLMGenerateInput
-        from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+        from helix_dbos.llm.litellm import LiteLLMAdapter
         from helix_dbos.messages import UserMessage
         from helix_dbos.testing.fake_openai import ScriptedOpenAIServer
         with ScriptedOpenAIServer([{"text": "hi"}]) as srv:
