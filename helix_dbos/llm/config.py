@@ -1,8 +1,8 @@
 """``LLMConfig``: the model settings an agent carries into every LLM step.
 
-It lives with the LLM layer, not with the agent definitions, so that :mod:`helix_dbos.llm` sits
-below :mod:`helix_dbos.agent` in the import graph: adapters, cache strategies and the router read
-an ``LLMConfig`` without depending on agent definitions, hooks or tools.
+It lives with the LLM layer, not with the agent definitions, so that the LLM layer sits below the
+agent definitions in the import graph: adapters, cache strategies and the router read an
+``LLMConfig`` without depending on agents, hooks or tools (``define_agent`` imports it from here).
 """
 
 from __future__ import annotations
