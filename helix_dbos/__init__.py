@@ -4,7 +4,7 @@ The public API lives here; implementation modules are grouped by role (definitio
 state, stream, llm, runtime, testing). A test pins ``__all__`` so nothing leaves it by accident.
 """
 
-from helix_dbos.agent import AgentConfig, AgentHooks, LLMConfig, define_agent
+from helix_dbos.agent import AgentConfig, AgentHooks, define_agent
 from helix_dbos.checkpoint import (
     CHECKPOINT_ID_PREFIX,
     CHECKPOINT_ID_VERSION,
@@ -38,7 +38,7 @@ from helix_dbos.errors import (
     ensure_error,
     extract_error_message,
 )
-from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.caching import (
     AppliedCacheResult,
     CacheRequest,
@@ -50,7 +50,8 @@ from helix_dbos.llm.caching import (
     openai_cache,
     xai_cache,
 )
-from helix_dbos.llm.litellm_adapter import LiteLLMAdapter, classify_provider_error, to_strict_json_schema
+from helix_dbos.llm.config import LLMConfig
+from helix_dbos.llm.litellm import LiteLLMAdapter, classify_provider_error, to_strict_json_schema
 from helix_dbos.llm.mock import MockLLMAdapter, MockResponse
 from helix_dbos.llm.router import ModelRouter
 from helix_dbos.llm.stop_reason import (

@@ -1,8 +1,9 @@
-"""Agent definitions: ``define_agent``, ``AgentConfig``, ``LLMConfig`` and lifecycle hooks.
+"""Agent definitions: ``define_agent``, ``AgentConfig`` and lifecycle hooks.
 
 An agent is data: a name, a prompt, schemas, tools and model settings. The durable runtime looks
 agents up by name when a workflow runs, so a new agent or an edited prompt never changes DBOS
-workflow source and never strands a run in flight.
+workflow source and never strands a run in flight. The model settings, :class:`LLMConfig`, live
+in :mod:`helix_dbos.llm.config`.
 """
 
 from __future__ import annotations
@@ -11,52 +12,16 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.errors import DefinitionError
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
 
 HookFn = Callable[..., Awaitable[None] | None]
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: `$` would accept "x\n"
-
-
-class LLMConfig(BaseModel):
-    """Model settings for an agent.
-
-    ``model`` is a LiteLLM model string (``"openai/gpt-4o-mini"``, ``"anthropic/claude-sonnet-4-5"``).
-    Credentials come from the provider's usual environment variable unless ``api_key`` is given.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-    model: str
-    """LiteLLM model string, ``provider/model``."""
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    max_output_tokens: int | None = Field(default=None, gt=0)
-    provider_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Per-provider request options, e.g. ``{"openai": {"reasoning_effort": "low"}}``; merged into
-    the request for the matching provider."""
-    strict_output: bool = False
-    """Ask the provider to constrain ``__finish__`` arguments to the output schema (capability-gated)."""
-    cache: Sequence[Callable[..., Any]] | Callable[..., Any] | None = None
-    """Prompt-cache strategies (``anthropic_cache()``, ``openai_cache()``), applied inside the LLM step."""
-    api_base: str | None = None
-    """Base URL of an OpenAI-compatible (or other) endpoint."""
-    api_key: SecretStr | None = None
-    """Explicit API key; otherwise the provider's environment variable is used."""
-    timeout_seconds: float = Field(default=120.0, gt=0)
-    """Per-request timeout; always passed to the provider (LiteLLM's default is 6000 s)."""
-    max_retries: int = Field(default=3, ge=0, le=20)
-    """Retries of retryable provider errors (rate limits, overload, timeouts), with backoff."""
-
-    @field_validator("model")
-    @classmethod
-    def _model_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("model must be a non-empty LiteLLM model string such as 'openai/gpt-4o-mini'")
-        return value
 
 
 class AgentHooks(BaseModel):

@@ -121,7 +121,7 @@ def demo(
     A demo run that a killed demo left in flight is finished first, and reported.
     """
     from helix_dbos.demo import DEMO_MODEL, DemoModel, build_demo_agent
-    from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+    from helix_dbos.llm.litellm import LiteLLMAdapter
     from helix_dbos.llm.router import ModelRouter
     from helix_dbos.runtime.launch import launch, recovering_runs, shutdown
 

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from helix_dbos.agent import AgentConfig, define_agent
-from helix_dbos.llm.adapter import LLMGenerateInput
+from helix_dbos.llm.base import LLMGenerateInput
 from helix_dbos.messages import ToolResultMessage, UserMessage
 from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, TokenUsage, ToolCallsStepResult
 from helix_dbos.tool import ToolContext, define_tool

@@ -33,7 +33,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
                                         recovered at the next start (never caught by ``except Exception``)
 
 Provider failures surface as plain ``HelixError`` with a ``provider_*`` code (see
-``helix_dbos.llm.litellm_adapter`` for the mapping from LiteLLM exceptions).
+``helix_dbos.llm.litellm.errors`` for the mapping from LiteLLM exceptions).
 
 What a *client* may see of an error is narrower than what an operator may: a database driver's
 message holds the SQL statement, its parameters and, after an outage, the database's host and

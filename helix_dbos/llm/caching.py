@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from helix_dbos.agent import LLMConfig
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.messages import Message
 from helix_dbos.tool import Tool
 

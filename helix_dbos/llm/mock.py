@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from helix_dbos.errors import HelixError
-from helix_dbos.llm.adapter import LLMGenerateInput
+from helix_dbos.llm.base import LLMGenerateInput
 from helix_dbos.step_result import (
     ParsedToolCall,
     StepResult,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from helix_dbos.agent import LLMConfig
-from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput, check_input_files
+from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, check_input_files
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.files import FileKind
 from helix_dbos.step_result import StepResult
 

@@ -38,7 +38,7 @@ from helix_dbos.errors import (
     SessionNotFoundError,
     StaleStateError,
 )
-from helix_dbos.llm.adapter import LLMAdapter, check_input_files
+from helix_dbos.llm.base import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.logger import Logger, noop_logger
 from helix_dbos.messages import Message, UserMessage
@@ -100,7 +100,7 @@ class DBOSAgentExecutor:
         hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
     ) -> None:
         if llm_adapter is None:
-            from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+            from helix_dbos.llm.litellm import LiteLLMAdapter
 
             llm_adapter = LiteLLMAdapter()
         self.store = store

@@ -37,7 +37,7 @@ from dbos import DBOS, DBOSConfig
 from sqlalchemy.pool import NullPool
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
@@ -123,7 +123,7 @@ def default_llm_adapter() -> LLMAdapter:
     model: routing it here is what lets ``worker`` and ``serve`` run (and recover) the demo agent.
     """
     from helix_dbos.demo import DEMO_MODEL, DemoModel
-    from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+    from helix_dbos.llm.litellm import LiteLLMAdapter
     from helix_dbos.llm.router import ModelRouter
 
     return ModelRouter({DEMO_MODEL: DemoModel()}, LiteLLMAdapter())

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from helix_dbos.agent import AgentHooks
 from helix_dbos.errors import HelixError
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.abort import ToolAbortSignals
 from helix_dbos.runtime.registry import AgentRegistry

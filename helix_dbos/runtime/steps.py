@@ -31,7 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import ProcessExiting, extract_error_message
-from helix_dbos.llm.adapter import LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.messages import Message
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services

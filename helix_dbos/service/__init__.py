@@ -1,12 +1,35 @@
 """The durable agent service: HTTP + SSE over a :class:`~helix_dbos.runtime.executor.DBOSAgentExecutor`.
 
 ``create_app(executor, bearer_tokens=[...])`` returns a FastAPI app; ``helix-dbos serve`` launches
-helix-dbos and serves it with uvicorn. See :mod:`helix_dbos.service.app` for the routes and how
-they map to the seeds' ``AgentServer`` operations.
+helix-dbos and serves it with uvicorn. See :mod:`helix_dbos.service.app` for how the app is
+assembled and :mod:`helix_dbos.service.routes` for the routes and the seeds' ``AgentServer``
+operations they implement.
+
+FastAPI, sse-starlette and uvicorn are the ``server`` extra: the core (``import helix_dbos``) never
+imports them, and importing this package without them fails at once with the install hint rather
+than deep inside a route module.
 """
 
-from helix_dbos.errors import ServiceAuthConfigError
-from helix_dbos.service.app import create_app
-from helix_dbos.service.auth import AnonymousPrincipal, AuthenticateHook, BearerPrincipal
+SERVER_INSTALL_HINT = "pip install 'helix-dbos[server]'"
+"""How to get the service's dependencies, named in the error raised when they are missing."""
 
-__all__ = ["AnonymousPrincipal", "AuthenticateHook", "BearerPrincipal", "ServiceAuthConfigError", "create_app"]
+try:
+    import fastapi  # noqa: F401
+    import sse_starlette  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        f"helix_dbos.service needs FastAPI and sse-starlette ({exc.name} is not installed): {SERVER_INSTALL_HINT}"
+    ) from exc
+
+from helix_dbos.errors import ServiceAuthConfigError  # noqa: E402
+from helix_dbos.service.app import create_app  # noqa: E402
+from helix_dbos.service.auth import AnonymousPrincipal, AuthenticateHook, BearerPrincipal  # noqa: E402
+
+__all__ = [
+    "SERVER_INSTALL_HINT",
+    "AnonymousPrincipal",
+    "AuthenticateHook",
+    "BearerPrincipal",
+    "ServiceAuthConfigError",
+    "create_app",
+]

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.llm.adapter import LLMAdapter
+from helix_dbos.llm.base import LLMAdapter
+from helix_dbos.service import SERVER_INSTALL_HINT
 from helix_dbos.service.auth import Authenticator
 
 API_TOKENS_ENV = "HELIX_API_TOKENS"
@@ -67,7 +68,10 @@ def run_server(
     log_level: str = "info",
 ) -> None:
     """Launch helix-dbos on ``database_url`` and serve the app until SIGINT/SIGTERM."""
-    import uvicorn
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise ImportError(f"helix-dbos serve needs uvicorn, which is not installed: {SERVER_INSTALL_HINT}") from exc
 
     from helix_dbos.runtime.launch import launch, shutdown
     from helix_dbos.service.app import create_app

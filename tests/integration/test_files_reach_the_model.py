@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from helix_dbos import FileInput, HelixError, LLMConfig, UserInputMessage, define_agent
-from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.testing.fake_openai import ScriptedOpenAIServer
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db

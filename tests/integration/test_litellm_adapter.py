@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos.agent import LLMConfig
 from helix_dbos.errors import HelixError
-from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.caching import anthropic_cache, openai_cache, xai_cache
-from helix_dbos.llm.litellm_adapter import (
+from helix_dbos.llm.config import LLMConfig
+from helix_dbos.llm.litellm import (
     LiteLLMAdapter,
     classify_provider_error,
     retry_delay_seconds,
@@ -748,9 +748,9 @@ def test_import_and_call_make_no_network_lookups() -> None:
             return real(host, *args, **kwargs)
         socket.getaddrinfo = spy
         import asyncio, time
-        from helix_dbos.agent import LLMConfig
-        from helix_dbos.llm.adapter import LLMGenerateInput
-        from helix_dbos.llm.litellm_adapter import LiteLLMAdapter
+        from helix_dbos.llm.config import LLMConfig
+        from helix_dbos.llm.base import LLMGenerateInput
+        from helix_dbos.llm.litellm import LiteLLMAdapter
         from helix_dbos.messages import UserMessage
         from helix_dbos.testing.fake_openai import ScriptedOpenAIServer
         with ScriptedOpenAIServer([{"text": "hi"}]) as srv:

@@ -2,7 +2,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos.agent import LLMConfig
 from helix_dbos.llm.caching import (
     CacheRequest,
     CacheResult,
@@ -12,6 +11,7 @@ from helix_dbos.llm.caching import (
     openai_cache,
     xai_cache,
 )
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.messages import (
     AssistantMessage,
     Message,

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
-from helix_dbos.agent import AgentConfig, AgentHooks, LLMConfig, define_agent
+from helix_dbos.agent import AgentConfig, AgentHooks, define_agent
 from helix_dbos.errors import DefinitionError
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.tool import ToolContext, define_tool
 
 

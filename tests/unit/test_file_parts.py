@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from helix_dbos import FileInput, HelixError, UserMessage
 from helix_dbos.llm.files import check_file, file_content_part, file_kind, message_files, user_content_parts
-from helix_dbos.llm.litellm_adapter import _message_to_dict
+from helix_dbos.llm.litellm.request import message_to_dict
 from helix_dbos.messages import (
     EMBEDDED_DATA_PATTERN,
     IMAGE_DATA_PATTERN,
@@ -174,7 +174,7 @@ def test_files_are_stored_on_the_message_and_become_parts_in_order() -> None:
     assert parts[2]["input_audio"] == {"data": base64.b64encode(b"RIFF").decode(), "format": "wav"}
     # Without text, the parts are the files alone; a message without files stays plain text.
     assert [p["type"] for p in user_content_parts("", files)] == ["image_url", "input_audio"]
-    assert _message_to_dict(UserMessage(content="plain"), anthropic=False) == {"role": "user", "content": "plain"}
+    assert message_to_dict(UserMessage(content="plain"), anthropic=False) == {"role": "user", "content": "plain"}
 
 
 def test_an_anthropic_cache_breakpoint_goes_after_the_files() -> None:
@@ -183,7 +183,7 @@ def test_an_anthropic_cache_breakpoint_goes_after_the_files() -> None:
         metadata={"files": [{"data": B64, "media_type": "image/png"}]},
         provider_options={"anthropic": {"cache_control": {"type": "ephemeral"}}},
     )
-    content = _message_to_dict(message, anthropic=True)["content"]
+    content = message_to_dict(message, anthropic=True)["content"]
     assert "cache_control" not in content[0]
     assert content[-1]["type"] == "image_url" and content[-1]["cache_control"] == {"type": "ephemeral"}
 

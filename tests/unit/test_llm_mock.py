@@ -3,9 +3,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from helix_dbos.agent import LLMConfig
 from helix_dbos.errors import HelixError
-from helix_dbos.llm.adapter import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.mock import MockLLMAdapter
 from helix_dbos.messages import Message, UserMessage
 from helix_dbos.step_result import (

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from helix_dbos.agent import LLMConfig
+from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.files import FileKind
 from helix_dbos.messages import Message
 from helix_dbos.step_result import ParsedToolCall, StepResult

@@ -1,0 +1,46 @@
+"""The service's routes, one router per area; :func:`~helix_dbos.service.app.create_app` includes them.
+
+Routes, and the seeds' ``AgentServer`` operations they implement (seed 001 "Agent Server"):
+
+===========================================  ==================================================
+Route                                        Seeds' operation / executor call
+===========================================  ==================================================
+``POST /v1/runs``                            ``/start``: ``execute``                   (sessions)
+``GET  /v1/sessions/{id}``                   ``/status``: session, current run, pending calls
+``GET  /v1/sessions/{id}/messages``          transcript page; ``/runs``: run records
+``GET  /v1/sessions/{id}/result``            ``handle.result()`` of the current run
+``GET  /v1/sessions/{id}/stream``            ``/sse``: resumable (``Last-Event-ID``)    (streams)
+``POST /v1/sessions/{id}/resume``            ``/resume``: ``resume``                   (control)
+``POST /v1/sessions/{id}/retry``             ``retry`` (seed 002 ``RetryOptions``)
+``POST /v1/sessions/{id}/interrupt``         ``/interrupt``: ``interrupt``
+``POST /v1/sessions/{id}/abort``             ``/abort``: ``abort``
+``POST /v1/sessions/{id}/tool-results``      ``/submit-tool-result``: ``submit_tool_result`` (hitl)
+``POST /v1/chat``                            chat handler ``POST /chat``                 (chat)
+``GET  /v1/chat/{id}/stream``                ``GET /chat/{sessionId}/stream`` (current run)
+``POST /v1/chat/{id}/tool-results``          ``POST /chat/{sessionId}/submit-tool-result``
+``POST /v1/chat/{id}/interrupt`` / abort     ``POST /chat/{sessionId}/interrupt`` / ``abort``
+``GET  /healthz``                            liveness (no authentication)              (health)
+===========================================  ==================================================
+
+The seeds' ``GET /workspace`` is not served: the DBOS runtime has no workspaces (seed 001).
+
+The order in which the app includes the routers is the order of the OpenAPI document's paths.
+"""
+
+from helix_dbos.service.routes.chat import chat_router
+from helix_dbos.service.routes.context import RouteContext
+from helix_dbos.service.routes.control import control_router
+from helix_dbos.service.routes.health import health_router
+from helix_dbos.service.routes.hitl import hitl_router
+from helix_dbos.service.routes.sessions import sessions_router
+from helix_dbos.service.routes.streams import streams_router
+
+__all__ = [
+    "RouteContext",
+    "chat_router",
+    "control_router",
+    "health_router",
+    "hitl_router",
+    "sessions_router",
+    "streams_router",
+]

@@ -1,0 +1,114 @@
+"""The core installs lean: LiteLLM (``[litellm]``) and the HTTP stack (``[server]``) are optional.
+
+Each check runs in a fresh interpreter whose import system refuses the optional packages, as if
+they were not installed: ``import helix_dbos`` (and the other core entry points) must work, and
+the code that needs a missing package must say, in one line, which extra installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+_BLOCKER = """
+import sys
+
+BLOCKED = {blocked!r}
+
+class _Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Missing())
+"""
+
+_SERVER_PACKAGES = ("fastapi", "starlette", "sse_starlette", "uvicorn")
+_LITELLM_PACKAGES = ("litellm", "openai", "mcp")
+
+
+def _run(blocked: tuple[str, ...], body: str) -> str:
+    script = _BLOCKER.format(blocked=set(blocked)) + textwrap.dedent(body)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ), timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_core_imports_without_litellm_or_the_server_stack() -> None:
+    out = _run(
+        _SERVER_PACKAGES + _LITELLM_PACKAGES,
+        """
+        import helix_dbos
+        import helix_dbos.cli
+        import helix_dbos.demo
+        import helix_dbos.runtime.launch
+        import helix_dbos.testing
+        from helix_dbos.llm.litellm import LiteLLMAdapter
+
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+        assert not loaded, loaded
+        assert isinstance(LiteLLMAdapter(), helix_dbos.LLMAdapter)
+        print("OK")
+        """,
+    )
+    assert out.strip() == "OK"
+
+
+def test_litellm_missing_names_the_litellm_extra() -> None:
+    out = _run(
+        _LITELLM_PACKAGES,
+        """
+        import asyncio
+        from helix_dbos import LLMConfig, LLMGenerateInput, UserMessage
+        from helix_dbos.llm.litellm import LiteLLMAdapter
+
+        step = LLMGenerateInput([UserMessage(content="hi")], [], LLMConfig(model="openai/x"), "run", "agent")
+        try:
+            asyncio.run(LiteLLMAdapter().generate_step(step))
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[litellm]'" in out
+    assert out.count("\n") == 1, out  # one line
+
+
+@pytest.mark.parametrize("missing", ["fastapi", "sse_starlette"])
+def test_service_without_its_stack_names_the_server_extra(missing: str) -> None:
+    out = _run(
+        (missing,),
+        """
+        import helix_dbos
+        try:
+            import helix_dbos.service
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[server]'" in out
+    assert missing in out
+    assert out.count("\n") == 1, out
+
+
+def test_serve_without_uvicorn_names_the_server_extra() -> None:
+    out = _run(
+        ("uvicorn",),
+        """
+        from helix_dbos.service.server import run_server
+        try:
+            run_server(
+                agents=[], database_url="sqlite://", host="127.0.0.1", port=0, executor_id=None,
+                tokens=["t"], allow_unauthenticated=False,
+            )
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[server]'" in out
