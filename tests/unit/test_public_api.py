@@ -354,3 +354,23 @@ def test_seed_names_are_importable() -> None:
         "RESERVED_TOOL_NAMES",
     ):
         assert name in SUBPACKAGE_NAMES, name
+
+
+def test_the_version_is_written_once_in_pyproject() -> None:
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, version
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    try:
+        installed = version("helix-dbos")
+    except PackageNotFoundError:  # a checkout that was never installed
+        assert helix_dbos.__version__ == "0+unknown"
+    else:
+        assert helix_dbos.__version__ == installed == pyproject["project"]["version"]
+    offenders = [
+        p.name
+        for p in Path(helix_dbos.__file__).parent.rglob("*.py")
+        if f'"{pyproject["project"]["version"]}"' in p.read_text()
+    ]
+    assert offenders == []
