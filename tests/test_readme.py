@@ -63,6 +63,12 @@ def test_readme_code_uses_only_public_names() -> None:
         assert ".store." not in block  # an executor's store is internal; the executor has the public calls
 
 
+def test_readme_lists_exactly_the_top_level_api() -> None:
+    table = README.split("| Area | Top-level names |", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"`(\w+)`", table)) == set(helix_dbos.__all__)
+    assert f"({len(helix_dbos.__all__)} names" in README
+
+
 def test_quickstart_demo_command_runs(tmp_path: Path) -> None:
     assert 'pip install -e ".[dev]" && helix-dbos demo' in README
     proc = subprocess.run(
