@@ -25,6 +25,15 @@ DEMO_AGENTS = "helix_dbos.demo:demo_agent"
 
 _URL_HINT = "use postgresql://user@host/dbname or sqlite:///path/to/file.sqlite"
 _SUPPORTED_SCHEMES = ("postgresql", "postgres", "sqlite")
+# The optional extras (pyproject.toml): the core installs lean, so a command that needs one names it.
+_EXTRA_OF_MODULE = {
+    "litellm": "litellm",
+    "mcp": "litellm",
+    "fastapi": "server",
+    "starlette": "server",
+    "sse_starlette": "server",
+    "uvicorn": "server",
+}
 
 
 class CliError(Exception):
@@ -62,6 +71,9 @@ def explain(exc: BaseException) -> CliError | None:
         return CliError(f"cannot open {exc.filename}: {exc.strerror} (is the path in --database-url right?)")
     if isinstance(exc, ModuleNotFoundError) and exc.name in ("psycopg", "psycopg2"):
         return CliError(f"the PostgreSQL driver {exc.name!r} is not installed: pip install 'psycopg[binary]'")
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in _EXTRA_OF_MODULE:
+        extra = _EXTRA_OF_MODULE[exc.name.split(".")[0]]
+        return CliError(f"{exc.name!r} is not installed: pip install 'helix-dbos[{extra}]'")
     return None
 
 

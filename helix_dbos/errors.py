@@ -16,9 +16,6 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── RunNotFinishedError             transport_error       a result wait timed out (the run goes on)
     ├── StaleStateError                 state_concurrency_conflict  lost a compare-and-set race
     ├── ExecutorSupersededError         state_concurrency_conflict  graceful hand-over, not a failure
-    ├── FencingTokenMismatchError       state_concurrency_conflict
-    ├── LockNotAcquiredError            state_concurrency_conflict
-    ├── LockLostError                   state_concurrency_conflict
     ├── StreamTruncatedError            transport_error
     ├── DatabaseUnavailableError        transport_error       the database stayed down past the retry bound
     ├── PendingToolCallNotFoundError    state_tool_call_not_found
@@ -316,36 +313,6 @@ class ExecutorSupersededError(HelixError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Executor for session {session_id!r} was superseded", code="state_concurrency_conflict")
         self.session_id = session_id
-
-
-class FencingTokenMismatchError(HelixError):
-    """A write carried a fencing token older than the lock's current one (split brain)."""
-
-    def __init__(self, session_id: str, expected_token: int) -> None:
-        super().__init__(
-            f"Fencing token mismatch for session {session_id!r} (expected {expected_token})",
-            code="state_concurrency_conflict",
-        )
-        self.session_id = session_id
-        self.expected_token = expected_token
-
-
-class LockNotAcquiredError(HelixError):
-    """A lock is held by someone else."""
-
-    def __init__(self, resource: str, held_by: str) -> None:
-        super().__init__(f"Lock {resource!r} is held by {held_by!r}", code="state_concurrency_conflict")
-        self.resource = resource
-        self.held_by = held_by
-
-
-class LockLostError(HelixError):
-    """A held lock expired or was taken over."""
-
-    def __init__(self, resource: str, fencing_token: int) -> None:
-        super().__init__(f"Lock {resource!r} was lost", code="state_concurrency_conflict")
-        self.resource = resource
-        self.fencing_token = fencing_token
 
 
 class StreamTruncatedError(HelixError):

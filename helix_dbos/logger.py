@@ -1,8 +1,19 @@
-"""The logging interface every component accepts (seed 001 "Logger").
+"""Logging: stdlib ``logging`` inside helix-dbos, the seeds' ``Logger`` as an adapter over it.
 
-Components take an optional :class:`Logger` and default to :data:`noop_logger`, so a library
-embedded in someone else's app stays silent unless asked. :func:`std_logger` adapts the standard
-``logging`` module; :data:`console_logger` is that adapter on the ``helix_dbos`` logger.
+One approach, and why: helix-dbos is a library embedded in someone else's process, so it logs the
+way Python libraries do, to ``logging.getLogger("helix_dbos.<area>")`` (``helix_dbos.runtime``,
+``helix_dbos.store.retry``, ``helix_dbos.stream.sql``, ``helix_dbos.llm``, ``helix_dbos.service``):
+the host application configures handlers, levels and formats once, for every library, and DBOS,
+SQLAlchemy and uvicorn already log there. Modules that log call ``logging.getLogger`` directly.
+
+The seeds (001 "Logger") define a small ``Logger`` interface (``debug/info/warn/error(message,
+data)``) that components accept. It is kept for parity, so a user porting code from the seeds can
+pass their own logger to :class:`~helix_dbos.runtime.executor.DBOSAgentExecutor` or
+:func:`~helix_dbos.runtime.launch.launch`, but it is only an adapter: the default is
+:func:`std_logger`, which forwards to a stdlib logger (``data`` rides along as ``extra={"data": ...}``
+for structured handlers), never a second logging system. :data:`noop_logger` discards everything,
+for a caller that asks for silence; :data:`console_logger` is the seeds' name for the adapter on
+the ``helix_dbos`` logger.
 """
 
 from __future__ import annotations
@@ -49,9 +60,9 @@ class StdLogger:
 
     def _log(self, level: int, message: str, data: dict[str, Any] | None) -> None:
         if data:
-            self._logger.log(level, "%s %s", message, data)
+            self._logger.log(level, "%s %s", message, data, extra={"data": data}, stacklevel=3)
         else:
-            self._logger.log(level, "%s", message)
+            self._logger.log(level, "%s", message, stacklevel=3)
 
     def debug(self, message: str, data: dict[str, Any] | None = None) -> None:
         """Log at DEBUG."""
@@ -76,7 +87,7 @@ def std_logger(name: str = "helix_dbos") -> StdLogger:
 
 
 noop_logger: Logger = _NoopLogger()
-"""Discards everything (the default)."""
+"""Discards everything, for a caller that asks for silence."""
 
 console_logger: Logger = std_logger()
 """Writes through ``logging.getLogger("helix_dbos")``; configure handlers as usual."""

@@ -301,8 +301,3 @@ def get_messages_with_metadata_key(messages: Iterable[Message], key: str) -> lis
 def get_tool_results_from_messages(messages: Sequence[Message]) -> dict[str, ToolResultMessage]:
     """Map tool-call id to its result message."""
     return {m.tool_call_id: m for m in messages if isinstance(m, ToolResultMessage)}
-
-
-def messages_to_jsonable(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Dump messages to JSON-able dicts, leaving out unset optional fields."""
-    return [m.model_dump(mode="json", exclude_none=True) for m in messages]

@@ -158,21 +158,6 @@ StepResultAdapter: TypeAdapter[StepResult] = TypeAdapter(StepResult)
 """Validates and serialises step results; the LLM step's checkpointed output goes through it."""
 
 
-def is_text_step(result: object) -> TypeGuard[TextStepResult]:
-    """True for a text step."""
-    return isinstance(result, TextStepResult)
-
-
-def is_tool_calls_step(result: object) -> TypeGuard[ToolCallsStepResult]:
-    """True for a tool-calls step."""
-    return isinstance(result, ToolCallsStepResult)
-
-
-def is_structured_output_step(result: object) -> TypeGuard[StructuredOutputStepResult]:
-    """True for a structured-output step."""
-    return isinstance(result, StructuredOutputStepResult)
-
-
 def is_error_step(result: object) -> TypeGuard[ErrorStepResult]:
     """True for an error step."""
     return isinstance(result, ErrorStepResult)

@@ -53,8 +53,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from helix_dbos import SqlSessionStore, find_unpaired_tool_call_ids, upgrade  # noqa: E402
+from helix_dbos import SqlSessionStore, upgrade  # noqa: E402
 from helix_dbos.messages import AssistantMessage, ToolResultMessage, UserMessage  # noqa: E402
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids  # noqa: E402
 from helix_dbos.stream.sql import SqlStreamManager  # noqa: E402
 from helix_dbos.testing import ScriptedOpenAIServer  # noqa: E402
 from scripts.chaos_worker import AGENT_NAME  # noqa: E402

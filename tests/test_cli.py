@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from helix_dbos.cli import app
+from helix_dbos.cli_input import explain
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.store import SqlSessionStore
 from tests.cli_process import CliProcess
@@ -243,3 +244,39 @@ def test_recover_with_agents_runs_the_runs_here_and_reports_them(tmp_path: Path)
     assert "re-enqueued 1 run(s) of local" in recovered.stdout, recovered.stdout
     assert f"recovered session {killed}: completed" in recovered.stdout, recovered.stdout
     _assert_completed_once(tmp_path, killed)
+
+
+@pytest.mark.parametrize(
+    ("module", "extra"),
+    [("fastapi", "server"), ("uvicorn", "server"), ("sse_starlette", "server"), ("litellm", "litellm")],
+)
+def test_a_missing_optional_extra_is_named_with_its_install_command(module: str, extra: str) -> None:
+    error = explain(ModuleNotFoundError(f"No module named {module!r}", name=module))
+    assert error is not None and error.exit_code == 1
+    assert error.message == f"{module!r} is not installed: pip install 'helix-dbos[{extra}]'"
+
+
+def test_serve_without_the_server_extra_says_what_to_install(tmp_path: Path) -> None:
+    """The core install is lean: ``serve`` without FastAPI is one line naming the extra, not a traceback."""
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('fastapi', 'starlette', 'sse_starlette', 'uvicorn'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, _Block())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "helix_dbos.cli", "serve", "--agents", "demo", "--token", "t"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = proc.stderr.strip()  # which module is missing first is the service's import order
+    assert "\n" not in line and line.startswith("helix-dbos: "), line
+    assert "pip install 'helix-dbos[server]'" in line, line

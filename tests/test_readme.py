@@ -6,6 +6,7 @@ block cannot lean on another block's state or on this test process's DBOS.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -13,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import helix_dbos
+from tests.unit.test_public_api import SUBPACKAGE_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -40,6 +44,29 @@ def test_readme_python_block_runs(index: int, tmp_path: Path) -> None:
     assert proc.returncode == 0, (
         f"README block {index} failed:\n{BLOCKS[index]}\n--- output ---\n{proc.stdout}{proc.stderr}"
     )
+
+
+def test_readme_code_uses_only_public_names() -> None:
+    """What the README shows is public API: top-level names, a public subpackage's ``__all__``, or a
+    seeds' helper from its pinned home; never an internal module or a reach through the executor."""
+    imports = re.findall(r"^from (helix_dbos[\w.]*) import \(?([^)]*?)\)?$", "\n".join(BLOCKS), flags=re.M | re.S)
+    assert imports
+    for module, names in imports:
+        for name in (n.strip() for n in names.replace("\n", ",").split(",") if n.strip()):
+            if module == "helix_dbos":
+                assert name in helix_dbos.__all__, name
+            elif module in ("helix_dbos.service", "helix_dbos.testing"):
+                assert name in importlib.import_module(module).__all__, (module, name)
+            else:
+                assert SUBPACKAGE_NAMES.get(name) == module, (module, name)
+    for block in BLOCKS:
+        assert ".store." not in block  # an executor's store is internal; the executor has the public calls
+
+
+def test_readme_lists_exactly_the_top_level_api() -> None:
+    table = README.split("| Area | Top-level names |", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"`(\w+)`", table)) == set(helix_dbos.__all__)
+    assert f"({len(helix_dbos.__all__)} names" in README
 
 
 def test_quickstart_demo_command_runs(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from helix_dbos.errors import extract_error_message
-from helix_dbos.logger import Logger, noop_logger
+from helix_dbos.logger import Logger, std_logger
 from helix_dbos.orchestration.message_builder import AssistantMessagePlan
 from helix_dbos.step_result import (
     ErrorStepResult,
@@ -39,6 +39,9 @@ from helix_dbos.step_result import (
     ToolCallsStepResult,
 )
 from helix_dbos.tool import FINISH_TOOL_NAME, FINISH_VALUE_KEY, output_json_schema
+
+_default_log = std_logger("helix_dbos.orchestration")
+"""Where a direct call with no ``logger`` logs its repairs (the runtime passes its own)."""
 
 
 class StatusUpdatePlan(BaseModel):
@@ -83,7 +86,7 @@ def coerce_tool_call_arguments(raw: Any, logger: Logger | None = None) -> dict[s
     parsed, problem = _arguments_object(raw)
     if parsed is not None:
         return parsed
-    (logger or noop_logger).warn(
+    (logger or _default_log).warn(
         "[helix-dbos] non-object tool-call input coerced to {}", {"type": type(raw).__name__, "problem": problem}
     )
     return {}
@@ -198,7 +201,7 @@ def repair_structured_output(raw: Any, output_schema: Any, logger: Logger | None
         adapter.validate_python(parsed)
     except (ValueError, ValidationError):
         return raw
-    (logger or noop_logger).warn("[helix-dbos] structured output repaired from JSON string")
+    (logger or _default_log).warn("[helix-dbos] structured output repaired from JSON string")
     return parsed
 
 
@@ -229,7 +232,7 @@ def plan_step_processing(
     logger: Logger | None = None,
 ) -> StepProcessingPlan:
     """Plan the handling of one step result. Pure; never raises for model misbehaviour."""
-    log = logger or noop_logger
+    log = logger or _default_log
     if isinstance(step_result, TextStepResult):
         return StepProcessingPlan(
             assistant_message_plan=AssistantMessagePlan(content=step_result.content, thinking=step_result.thinking),

@@ -40,7 +40,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.llm.base import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
-from helix_dbos.logger import Logger, noop_logger
+from helix_dbos.logger import Logger, std_logger
 from helix_dbos.messages import Message, UserMessage
 from helix_dbos.orchestration.state_operations import (
     input_messages,
@@ -104,7 +104,7 @@ class DBOSAgentExecutor:
 
             llm_adapter = LiteLLMAdapter()
         self.store = store
-        self.logger = logger or noop_logger
+        self.logger = logger or std_logger("helix_dbos.runtime")
         self.registry = AgentRegistry()
         self.streams = RunStreams(stream_manager or InMemoryStreamManager(), self.logger)
         self._services = RuntimeServices(

@@ -17,8 +17,10 @@ try:
     import fastapi  # noqa: F401
     import sse_starlette  # noqa: F401
 except ImportError as exc:
-    raise ImportError(
-        f"helix_dbos.service needs FastAPI and sse-starlette ({exc.name} is not installed): {SERVER_INSTALL_HINT}"
+    # A ModuleNotFoundError carrying the missing module's name: the CLI turns it into its one-line hint.
+    raise ModuleNotFoundError(
+        f"helix_dbos.service needs FastAPI and sse-starlette ({exc.name} is not installed): {SERVER_INSTALL_HINT}",
+        name=exc.name,
     ) from exc
 
 from helix_dbos.errors import ServiceAuthConfigError  # noqa: E402

@@ -71,7 +71,9 @@ def run_server(
     try:
         import uvicorn
     except ImportError as exc:
-        raise ImportError(f"helix-dbos serve needs uvicorn, which is not installed: {SERVER_INSTALL_HINT}") from exc
+        raise ModuleNotFoundError(
+            f"helix-dbos serve needs uvicorn, which is not installed: {SERVER_INSTALL_HINT}", name=exc.name
+        ) from exc
 
     from helix_dbos.runtime.launch import launch, shutdown
     from helix_dbos.service.app import create_app

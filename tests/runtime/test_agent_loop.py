@@ -27,8 +27,8 @@ from helix_dbos import (
     UserMessage,
     define_agent,
     define_tool,
-    find_unpaired_tool_call_ids,
 )
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres
@@ -483,7 +483,7 @@ def test_provider_error_fails_the_run(make_executor: ExecutorFactory) -> None:
 
 
 def test_usage_and_checkpoints_are_recorded_per_step(make_executor: ExecutorFactory) -> None:
-    from helix_dbos import TokenUsage
+    from helix_dbos.step_result import TokenUsage
 
     agent = define_agent(
         "counted",

@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from helix_dbos import SqlSessionStore, find_unpaired_tool_call_ids, upgrade
+from helix_dbos import SqlSessionStore, upgrade
 from helix_dbos.messages import AssistantMessage, ToolResultMessage
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import create_database, unique_name
 
@@ -252,7 +253,8 @@ FINAL_TEXT = "Durable agents finish what they start, even when a worker dies mid
 
 
 def test_kill_during_a_streamed_llm_step_reader_sees_resync_and_final_text_once(crash_env: dict[str, Any]) -> None:
-    from helix_dbos import StreamResyncChunk, TextDeltaChunk, collect_text
+    from helix_dbos import TextDeltaChunk, collect_text
+    from helix_dbos.stream.chunks import StreamResyncChunk
     from helix_dbos.stream.sql import SqlStreamManager
 
     calls = {"n": 0}

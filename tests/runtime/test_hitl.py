@@ -14,7 +14,6 @@ from dbos import DBOS
 from pydantic import BaseModel
 
 from helix_dbos import (
-    NOT_APPROVED_MESSAGE,
     AgentHooks,
     AgentNotResumableError,
     HelixError,
@@ -26,9 +25,9 @@ from helix_dbos import (
     ToolResultMessage,
     define_agent,
     define_tool,
-    find_unpaired_tool_call_ids,
 )
 from helix_dbos.errors import PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, find_unpaired_tool_call_ids
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.store.base import PendingToolCall
 from tests.runtime.conftest import ExecutorFactory

@@ -40,9 +40,9 @@ from helix_dbos import (
     ToolResultMessage,
     define_agent,
     define_tool,
-    find_unpaired_tool_call_ids,
 )
 from helix_dbos.messages import COMMON_METADATA_KEYS
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 
 pytestmark = [
     pytest.mark.postgres,

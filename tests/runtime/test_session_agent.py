@@ -13,8 +13,8 @@ from helix_dbos import (
     ToolCallsStepResult,
     define_agent,
     define_tool,
-    find_unpaired_tool_call_ids,
 )
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

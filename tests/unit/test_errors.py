@@ -18,10 +18,7 @@ from helix_dbos.errors import (
     ErrorCategory,
     ErrorCode,
     ExecutorSupersededError,
-    FencingTokenMismatchError,
     HelixError,
-    LockLostError,
-    LockNotAcquiredError,
     SessionNotFoundError,
     StaleStateError,
     StreamTruncatedError,
@@ -243,26 +240,6 @@ def test_executor_superseded_error() -> None:
     assert error.retryable is False
 
 
-def test_fencing_token_mismatch_error() -> None:
-    error = FencingTokenMismatchError("sess-1", expected_token=7)
-    assert (error.session_id, error.expected_token) == ("sess-1", 7)
-    assert error.code == "state_concurrency_conflict"
-    assert "7" in error.message
-
-
-def test_lock_not_acquired_error() -> None:
-    error = LockNotAcquiredError("lock:sess-1", held_by="worker-2")
-    assert (error.resource, error.held_by) == ("lock:sess-1", "worker-2")
-    assert error.code == "state_concurrency_conflict"
-    assert "'worker-2'" in error.message
-
-
-def test_lock_lost_error() -> None:
-    error = LockLostError("lock:sess-1", fencing_token=4)
-    assert (error.resource, error.fencing_token) == ("lock:sess-1", 4)
-    assert error.code == "state_concurrency_conflict"
-
-
 def test_stream_truncated_error() -> None:
     error = StreamTruncatedError("stream-1", last_valid_sequence=41, truncated_at_step=3)
     assert (error.stream_id, error.last_valid_sequence, error.truncated_at_step) == ("stream-1", 41, 3)
@@ -280,9 +257,6 @@ ALL_SPECIFIC_ERRORS: list[HelixError] = [
     SessionNotFoundError("s"),
     StaleStateError("s", 1, 2),
     ExecutorSupersededError("s"),
-    FencingTokenMismatchError("s", 9),
-    LockNotAcquiredError("r", "h"),
-    LockLostError("r", 3),
     StreamTruncatedError("st", 10, 2),
 ]
 

@@ -8,12 +8,9 @@ from pydantic import BaseModel
 from helix_dbos import (
     FINISH_TOOL_NAME,
     AssistantMessage,
-    AssistantMessagePlan,
     ErrorStepResult,
     HelixError,
-    ParsedSubAgentCall,
     ParsedToolCall,
-    StopConfig,
     StructuredOutputStepResult,
     SystemMessage,
     TextStepResult,
@@ -21,19 +18,20 @@ from helix_dbos import (
     ToolCallsStepResult,
     ToolResultMessage,
     UserMessage,
+)
+from helix_dbos.orchestration.message_builder import (
+    AssistantMessagePlan,
     build_messages_for_llm,
     create_assistant_message,
     create_sub_agent_result_message,
     create_tool_result_message,
-    determine_final_status,
     find_unpaired_finish_call_id,
     heal_unpaired_finish,
-    is_error_stop_reason,
-    is_recoverable_error_stop_reason,
-    plan_step_processing,
-    should_stop_execution,
     synthesize_finish_tool_result,
 )
+from helix_dbos.orchestration.step_processor import plan_step_processing
+from helix_dbos.orchestration.stop_checker import StopConfig, determine_final_status, should_stop_execution
+from helix_dbos.step_result import ParsedSubAgentCall, is_error_stop_reason, is_recoverable_error_stop_reason
 
 
 class ResultOut(BaseModel):

@@ -12,20 +12,19 @@ from helix_dbos import (
     SystemMessage,
     UserInputMessage,
     UserMessage,
-    agent_status_to_session_status,
-    build_agent_messages_for_llm,
-    build_effective_tools,
-    coerce_tool_call_arguments,
-    completion_tool_name,
     define_agent,
     define_tool,
-    generate_checkpoint_id,
-    initialize_agent_state,
-    output_requirement_section,
-    parse_checkpoint_id,
-    repair_structured_output,
-    session_status_to_agent_status,
 )
+from helix_dbos.checkpoint import generate_checkpoint_id, parse_checkpoint_id
+from helix_dbos.orchestration.message_builder import output_requirement_section
+from helix_dbos.orchestration.state_operations import (
+    build_agent_messages_for_llm,
+    build_effective_tools,
+    completion_tool_name,
+    initialize_agent_state,
+)
+from helix_dbos.orchestration.step_processor import coerce_tool_call_arguments, repair_structured_output
+from helix_dbos.session import agent_status_to_session_status, session_status_to_agent_status
 
 
 class Sentiment(BaseModel):

@@ -51,7 +51,9 @@ def import_litellm() -> Any:
     try:
         import litellm
     except ImportError as exc:
-        raise ImportError(f"LiteLLMAdapter needs LiteLLM, which is not installed: {LITELLM_INSTALL_HINT}") from exc
+        raise ModuleNotFoundError(
+            f"LiteLLMAdapter needs LiteLLM, which is not installed: {LITELLM_INSTALL_HINT}", name=exc.name
+        ) from exc
     litellm.suppress_debug_info = True  # otherwise every error prints "Give Feedback / Get Help"
     return litellm
 
