@@ -30,6 +30,7 @@ from helix_dbos.cli_input import check_database_url, explain, load_agents
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.executor import DBOSAgentExecutor
+    from helix_dbos.runtime.queues import RunQueue
     from helix_dbos.store.base import RunRecord
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +46,29 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option("--database-url", envvar="HELIX_DATABASE_URL", help="SQLAlchemy URL (PostgreSQL or SQLite)."),
 ]
+
+
+QueueSpec = Annotated[
+    str | None,
+    typer.Option(
+        "--queue",
+        envvar="HELIX_RUN_QUEUE",
+        help="Enqueue runs on this DBOS queue, for any worker: NAME[:concurrency=N,worker_concurrency=N,"
+        "limit=N/SECONDS,poll=SECONDS]. Every server and worker of a deployment takes the same one.",
+    ),
+]
+
+
+def _queue(spec: str | None) -> RunQueue | None:
+    from helix_dbos.runtime.queues import RunQueue
+
+    if spec is None:
+        return None
+    try:
+        return RunQueue.parse(spec)
+    except ValueError as exc:
+        typer.echo(f"helix-dbos: bad --queue {spec!r}: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _url(database_url: str | None) -> str:
@@ -273,14 +297,37 @@ def worker(
         str | None,
         typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live worker, stable across its restarts."),
     ] = None,
+    queue: QueueSpec = None,
+    llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
+    takeover_after: Annotated[float, typer.Option(hidden=True, help="Seconds before a silent worker's runs move.")] = 30.0,
 ) -> None:
-    """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped."""
+    """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped.
+
+    With --queue it runs the runs any server or worker enqueued there, within the queue's limits.
+    """
     from helix_dbos.runtime.launch import launch, shutdown
 
     url = _url(database_url)
     loaded = load_agents(agents)
-    executor = launch(url, agents=loaded, executor_id=executor_id)
-    console.print(f"worker up: agents={[a.name for a in loaded]} executor_id={executor.executor_id}", soft_wrap=True)
+    run_queue = _queue(queue)
+    adapter = None
+    if llm_adapter:
+        from helix_dbos.service.server import load_object
+
+        adapter = load_object(llm_adapter)
+    executor = launch(
+        url,
+        agents=loaded,
+        executor_id=executor_id,
+        queue=run_queue,
+        llm_adapter=adapter,
+        takeover_after_seconds=takeover_after,
+    )
+    console.print(
+        f"worker up: agents={[a.name for a in loaded]} executor_id={executor.executor_id}"
+        + (f" queue={run_queue.name}" if run_queue else ""),
+        soft_wrap=True,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -323,12 +370,21 @@ def serve(
     ] = False,
     llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
     hot_window_seconds: Annotated[float | None, typer.Option(hidden=True)] = None,
+    queue: QueueSpec = None,
+    execute: Annotated[
+        bool, typer.Option("--execute/--no-execute", help="Also run agents here (--no-execute needs --queue).")
+    ] = True,
 ) -> None:
     """Serve agents over HTTP + SSE (PostgreSQL-only mode: one database URL; SQLite for local use).
 
     Refuses to start unless --token (or HELIX_API_TOKENS) or --allow-unauthenticated is given. Any
-    number of servers and workers may share one PostgreSQL database.
+    number of servers and workers may share one PostgreSQL database. With --queue, runs are
+    enqueued for the workers; --no-execute then leaves running them to the workers alone.
     """
+    run_queue = _queue(queue)
+    if not execute and run_queue is None:
+        typer.echo("helix-dbos serve: --no-execute needs --queue (or HELIX_RUN_QUEUE): nothing would run", err=True)
+        raise typer.Exit(2)
     from helix_dbos.errors import ServiceAuthConfigError
     from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
 
@@ -354,7 +410,29 @@ def serve(
         allow_unauthenticated=allow_unauthenticated,
         llm_adapter=adapter,
         hot_window_seconds=hot_window_seconds,
+        queue=run_queue,
+        execute=execute,
     )
+
+
+@app.command("queue-status")
+@_friendly
+def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None) -> None:
+    """Show a run queue's depth and how many runs each worker is running."""
+    from dbos import DBOSClient
+
+    from helix_dbos.runtime.launch import dbos_system_database_url
+    from helix_dbos.runtime.queues import RunQueue, queue_status
+
+    run_queue = _queue(queue) or RunQueue()
+    client = DBOSClient(system_database_url=dbos_system_database_url(_url(database_url)))
+    try:
+        status = queue_status(client, run_queue)
+    finally:
+        client.destroy()
+    console.print(f"queue {status.name}: {status.enqueued} waiting, {status.running} running", soft_wrap=True)
+    for worker_id, running in status.running_by_worker.items():
+        console.print(f"  {worker_id}: {running} running", soft_wrap=True)
 
 
 def _store(database_url: str | None) -> Any:

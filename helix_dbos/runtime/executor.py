@@ -57,6 +57,7 @@ from helix_dbos.runtime.ids import (
     session_id_for_key,
 )
 from helix_dbos.runtime.outcomes import await_outcome, to_result
+from helix_dbos.runtime.queues import RunQueue, check_priority, enqueue_run, priority_of
 from helix_dbos.runtime.recovery import runs_without_workflow
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
@@ -98,6 +99,7 @@ class DBOSAgentExecutor:
         logger: Logger | None = None,
         max_tool_concurrency: int = 16,
         hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
+        queue: RunQueue | None = None,
     ) -> None:
         if llm_adapter is None:
             from helix_dbos.llm.litellm import LiteLLMAdapter
@@ -121,6 +123,8 @@ class DBOSAgentExecutor:
         long-running server starts runs nobody waits on here. A dropped entry falls back to the
         outcome event."""
         self._background = BackgroundTasks(self.logger)
+        self.queue = queue
+        """Where runs are enqueued instead of started here (:mod:`.queues`); ``None``: start locally."""
         for agent in agents:
             self.register(agent)
         try:
@@ -143,15 +147,18 @@ class DBOSAgentExecutor:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Start a run: a new session, or the next turn of a ``completed`` one.
 
         A second identical request while the first is running returns the same run; a different
         request while a run is in flight raises :class:`AgentAlreadyRunningError`. With an
         ``idempotency_key``, a repeat of the request returns its run even after it finished; without
-        a ``session_id`` the key also names the session (:func:`session_id_for_key`).
+        a ``session_id`` the key also names the session (:func:`session_id_for_key`). ``priority``
+        orders a queued backlog (lower first; see :mod:`.queues`); without a queue it is unused.
         """
         check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
+        check_priority(priority)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
@@ -180,7 +187,7 @@ class DBOSAgentExecutor:
         if started.existing:
             self._start_if_orphaned(session_id)
             return AgentExecutionHandle(self, started.run, config.name, hooks)
-        self._start_workflow(config, started.run, started.session, hooks)
+        self._start_workflow(config, started.run, started.session, hooks, priority=priority)
         return AgentExecutionHandle(self, started.run, config.name, hooks)
 
     async def execute_async(
@@ -191,10 +198,19 @@ class DBOSAgentExecutor:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`execute`."""
         return await asyncio.to_thread(
-            self.execute, agent, input, session_id=session_id, idempotency_key=idempotency_key, hooks=hooks
+            functools.partial(
+                self.execute,
+                agent,
+                input,
+                session_id=session_id,
+                idempotency_key=idempotency_key,
+                hooks=hooks,
+                priority=priority,
+            )
         )
 
     def _first_turn(self, config: AgentConfig, session_id: str, parsed: AgentInput, request_key: str) -> StartRun:
@@ -247,11 +263,15 @@ class DBOSAgentExecutor:
         hooks: AgentHooks | None,
         *,
         resume_messages: list[Message] | None = None,
+        priority: int | None = None,
     ) -> None:
         request = starts.run_request(agent, run, session, hooks, resume_messages)
         if hooks is not None:
             self._services.remember_call_hooks(run.workflow_id, hooks)
         self.streams.open(session.stream_id, run.run_id, agent.name)
+        if self.queue is not None:  # any worker runs it; its result is awaited on the outcome event
+            enqueue_run(self.queue, run.workflow_id, agent_run_workflow, request.model_dump(mode="json"), priority)
+            return
         with SetWorkflowID(run.workflow_id):
             handle = DBOS.start_workflow(agent_run_workflow, request.model_dump(mode="json"))
         self._local_handles[run.workflow_id] = handle
@@ -339,8 +359,9 @@ class DBOSAgentExecutor:
         if session is None or run is None or run.status != "suspended":
             return None
         hooks = self._services.call_hooks_of(run.workflow_id)
+        priority = priority_of(run.workflow_id) if self.queue is not None else None
         try:
-            return self._start_next_run(session, mode="resume", message=None, hooks=hooks)
+            return self._start_next_run(session, mode="resume", message=None, hooks=hooks, priority=priority)
         except (AgentAlreadyRunningError, StaleStateError):
             return self.get_handle(session_id)  # someone else started it: same deterministic run
 
@@ -474,12 +495,15 @@ class DBOSAgentExecutor:
         message: SendInput | None = None,
         *,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Continue an interrupted or suspended session in a new run (``previous_run_id`` links them).
 
-        ``hooks`` are per-call hooks for the new run, fired after the agent's own (as on ``execute``).
+        ``hooks`` are per-call hooks for the new run, fired after the agent's own (as on ``execute``);
+        ``priority`` as on ``execute``.
         """
         check_text(session_id=session_id, message=message)
+        check_priority(priority)
         config = self.register(agent) if isinstance(agent, AgentConfig) else self.registry.require(agent)
         session = self.store.load_session(session_id)
         if session is None:
@@ -491,7 +515,7 @@ class DBOSAgentExecutor:
             if session.status == "active":
                 raise AgentAlreadyRunningError(session_id, session.status)
             raise AgentNotResumableError(session_id, session.status, verdict.reason)
-        return self._start_next_run(session, mode="resume", message=message, hooks=hooks)
+        return self._start_next_run(session, mode="resume", message=message, hooks=hooks, priority=priority)
 
     async def resume_async(
         self,
@@ -500,9 +524,12 @@ class DBOSAgentExecutor:
         message: SendInput | None = None,
         *,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`resume`."""
-        return await asyncio.to_thread(functools.partial(self.resume, agent, session_id, message, hooks=hooks))
+        return await asyncio.to_thread(
+            functools.partial(self.resume, agent, session_id, message, hooks=hooks, priority=priority)
+        )
 
     def retry(
         self,
@@ -511,15 +538,17 @@ class DBOSAgentExecutor:
         checkpoint_id: str | None = None,
         message: SendInput | None = None,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Start again from a checkpoint (the latest by default), discarding what followed it.
 
         An explicit ``checkpoint_id`` that does not belong to the session is an error, never a
         silent restart. A fresh run starting from the checkpoint's state is used rather than DBOS's
         workflow fork: the checkpoint already is the boundary, and run records stay contiguous.
-        ``hooks`` are per-call hooks for the new run.
+        ``hooks`` are per-call hooks for the new run; ``priority`` as on ``execute``.
         """
         check_text(session_id=session_id, checkpoint_id=checkpoint_id, message=message)
+        check_priority(priority)
         session = self.store.load_session(session_id)
         if session is None:
             raise SessionNotFoundError(session_id)
@@ -544,6 +573,7 @@ class DBOSAgentExecutor:
             truncate_to=checkpoint.message_count,
             reset_state=checkpoint.state.custom_state,
             hooks=hooks,
+            priority=priority,
         )
 
     async def retry_async(
@@ -553,10 +583,13 @@ class DBOSAgentExecutor:
         checkpoint_id: str | None = None,
         message: SendInput | None = None,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`retry`."""
         return await asyncio.to_thread(
-            functools.partial(self.retry, session_id, checkpoint_id=checkpoint_id, message=message, hooks=hooks)
+            functools.partial(
+                self.retry, session_id, checkpoint_id=checkpoint_id, message=message, hooks=hooks, priority=priority
+            )
         )
 
     def _start_next_run(
@@ -568,6 +601,7 @@ class DBOSAgentExecutor:
         truncate_to: int | None = None,
         reset_state: dict[str, Any] | None = None,
         hooks: AgentHooks | None = None,
+        priority: int | None = None,
     ) -> AgentExecutionHandle:
         agent = self.registry.require(session.agent_type)
         extra = input_messages(message) if message is not None else []
@@ -588,7 +622,9 @@ class DBOSAgentExecutor:
             self._start_if_orphaned(session.session_id)
             return AgentExecutionHandle(self, started.run, agent.name, hooks)
         resume_messages = extra if mode == "resume" else []
-        self._start_workflow(agent, started.run, started.session, hooks, resume_messages=resume_messages)
+        self._start_workflow(
+            agent, started.run, started.session, hooks, resume_messages=resume_messages, priority=priority
+        )
         return AgentExecutionHandle(self, started.run, agent.name, hooks)
 
     # -- inspection ------------------------------------------------------------------------------------

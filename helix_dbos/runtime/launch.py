@@ -42,6 +42,7 @@ from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
+from helix_dbos.runtime.queues import RunQueue, register_run_queue
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import RunRecord
@@ -149,18 +150,21 @@ def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
         engine.dispose()
 
 
-def _launch_dbos(config: DBOSConfig) -> None:
+def _launch_dbos(config: DBOSConfig, listen_queues: list[str] | None = None) -> None:
     """``DBOS.launch()``, started again when the database drops out in the middle of it.
 
     DBOS retries its own records without a bound, but not the migrations and checks of its launch:
     a database that crashes in that window (a worker restarted by its supervisor just as the database
     restarts) would fail the launch and the process with it. A failed launch is undone with
     ``DBOS.destroy`` (keeping the registered workflows) and tried again within the retry bound; an
-    error that is not transient is raised at once.
+    error that is not transient is raised at once. ``listen_queues`` (``DBOS.listen_queues``) is set
+    again on every attempt, because a relaunch builds a new DBOS instance.
     """
 
     def attempt() -> None:
         try:
+            if listen_queues is not None:
+                DBOS.listen_queues(listen_queues)
             DBOS.launch()
         except Exception as exc:
             if is_transient(exc):
@@ -184,6 +188,8 @@ def launch(
     background_tasks: bool = True,
     takeover_after_seconds: float | None = 30.0,
     dbos_overrides: dict[str, Any] | None = None,
+    queue: RunQueue | None = None,
+    execute: bool = True,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
 
@@ -191,7 +197,13 @@ def launch(
     shortly after launch (:func:`recovering_runs` lists them); runs orphaned between their store
     write and their workflow start are started here. Without ``llm_adapter``, models are called
     through :func:`default_llm_adapter`.
+
+    With a ``queue`` (:class:`~helix_dbos.runtime.queues.RunQueue`), runs are enqueued on it rather
+    than started here, and this process also runs queued runs unless ``execute=False`` (an API-only
+    process: it listens to no queue). ``execute=False`` needs a queue, or runs would never start.
     """
+    if not execute and queue is None:
+        raise ValueError("launch(execute=False) needs a queue: without one, runs start in the process that asks")
     url = database_url or default_database_url()
     if url.startswith("sqlite:"):
         _prepare_sqlite(url)
@@ -213,8 +225,11 @@ def launch(
         agents=agents,
         logger=logger,
         hot_window_seconds=hot_window_seconds,
+        queue=queue,
     )
-    _launch_dbos(config)
+    _launch_dbos(config, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
+    if queue is not None:
+        register_run_queue(queue)
     executor.recover_orphaned_runs()
     if background_tasks:
         executor.start_background_tasks(takeover_after_seconds=takeover_after_seconds)

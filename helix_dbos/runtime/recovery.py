@@ -3,7 +3,8 @@
 DBOS recovers a process's ``PENDING`` workflows only when a process with the same executor id
 starts again. For a worker that never comes back (its machine is gone), its pending agent runs are
 moved to DBOS's internal queue with the public ``resume_workflow`` (``PENDING`` -> ``ENQUEUED``),
-where every live process of the application dequeues them. Used by the takeover of dead workers
+where every live process of the application dequeues them; a run that came from a run queue
+(:mod:`.queues`) goes back to that queue instead. Used by the takeover of dead workers
 and by ``helix-dbos recover``.
 
 A crash between ``execute``'s store write and its ``DBOS.start_workflow`` leaves an *orphaned* run:
@@ -28,17 +29,21 @@ def requeue_pending_runs(lister: Any, executor_ids: list[str], app_version: str)
     list and resume workflows the same way.
     """
 
-    def ids(**filters: Any) -> list[str]:
-        found = lister.list_workflows(
-            name=AGENT_WORKFLOW_NAME, app_version=app_version, load_input=False, load_output=False, **filters
+    def found(**filters: Any) -> list[Any]:
+        return list(
+            lister.list_workflows(
+                name=AGENT_WORKFLOW_NAME, app_version=app_version, load_input=False, load_output=False, **filters
+            )
         )
-        return [w.workflow_id for w in found]
 
-    pending = ids(status="PENDING", executor_id=executor_ids)
-    queued = ids(status="ENQUEUED")
-    for workflow_id in pending:
-        lister.resume_workflow(workflow_id)
-    return pending, queued
+    pending = found(status="PENDING", executor_id=executor_ids)
+    queued = [w.workflow_id for w in found(status="ENQUEUED")]
+    for status in pending:
+        # A run dequeued from a run queue goes back to that queue (its limits still apply to it);
+        # a run started locally goes to DBOS's internal queue, which every process dequeues.
+        queue_name = status.queue_name if status.queue_name and not status.queue_name.startswith("_dbos") else None
+        lister.resume_workflow(status.workflow_id, queue_name=queue_name)
+    return [w.workflow_id for w in pending], queued
 
 
 def runs_without_workflow(store: SessionStore, *, page_size: int = 500) -> Iterator[RunRecord]:

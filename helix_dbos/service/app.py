@@ -38,6 +38,7 @@ from helix_dbos.service.routes import (
     control_router,
     health_router,
     hitl_router,
+    queue_router,
     sessions_router,
     streams_router,
 )
@@ -58,6 +59,7 @@ any request.
 | `POST /v1/sessions/{id}/tool-results` | `POST /submit-tool-result` |
 | `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
+| `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
 
 Every route but `/healthz` and these docs needs credentials (a 401 otherwise, and nothing changes).
 Errors are `{"error": {"code", "message", "retryable"}}` with the seeds' error codes; each code has
@@ -125,7 +127,7 @@ def create_app(
         sse_send_timeout_seconds=sse_send_timeout_seconds,
         max_result_wait_seconds=max_result_wait_seconds,
     )
-    for router in (sessions_router, streams_router, control_router, hitl_router, chat_router):
+    for router in (sessions_router, streams_router, control_router, hitl_router, chat_router, queue_router):
         app.include_router(router(context))
     install_openapi(app, agent_names=lambda: executor.registry.names())
     return app

@@ -134,14 +134,16 @@ class ServiceOperations:
         if session_id is None and body.idempotency_key is not None:
             session_id = session_id_for_key(body.idempotency_key, scope)
         agent = self.require_agent_for(body.agent, session_id)
-        handle = self.executor.execute(agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key)
+        handle = self.executor.execute(
+            agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key, priority=body.priority
+        )
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
     def resume(self, session_id: str, body: ResumeRequest) -> tuple[str, str, Any]:
         session = self.require_session(session_id)
         agent = self.require_agent(body.agent or session.agent_type)
         self.require_same_agent(session, agent)
-        handle = self.executor.resume(agent, session_id, body.message)
+        handle = self.executor.resume(agent, session_id, body.message, priority=body.priority)
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
     def retry(self, session_id: str, body: RetryRequest) -> tuple[str, str, Any]:
@@ -149,7 +151,9 @@ class ServiceOperations:
         self.require_agent(session.agent_type)
         if body.checkpoint_id is not None:
             self.require_checkpoint(session_id, body.checkpoint_id)
-        handle = self.executor.retry(session_id, checkpoint_id=body.checkpoint_id, message=body.message)
+        handle = self.executor.retry(
+            session_id, checkpoint_id=body.checkpoint_id, message=body.message, priority=body.priority
+        )
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
     def snapshot(self, session_id: str) -> SessionSnapshot:

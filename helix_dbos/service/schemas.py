@@ -22,6 +22,10 @@ SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 SessionId = Annotated[str, Field(pattern=SESSION_ID_PATTERN, description="Letters, digits and `._:-`; 200 at most.")]
 AgentName = Annotated[str, Field(min_length=1, max_length=200)]
 Reason = Annotated[str, Field(max_length=2000)]
+Priority = Annotated[
+    int,
+    Field(ge=1, le=2**31 - 1, description="Order in a queued backlog: lower runs first (no priority runs first of all)."),
+]
 SendMessage = str | list[UserInputMessage]
 """A follow-up message: text, or structured user messages (with metadata and files)."""
 
@@ -40,6 +44,7 @@ class StartRunRequest(_Request):
     """Continue this session (it must be ``completed``), or create it under this id; default: a new id."""
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """A repeat of the request with the same key returns the same run, even after it finished."""
+    priority: Priority | None = None
 
 
 class ResumeRequest(_Request):
@@ -49,6 +54,7 @@ class ResumeRequest(_Request):
     """Defaults to the session's agent; when given it must be the session's agent."""
     message: SendMessage | None = None
     """Appended to the transcript before the run continues."""
+    priority: Priority | None = None
 
 
 class RetryRequest(_Request):
@@ -57,6 +63,7 @@ class RetryRequest(_Request):
     checkpoint_id: Annotated[str, Field(min_length=1, max_length=400)] | None = None
     """Default: the latest checkpoint."""
     message: SendMessage | None = None
+    priority: Priority | None = None
 
 
 class InterruptRequest(_Request):

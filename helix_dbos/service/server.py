@@ -1,8 +1,9 @@
 """Run the service in this process: launch helix-dbos, serve the app with uvicorn, shut down cleanly.
 
 This is what ``helix-dbos serve`` calls. The process is a full worker as well as an HTTP server:
-runs it starts execute here, and runs of this executor id that were in flight when it last died
-are recovered at launch. Authentication is decided *before* anything touches the database, so a
+runs it starts execute here (or, with a queue, on any worker listening to it; ``execute=False``
+keeps this process from running any), and runs of this executor id that were in flight when it
+last died are recovered at launch. Authentication is decided *before* anything touches the database, so a
 misconfigured server exits without side effects.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.base import LLMAdapter
+from helix_dbos.runtime.queues import RunQueue
 from helix_dbos.service import SERVER_INSTALL_HINT
 from helix_dbos.service.auth import Authenticator
 
@@ -66,6 +68,8 @@ def run_server(
     llm_adapter: LLMAdapter | None = None,
     hot_window_seconds: float | None = None,
     log_level: str = "info",
+    queue: RunQueue | None = None,
+    execute: bool = True,
 ) -> None:
     """Launch helix-dbos on ``database_url`` and serve the app until SIGINT/SIGTERM."""
     try:
@@ -84,7 +88,15 @@ def run_server(
     extra: dict[str, Any] = {}
     if hot_window_seconds is not None:
         extra["hot_window_seconds"] = hot_window_seconds
-    executor = launch(database_url, agents=agents, llm_adapter=llm_adapter, executor_id=executor_id, **extra)
+    executor = launch(
+        database_url,
+        agents=agents,
+        llm_adapter=llm_adapter,
+        executor_id=executor_id,
+        queue=queue,
+        execute=execute,
+        **extra,
+    )
     try:
         app = create_app(executor, bearer_tokens=list(tokens) or None, allow_unauthenticated=allow_unauthenticated)
         config = uvicorn.Config(

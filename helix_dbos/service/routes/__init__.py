@@ -19,6 +19,7 @@ Route                                        Seeds' operation / executor call
 ``GET  /v1/chat/{id}/stream``                ``GET /chat/{sessionId}/stream`` (current run)
 ``POST /v1/chat/{id}/tool-results``          ``POST /chat/{sessionId}/submit-tool-result``
 ``POST /v1/chat/{id}/interrupt`` / abort     ``POST /chat/{sessionId}/interrupt`` / ``abort``
+``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
 ``GET  /healthz``                            liveness (no authentication)              (health)
 ===========================================  ==================================================
 
@@ -32,6 +33,7 @@ from helix_dbos.service.routes.context import RouteContext
 from helix_dbos.service.routes.control import control_router
 from helix_dbos.service.routes.health import health_router
 from helix_dbos.service.routes.hitl import hitl_router
+from helix_dbos.service.routes.queue import queue_router
 from helix_dbos.service.routes.sessions import sessions_router
 from helix_dbos.service.routes.streams import streams_router
 
@@ -41,6 +43,7 @@ __all__ = [
     "control_router",
     "health_router",
     "hitl_router",
+    "queue_router",
     "sessions_router",
     "streams_router",
 ]

@@ -1,0 +1,42 @@
+"""Scale-out status: ``GET /v1/queue``, the run queue's depth and each worker's load.
+
+Runs enqueued on a :class:`~helix_dbos.runtime.queues.RunQueue` wait in DBOS's tables until a
+worker dequeues them; this route is how an operator (or an autoscaler) sees the backlog and where
+runs are running, from any server of the deployment.
+"""
+
+from __future__ import annotations
+
+from dbos import DBOS
+from fastapi.routing import APIRouter
+from pydantic import BaseModel
+
+from helix_dbos.runtime.queues import QueueStatus, queue_status
+from helix_dbos.service.routes.context import RouteContext
+
+__all__ = ["QueueView", "queue_router"]
+
+
+class QueueView(BaseModel):
+    """``GET /v1/queue``: ``queue`` is ``null`` when runs start in the process that receives them."""
+
+    queued: bool
+    queue: QueueStatus | None = None
+
+
+def queue_router(ctx: RouteContext) -> APIRouter:
+    """The queue status route (authenticated, like every ``/v1`` route)."""
+    router = ctx.router()
+    executor = ctx.executor
+
+    def status() -> QueueView:
+        if executor.queue is None:
+            return QueueView(queued=False)
+        return QueueView(queued=True, queue=queue_status(DBOS, executor.queue))
+
+    @router.get("/queue", response_model=QueueView, tags=["health"])
+    async def queue() -> QueueView:
+        """The run queue's depth (``enqueued``), runs in flight, and runs in flight per worker."""
+        return await ctx.service.call(status)
+
+    return router
