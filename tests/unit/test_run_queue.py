@@ -1,0 +1,31 @@
+"""``RunQueue``: the one-line spec the CLI and ``HELIX_RUN_QUEUE`` take, and priority bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from helix_dbos import HelixError
+from helix_dbos.runtime.queues import RateLimit, RunQueue, check_priority
+
+
+def test_queue_specs_parse() -> None:
+    assert RunQueue.parse("jobs:concurrency=8,worker_concurrency=2,limit=100/60,poll=0.05") == RunQueue(
+        name="jobs",
+        concurrency=8,
+        worker_concurrency=2,
+        limiter=RateLimit(limit=100, period_seconds=60),
+        polling_interval_sec=0.05,
+    )
+    assert RunQueue.parse("") == RunQueue()
+    for bad in ("jobs:concurrency", "jobs:limit=5", "jobs:speed=3", "jobs:concurrency=0", "bad name"):
+        with pytest.raises(ValueError):
+            RunQueue.parse(bad)
+
+
+def test_priorities_outside_dboss_range_are_refused() -> None:
+    check_priority(None)
+    check_priority(1)
+    check_priority(2**31 - 1)
+    for bad in (0, -1, 2**31):
+        with pytest.raises(HelixError):
+            check_priority(bad)
