@@ -299,7 +299,9 @@ def worker(
     ] = None,
     queue: QueueSpec = None,
     llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
-    takeover_after: Annotated[float, typer.Option(hidden=True, help="Seconds before a silent worker's runs move.")] = 30.0,
+    takeover_after: Annotated[
+        float, typer.Option(hidden=True, help="Seconds before a silent worker's runs move.")
+    ] = 30.0,
 ) -> None:
     """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped.
 

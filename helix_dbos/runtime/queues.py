@@ -111,9 +111,7 @@ def register_run_queue(queue: RunQueue) -> None:
         queue.name,
         global_concurrency=queue.concurrency,
         worker_concurrency=queue.worker_concurrency,
-        limiter=(
-            {"limit": queue.limiter.limit, "period": queue.limiter.period_seconds} if queue.limiter else None
-        ),
+        limiter=({"limit": queue.limiter.limit, "period": queue.limiter.period_seconds} if queue.limiter else None),
         polling_interval_sec=queue.polling_interval_sec,
     )
 

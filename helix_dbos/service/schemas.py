@@ -24,7 +24,9 @@ AgentName = Annotated[str, Field(min_length=1, max_length=200)]
 Reason = Annotated[str, Field(max_length=2000)]
 Priority = Annotated[
     int,
-    Field(ge=1, le=2**31 - 1, description="Order in a queued backlog: lower runs first (no priority runs first of all)."),
+    Field(
+        ge=1, le=2**31 - 1, description="Order in a queued backlog: lower runs first (no priority runs first of all)."
+    ),
 ]
 SendMessage = str | list[UserInputMessage]
 """A follow-up message: text, or structured user messages (with metadata and files)."""

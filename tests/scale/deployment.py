@@ -79,14 +79,17 @@ class Proc:
 
 
 class Deployment:
-    """One API server (``--no-execute``) and ``workers`` workers on ``database_url``, sharing ``queue``."""
+    """One API server (``--no-execute``) and ``workers`` workers on ``database_url``, sharing ``queue``.
+
+    With ``queue=None`` there is the API server alone, running its runs itself (no workers).
+    """
 
     def __init__(
         self,
         database_url: str,
         workdir: Path,
         *,
-        queue: str,
+        queue: str | None,
         workers: int,
         step_seconds: float,
         takeover_after: float = 3.0,
@@ -100,10 +103,21 @@ class Deployment:
         self.step_seconds = step_seconds
         self.takeover_after = takeover_after
         self.workers: dict[str, Proc] = {}
+        # Without a queue, the API server runs every run itself: today's single-process setup.
+        queued = ["--queue", queue, "--no-execute"] if queue is not None else []
         self.api = Proc(
             "api",
-            ["serve", *AGENTS, "--database-url", database_url, "--port", str(self.port), "--queue", queue]
-            + ["--no-execute", "--executor-id", "api"],
+            [
+                "serve",
+                *AGENTS,
+                "--database-url",
+                database_url,
+                "--port",
+                str(self.port),
+                *queued,
+                "--executor-id",
+                "api",
+            ],
             workdir / "api.log",
             self._env("api"),
         )
@@ -139,10 +153,13 @@ class Deployment:
         raise AssertionError(f"api did not start:\n{self.api.output()[-3000:]}")
 
     def start_worker(self, name: str) -> Proc:
+        assert self.queue is not None, "workers need a queue"
         proc = Proc(
             name,
-            ["worker", *AGENTS, "--database-url", self.url, "--queue", self.queue, "--executor-id", name]
-            + ["--takeover-after", str(self.takeover_after)],
+            [
+                *("worker", *AGENTS, "--database-url", self.url, "--queue", self.queue),
+                *("--executor-id", name, "--takeover-after", str(self.takeover_after)),
+            ],
             self.workdir / f"{name}.log",
             self._env(name),
         )
