@@ -241,8 +241,9 @@ def recovering_runs(executor: DBOSAgentExecutor) -> list[RunRecord]:
 
     That is every agent workflow of this application version still ``PENDING`` under this executor
     id (DBOS re-enqueues them at launch; orphans started by :func:`launch` are among them), and
-    every one ``ENQUEUED`` (re-enqueued by an earlier launch or ``helix-dbos recover`` and not yet
-    dequeued; any live process may dequeue it). Call it right after :func:`launch`; wait for a
+    every one ``ENQUEUED`` on DBOS's internal queue (re-enqueued by an earlier launch or
+    ``helix-dbos recover`` and not yet dequeued; any live process may dequeue it), but not a run
+    queue's backlog. Call it right after :func:`launch`; wait for a
     run with ``AgentExecutionHandle(executor, run, agent_name).result()``.
     """
     statuses = DBOS.list_workflows(
@@ -253,8 +254,17 @@ def recovering_runs(executor: DBOSAgentExecutor) -> list[RunRecord]:
         load_output=False,
     )
     me = executor.executor_id
-    runs = [executor.store.get_run(w.workflow_id) for w in statuses if w.status == "ENQUEUED" or w.executor_id == me]
+    runs = [executor.store.get_run(w.workflow_id) for w in statuses if w.executor_id == me or _requeued(w)]
     return sorted((r for r in runs if r is not None), key=lambda r: (r.started_at, r.run_id))
+
+
+def _requeued(status: Any) -> bool:
+    """An ``ENQUEUED`` run put back by recovery, as opposed to a run queue's ordinary backlog.
+
+    Recovery and takeover of runs started locally use DBOS's internal queue; a run queue's waiting
+    runs (:mod:`.queues`) are new work, not recovery, unless this executor was running them.
+    """
+    return status.status == "ENQUEUED" and (not status.queue_name or status.queue_name.startswith("_dbos"))
 
 
 def _running_here(executor: DBOSAgentExecutor) -> list[str]:

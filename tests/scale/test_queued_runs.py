@@ -27,7 +27,7 @@ from helix_dbos import (
 )
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.launch import launch, shutdown
-from helix_dbos.runtime.queues import RunQueue
+from helix_dbos.runtime.queues import RateLimit, RunQueue, register_run_queue
 from helix_dbos.step_result import ParsedToolCall, StepResult
 from tests.pg import create_database, drop_database, unique_name
 
@@ -42,6 +42,7 @@ class CityIn(BaseModel):
 
 ask_city = define_tool("ask_city", description="Ask the client", input_schema=CityIn, execute="client")
 slow = define_agent("slow", system_prompt="Take your time.", llm_config="scripted/slow")
+quick = define_agent("quick", system_prompt="Answer at once.", llm_config="scripted/quick")
 asker = define_agent("asker", system_prompt="Ask where.", llm_config="scripted/asker", tools=[ask_city])
 
 
@@ -50,6 +51,8 @@ class Model:
 
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
         last = input.messages[-1]
+        if input.agent_type == "quick":
+            return TextStepResult(content="quick done", should_stop=True, stop_reason="end_turn")
         if input.agent_type == "slow":
             await asyncio.sleep(0.5)
             return TextStepResult(content="slow done", should_stop=True, stop_reason="end_turn")
@@ -65,7 +68,7 @@ def executor(pg_server_url: str) -> Iterator[DBOSAgentExecutor]:
     url = create_database(pg_server_url, name)
     executor = launch(
         url,
-        agents=[slow, asker],
+        agents=[slow, quick, asker],
         llm_adapter=Model(),
         queue=QUEUE,
         hot_window_seconds=0,  # park at once: an answer then starts a continuation run
@@ -112,6 +115,23 @@ def test_retry_and_hitl_continuations_go_through_the_queue(executor: DBOSAgentEx
     retried = executor.retry("q-contract", priority=3)
     assert _queue_and_priority(retried.run_id) == (QUEUE.name, 3)
     assert retried.result(timeout_seconds=30).status == "completed"
+
+
+def test_the_rate_limit_spaces_out_starts(executor: DBOSAgentExecutor) -> None:
+    limited = RunQueue(name="test-limited", limiter=RateLimit(limit=2, period_seconds=1.0), polling_interval_sec=0.01)
+    register_run_queue(limited)
+    executor.queue = limited
+    try:
+        handles = [executor.execute(quick, f"n{i}", session_id=f"q-limit-{i}") for i in range(6)]
+        for handle in handles:
+            assert handle.result(timeout_seconds=30).status == "completed"
+    finally:
+        executor.queue = QUEUE
+    statuses = DBOS.list_workflows(workflow_ids=[h.run_id for h in handles], load_input=False, load_output=False)
+    starts = sorted(int(w.dequeued_at or 0) for w in statuses)
+    assert {w.queue_name for w in statuses} == {limited.name} and all(starts)
+    # No rolling one-second window holds more than two starts.
+    assert all(later - earlier >= 1000 for earlier, later in zip(starts, starts[2:], strict=False)), starts
 
 
 def test_bad_priorities_and_settings_are_refused() -> None:

@@ -12,6 +12,7 @@ from fastapi.routing import APIRouter
 from pydantic import BaseModel
 
 from helix_dbos.runtime.queues import QueueStatus, queue_status
+from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import RouteContext
 
 __all__ = ["QueueView", "queue_router"]
@@ -34,7 +35,7 @@ def queue_router(ctx: RouteContext) -> APIRouter:
             return QueueView(queued=False)
         return QueueView(queued=True, queue=queue_status(DBOS, executor.queue))
 
-    @router.get("/queue", response_model=QueueView, tags=["health"])
+    @router.get("/queue", response_model=QueueView, tags=["health"], responses=error_responses())
     async def queue() -> QueueView:
         """The run queue's depth (``enqueued``), runs in flight, and runs in flight per worker."""
         return await ctx.service.call(status)
