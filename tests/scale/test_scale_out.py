@@ -12,11 +12,13 @@ timestamps (each model call logs its worker and its start and end, ``tests/scale
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from dbos import DBOSClient
@@ -24,7 +26,7 @@ from dbos import DBOSClient
 from helix_dbos.runtime.launch import dbos_system_database_url
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.migrate import upgrade
-from tests.scale.deployment import Deployment, max_overlap
+from tests.scale.deployment import REPO, Deployment, max_overlap
 
 pytestmark = pytest.mark.postgres
 
@@ -108,11 +110,19 @@ def test_priorities_reorder_a_backlog(deployment: Deployment) -> None:
     assert len(overtaken) <= 1, sorted((starts[s], "high" if s in high else "low") for s in low + high)
 
 
-def test_queue_status_names_the_workers(deployment: Deployment, tmp_path: Path) -> None:
+def test_queue_status_names_the_workers(deployment: Deployment) -> None:
     sessions = [deployment.start_run(f"load {i}") for i in range(8)]
     seen: set[str] = set()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not seen:
         seen = set(deployment.queue_status()["queue"]["running_by_worker"])
+    cli = subprocess.run(
+        [sys.executable, "-m", "helix_dbos.cli", "queue-status", "--queue", QUEUE, "--database-url", deployment.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     deployment.wait_done(sessions)
     assert seen and seen <= {"w1", "w2"}, seen
+    assert cli.returncode == 0 and "queue helix-runs:" in cli.stdout, cli.stdout + cli.stderr

@@ -29,3 +29,15 @@ def test_priorities_outside_dboss_range_are_refused() -> None:
     for bad in (0, -1, 2**31):
         with pytest.raises(HelixError):
             check_priority(bad)
+
+
+def test_serve_no_execute_needs_a_queue_and_bad_specs_are_one_line() -> None:
+    from typer.testing import CliRunner
+
+    from helix_dbos.cli import app
+
+    runner = CliRunner()
+    alone = runner.invoke(app, ["serve", "--agents", "demo", "--allow-unauthenticated", "--no-execute"])
+    assert alone.exit_code == 2 and "--no-execute needs --queue" in alone.output
+    bad = runner.invoke(app, ["worker", "--agents", "demo", "--queue", "jobs:speed=3"])
+    assert bad.exit_code == 2 and "bad --queue" in bad.output
