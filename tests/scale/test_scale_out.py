@@ -126,3 +126,33 @@ def test_queue_status_names_the_workers(deployment: Deployment) -> None:
     deployment.wait_done(sessions)
     assert seen and seen <= {"w1", "w2"}, seen
     assert cli.returncode == 0 and "queue helix-runs:" in cli.stdout, cli.stdout + cli.stderr
+
+
+def test_a_restarted_worker_puts_its_runs_back_on_the_queue(
+    pg_server_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """DBOS's own recovery (same executor id, no takeover): the runs go back to the run queue."""
+    import pg
+
+    url = pg.create_database(pg_server_url, pg.unique_name("scale_restart"))
+    upgrade(url)
+    workdir = tmp_path_factory.mktemp("restart")
+    deployment = Deployment(url, workdir, queue=QUEUE, workers=2, step_seconds=1.0, takeover_after=600)
+    try:
+        sessions = [deployment.start_run(f"r {i}") for i in range(6)]
+        deadline = time.monotonic() + 60
+        while not deployment.queue_status()["queue"]["running_by_worker"].get("w1"):
+            assert time.monotonic() < deadline, deployment.logs()
+            time.sleep(0.02)
+        deployment.workers["w1"].kill()
+        deployment.start_worker("w1")  # the same executor id: DBOS recovers its runs at launch
+        deployment.wait_done(sessions)
+        client = DBOSClient(system_database_url=dbos_system_database_url(url))
+        try:
+            statuses = client.list_workflows(workflow_ids=[f"{s}-turn-1" for s in sessions], load_input=False)
+        finally:
+            client.destroy()
+        assert {(w.status, w.queue_name) for w in statuses} == {("SUCCESS", "helix-runs")}
+        assert any(w.recovery_attempts and w.recovery_attempts > 1 for w in statuses)  # some were recovered
+    finally:
+        deployment.close()
