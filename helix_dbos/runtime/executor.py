@@ -34,7 +34,6 @@ from helix_dbos.errors import (
     AgentMismatchError,
     AgentNotResumableError,
     HelixError,
-    PendingToolCallNotFoundError,
     SessionNotFoundError,
     StaleStateError,
 )
@@ -71,7 +70,7 @@ from helix_dbos.session import (
     SendInput,
     SubmitToolResult,
 )
-from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun
+from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun, SubmitOutcome
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
@@ -301,20 +300,11 @@ class DBOSAgentExecutor:
         """
         check_text(session_id=session_id, submission=submission)
         parsed = parse_submission(submission)
-        if self.store.load_session(session_id) is None:
-            raise SessionNotFoundError(session_id)
-        rows = self.store.pending.get(session_id, [parsed.tool_call_id])
-        if not rows:
-            raise PendingToolCallNotFoundError(session_id, parsed.tool_call_id)
-        check_submission_fits(parsed, rows[0])
-        outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"))
+        fits = functools.partial(check_submission_fits, parsed)
+        outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
         if outcome.delivery == "hot":
             self._wake(outcome.call.workflow_id, parsed.tool_call_id)
-            run = self.store.get_run(outcome.call.run_id)
-            session = self.store.load_session(session_id)
-            if run is None or session is None:
-                return None
-            return AgentExecutionHandle(self, run, session.agent_type, self._services.call_hooks_of(run.workflow_id))
+            return self._hot_handle(outcome)
         if outcome.batch_complete:
             return self._continue_parked(session_id)
         return None
@@ -324,6 +314,17 @@ class DBOSAgentExecutor:
     ) -> AgentExecutionHandle | None:
         """Async twin of :meth:`submit_tool_result`."""
         return await asyncio.to_thread(self.submit_tool_result, session_id, submission)
+
+    def _hot_handle(self, outcome: SubmitOutcome) -> AgentExecutionHandle | None:
+        """A handle on the woken run, from what the submission's transaction read (or a fresh read)."""
+        run = outcome.run if outcome.run is not None else self.store.get_run(outcome.call.run_id)
+        agent_type = outcome.agent_type
+        if agent_type is None:
+            session = self.store.load_session(outcome.call.session_id)
+            agent_type = None if session is None else session.agent_type
+        if run is None or agent_type is None:
+            return None
+        return AgentExecutionHandle(self, run, agent_type, self._services.call_hooks_of(run.workflow_id))
 
     def _wake(self, workflow_id: str, key: str) -> None:
         wake_run(workflow_id, key, self.logger)

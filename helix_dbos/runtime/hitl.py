@@ -15,7 +15,9 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
    gone. The submission that completes the batch starts the continuation run.
 
 Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
-(:func:`check_submission_fits`), records it, and wakes the run (:func:`wake_run`).
+(:func:`check_submission_fits`) and records it in one store transaction, then wakes the run
+(:func:`wake_run`): the check runs on the row it is about to flip, so an answer is refused or
+recorded, never half of either.
 
 Answers are always read from the store; DBOS messages are only wake-ups, so a message that arrives
 late, twice, or never cannot change a result.
