@@ -291,6 +291,12 @@ class PendingCallStore(Protocol):
         """Rows of the session (optionally only these ids), oldest first."""
         ...
 
+    def get_with_session(
+        self, session_id: str, tool_call_ids: list[str]
+    ) -> tuple[list[PendingToolCall], SessionRecord | None]:
+        """These calls of the session, oldest first, and the session record, in one read."""
+        ...
+
     def open_calls(self, session_id: str) -> list[PendingToolCall]:
         """Calls still waiting for an answer."""
         ...

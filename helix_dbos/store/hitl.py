@@ -30,10 +30,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
-from helix_dbos.store.base import PendingToolCall, SubmitOutcome
-from helix_dbos.store.engine import begin_write, dialect_for, now_ms
+from helix_dbos.store.base import PendingToolCall, SessionRecord, SubmitOutcome
+from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.rows import run_record
+from helix_dbos.store.rows import run_record, session_record
 from helix_dbos.store.schema import pending_tool_calls, runs, sessions
 
 
@@ -102,6 +102,21 @@ class SqlPendingCallStore:
             query = query.where(pending_tool_calls.c.tool_call_id.in_(tool_call_ids))
         with self._engine.connect() as conn:
             return [_row(r) for r in conn.execute(query.order_by(pending_tool_calls.c.created_at))]
+
+    @retrying
+    def get_with_session(
+        self, session_id: str, tool_call_ids: list[str]
+    ) -> tuple[list[PendingToolCall], SessionRecord | None]:
+        """These calls of the session, oldest first, and the session record, in one read."""
+        query = (
+            sa.select(pending_tool_calls)
+            .where(pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id.in_(tool_call_ids))
+            .order_by(pending_tool_calls.c.created_at)
+        )
+        with begin_read(self._engine) as conn:
+            rows = [_row(r) for r in conn.execute(query)]
+            session = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
+        return rows, None if session is None else session_record(session)
 
     def open_calls(self, session_id: str) -> list[PendingToolCall]:
         """Calls still waiting for an answer."""
