@@ -253,10 +253,10 @@ class SubmitOutcome(_Data):
     """``hot``: wake the waiting workflow. ``parked``: start the continuation if ``batch_complete``."""
     batch_complete: bool
     """Every call of the run is now answered or expired."""
-    agent_type: str | None = None
-    """The session's agent, read in the same transaction (``None``: the store did not say)."""
+    session: SessionRecord | None = None
+    """The session as the same transaction saw it (``None``: the store did not say)."""
     run: RunRecord | None = None
-    """The call's run, read in the same transaction (``None``: the store did not say)."""
+    """The call's run as the same transaction saw it (``None``: the store did not say)."""
 
 
 class WorkerRecord(_Data):

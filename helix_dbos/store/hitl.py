@@ -134,11 +134,11 @@ class SqlPendingCallStore:
 
         Under the session lock it reads the call with the other calls of its run, runs ``check``
         on the call (an exception refuses the answer, nothing written), flips the call with a
-        compare-and-set and reads the call's run, so the caller has all it needs to wake or
-        continue the run without reading again.
+        compare-and-set and reads the call's run, so the caller has the session and the run it
+        needs to wake or continue without reading them again.
         """
         with self._begin() as conn:
-            session = self._dialect.lock_session(conn, session_id, sessions.c.session_id, sessions.c.agent_type)
+            session = self._dialect.lock_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(session_id)
             run_of_call = (
@@ -179,7 +179,7 @@ class SqlPendingCallStore:
             call=answered,
             delivery=call.delivery,
             batch_complete=not any(c.status == "pending" for c in batch if c.tool_call_id != tool_call_id),
-            agent_type=session.agent_type,
+            session=session_record(session),
             run=None if run is None else run_record(run),
         )
 

@@ -60,7 +60,7 @@ class PendingCallContract:
         session = store.load_session("s1")
         assert session is not None
         assert first.run is None or first.run.run_id == "r1"  # a store may leave them to the caller to read
-        assert first.agent_type in (None, session.agent_type)
+        assert first.session in (None, session)
         with pytest.raises(ValueError):  # the check runs before the already-answered refusal
             store.pending.submit("s1", "t1", {"approved": True}, refuse)
         assert store.pending.submit("s1", "t2", {"approved": False}).batch_complete is True
