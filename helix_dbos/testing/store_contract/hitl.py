@@ -64,6 +64,9 @@ class PendingCallContract:
         with pytest.raises(ValueError):  # the check runs before the already-answered refusal
             store.pending.submit("s1", "t1", {"approved": True}, refuse)
         assert store.pending.submit("s1", "t2", {"approved": False}).batch_complete is True
+        rows, read = store.pending.get_with_session("s1", ["t2", "t1"])
+        assert (sorted(c.tool_call_id for c in rows), read) == (["t1", "t2"], store.load_session("s1"))
+        assert store.pending.get_with_session("other", ["t1"]) == ([], None)
 
     def test_pending_calls_expire_and_cancel(self, store: SessionStore) -> None:
         start(store)
