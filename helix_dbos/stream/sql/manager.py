@@ -58,7 +58,10 @@ class SqlStreamManager:
         notify: On PostgreSQL, send ``NOTIFY`` with every write and wake readers by ``LISTEN``.
         batch_max_chunks: Most chunks committed in one transaction.
         batch_max_delay: Least seconds between two commit starts, unless a batch is full or a
-            flush is waiting: the most a lone chunk waits. ``0`` commits as soon as possible.
+            flush is waiting: the most a chunk waits for its commit to start. A chunk written after
+            a quiet spell that long commits at once. ``0`` commits as soon as possible. The default,
+            50 ms, is below what a reader notices and costs a run about two stream transactions
+            where 20 ms cost five (``scripts/bench_overhead.py``).
         max_pending_chunks: Queued chunks above which ``write`` waits for the flusher.
         check_schema: Refuse to start on a database not migrated to this version.
         retry: How writes and reads retry transient database errors (default: ``HELIX_DB_RETRY_SECONDS``,
@@ -72,7 +75,7 @@ class SqlStreamManager:
         poll_interval: float = 0.05,
         notify: bool = True,
         batch_max_chunks: int = 64,
-        batch_max_delay: float = 0.02,
+        batch_max_delay: float = 0.05,
         max_pending_chunks: int = 10_000,
         check_schema: bool = True,
         retry: RetryPolicy | None = None,
