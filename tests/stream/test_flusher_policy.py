@@ -60,3 +60,22 @@ def test_chunks_written_while_a_commit_is_in_flight_go_in_one_batch() -> None:
         assert [size for _, size in recorder.batches] == [1, 10]
     finally:
         flusher.stop()
+
+
+def test_a_barrier_for_a_stream_with_nothing_queued_does_not_force_a_commit() -> None:
+    """A run's start asks about its own stream; other runs' queued chunks keep their batching window."""
+    recorder = Recorder()
+    flusher = Flusher(recorder, max_chunks=64, max_delay=1.0, name="test-flusher")
+    try:
+        flusher.submit(chunk(0))
+        assert recorder.done.wait(5)  # opens the window
+        flusher.submit(chunk(1))  # stream "s1", waiting for the window
+        assert flusher.barrier("s-other").done()
+        assert len(recorder.batches) == 1
+        waiting = flusher.barrier("s1")
+        assert not waiting.done() or len(recorder.batches) == 2
+        waiting.result(5)  # a barrier for a stream with queued chunks cuts the window short
+        assert len(recorder.batches) == 2
+        assert flusher.barrier("s1").done()
+    finally:
+        flusher.stop()

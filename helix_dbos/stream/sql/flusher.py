@@ -82,7 +82,10 @@ class Flusher:
     """One thread committing queued chunks in batches, in queue order.
 
     A barrier (:meth:`barrier`) completes once every chunk queued before it is committed or has
-    failed; queueing one also cuts the batching delay short.
+    failed; queueing one also cuts the batching delay short. A barrier for one stream completes at
+    once when none of that stream's chunks is queued or being committed: a run's start asks about
+    its own stream, and must not force a commit of every other run's chunks (under load that cut
+    every batching window short).
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class Flusher:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._last_commit = float("-inf")
+        self._per_stream: dict[str, int] = {}  # chunks queued or being committed, by stream
 
     def submit(self, item: PendingChunk) -> int:
         """Queue a chunk; returns how many chunks are queued now (for back-pressure)."""
@@ -111,14 +115,15 @@ class Flusher:
                 self._thread.start()
             self._queue.append(item)
             self._chunks += 1
+            self._per_stream[item.stream_id] = self._per_stream.get(item.stream_id, 0) + 1
             self._cond.notify()
             return self._chunks
 
-    def barrier(self) -> _Barrier:
-        """Return a future that completes when everything queued so far has been committed."""
+    def barrier(self, stream_id: str | None = None) -> _Barrier:
+        """Return a future that completes when everything queued so far (of ``stream_id``) is committed."""
         barrier: _Barrier = concurrent.futures.Future()
         with self._cond:
-            if not self._queue and not self._busy:
+            if (not self._queue and not self._busy) or (stream_id is not None and stream_id not in self._per_stream):
                 barrier.set_result(None)
                 return barrier
             self._queue.append(barrier)
@@ -168,6 +173,12 @@ class Flusher:
             finally:
                 with self._cond:
                     self._busy = False
+                    for item in batch:
+                        left = self._per_stream[item.stream_id] - 1
+                        if left:
+                            self._per_stream[item.stream_id] = left
+                        else:
+                            del self._per_stream[item.stream_id]
                 for barrier in barriers:
                     barrier.set_result(None)
 
