@@ -104,6 +104,7 @@ class Flusher:
         self._thread: threading.Thread | None = None
         self._last_commit = float("-inf")
         self._per_stream: dict[str, int] = {}  # chunks queued or being committed, by stream
+        self._idle = False  # the thread waits for a first chunk (not for a batching window to pass)
 
     def submit(self, item: PendingChunk) -> int:
         """Queue a chunk; returns how many chunks are queued now (for back-pressure)."""
@@ -116,7 +117,11 @@ class Flusher:
             self._queue.append(item)
             self._chunks += 1
             self._per_stream[item.stream_id] = self._per_stream.get(item.stream_id, 0) + 1
-            self._cond.notify()
+            # Wake the thread only when this chunk changes what it does: it was idle, or the batch
+            # is now full. Waking it for every chunk inside a batching window cost a thread switch
+            # (and a GIL hand-off) per chunk, for nothing: it would only go back to waiting.
+            if self._idle or self._chunks >= self._max_chunks:
+                self._cond.notify()
             return self._chunks
 
     def barrier(self, stream_id: str | None = None) -> _Barrier:
@@ -144,7 +149,9 @@ class Flusher:
         while True:
             with self._cond:
                 while not self._queue and not self._stopping:
+                    self._idle = True
                     self._cond.wait()
+                self._idle = False
                 if not self._queue:
                     return
                 deadline = self._last_commit + self._max_delay
