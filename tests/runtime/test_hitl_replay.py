@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from dbos import DBOS
 
-from helix_dbos import LiteLLMAdapter, find_unpaired_tool_call_ids
+from helix_dbos import LiteLLMAdapter
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
 from tests.runtime.crash_agents import hitl_agent
