@@ -34,7 +34,6 @@ from helix_dbos.errors import (
     AgentMismatchError,
     AgentNotResumableError,
     HelixError,
-    PendingToolCallNotFoundError,
     SessionNotFoundError,
     StaleStateError,
 )
@@ -72,7 +71,7 @@ from helix_dbos.session import (
     SendInput,
     SubmitToolResult,
 )
-from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun
+from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun, SubmitOutcome
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
@@ -321,22 +320,13 @@ class DBOSAgentExecutor:
         """
         check_text(session_id=session_id, submission=submission)
         parsed = parse_submission(submission)
-        if self.store.load_session(session_id) is None:
-            raise SessionNotFoundError(session_id)
-        rows = self.store.pending.get(session_id, [parsed.tool_call_id])
-        if not rows:
-            raise PendingToolCallNotFoundError(session_id, parsed.tool_call_id)
-        check_submission_fits(parsed, rows[0])
-        outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"))
+        fits = functools.partial(check_submission_fits, parsed)
+        outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
         if outcome.delivery == "hot":
             self._wake(outcome.call.workflow_id, parsed.tool_call_id)
-            run = self.store.get_run(outcome.call.run_id)
-            session = self.store.load_session(session_id)
-            if run is None or session is None:
-                return None
-            return AgentExecutionHandle(self, run, session.agent_type, self._services.call_hooks_of(run.workflow_id))
+            return self._hot_handle(outcome)
         if outcome.batch_complete:
-            return self._continue_parked(session_id)
+            return self._continue_parked(session_id, outcome)
         return None
 
     async def submit_tool_result_async(
@@ -345,17 +335,30 @@ class DBOSAgentExecutor:
         """Async twin of :meth:`submit_tool_result`."""
         return await asyncio.to_thread(self.submit_tool_result, session_id, submission)
 
+    def _hot_handle(self, outcome: SubmitOutcome) -> AgentExecutionHandle | None:
+        """A handle on the woken run, from what the submission's transaction read (or a fresh read)."""
+        run = outcome.run if outcome.run is not None else self.store.get_run(outcome.call.run_id)
+        session = outcome.session if outcome.session is not None else self.store.load_session(outcome.call.session_id)
+        if run is None or session is None:
+            return None
+        return AgentExecutionHandle(self, run, session.agent_type, self._services.call_hooks_of(run.workflow_id))
+
     def _wake(self, workflow_id: str, key: str) -> None:
         wake_run(workflow_id, key, self.logger)
 
-    def _continue_parked(self, session_id: str) -> AgentExecutionHandle | None:
+    def _continue_parked(self, session_id: str, seen: SubmitOutcome | None = None) -> AgentExecutionHandle | None:
         """Start the continuation of a parked run under the session's agent.
 
         It keeps the per-call hooks the parked run was started with when this process started it
         (the seeds' process-local registry); in any other process it has the agent's hooks only.
+        ``seen``: the submission that completed the batch, whose transaction read the session and
+        the call's run; when that run is the session's current one and suspended, they are not
+        read again (otherwise they are: the run may have suspended since).
         """
-        session = self.store.load_session(session_id)
-        run = self.store.get_current_run(session_id)
+        session = seen.session if seen is not None else None
+        run = seen.run if seen is not None else None
+        if session is None or run is None or session.run_id != run.run_id or run.status != "suspended":
+            session, run = self.store.load_session(session_id), self.store.get_current_run(session_id)
         if session is None or run is None or run.status != "suspended":
             return None
         hooks = self._services.call_hooks_of(run.workflow_id)

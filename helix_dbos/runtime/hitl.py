@@ -5,17 +5,26 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
 1. gates: a predicate ``require_approval`` is evaluated in its own step (``{agent}.approval_gate.{tool}``)
    so its boolean is checkpointed; a predicate that raises requires approval (fail closed);
 2. ``{agent}.hitl.register`` records the calls in the store as pending and fixes the hot-window
-   deadline (both checkpointed, so a recovered run waits against the same clock);
+   deadline (both checkpointed, so a recovered run waits against the same clock); it also takes
+   the first check (below), so a batch answered before it waits goes straight on;
 3. the *hot* wait: ``DBOS.recv`` on the run's HITL topic, woken by ``submit_tool_result``. Each wake
    (or timeout) is followed by ``{agent}.hitl.check``, which reads the answers from the store, expires
    calls past their deadline, and records the time it looked, so every decision the loop takes on
    replay comes from recorded values;
-4. when the hot window ends with answers missing, ``{agent}.hitl.park`` flips the rows to ``parked``
-   in one compare-and-set and the run ends as ``suspended_client_tool``; its workflow (and thread) are
-   gone. The submission that completes the batch starts the continuation run.
+4. when the hot window has ended (or the run is interrupted) with answers missing, that check also
+   flips the open rows to ``parked`` in one compare-and-set, and the run ends as
+   ``suspended_client_tool``; its workflow (and thread) are gone. The submission that completes the
+   batch starts the continuation run. (``{agent}.hitl.park`` is that flip as a step of its own, for
+   a registration that already had the window over, and for runs recorded by older versions.)
+5. ``{agent}.hitl.resumed`` fires ``on_agent_resumed``, only when a hook set defines it.
+
+So a parked run takes register, check (then parks), and a hot run woken once takes register and
+check: one DBOS step per wait rather than three, each step two transactions of DBOS's own.
 
 Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
-(:func:`check_submission_fits`), records it, and wakes the run (:func:`wake_run`).
+(:func:`check_submission_fits`) and records it in one store transaction, then wakes the run
+(:func:`wake_run`): the check runs on the row it is about to flip, so an answer is refused or
+recorded, never half of either.
 
 Answers are always read from the store; DBOS messages are only wake-ups, so a message that arrives
 late, twice, or never cannot change a result.
@@ -135,29 +144,46 @@ def register_step(
             ),
             rt.logger,
         )
-    current = {r.tool_call_id: r for r in rt.store.pending.get(who.session_id, [c.call.id for c in calls])}
+    first = _check(who, [c.call.id for c in calls], now, None)
     return {
         "hot_deadline_ms": now + int(hot_window_seconds * 1000),
-        "deadlines": {cid: r.deadline_ms for cid, r in current.items()},
-        "digests": {cid: r.arguments_digest for cid, r in current.items()},
+        "deadlines": {cid: r["deadline_ms"] for cid, r in first["rows"].items()},
+        "digests": {cid: r["arguments_digest"] for cid, r in first["rows"].items()},
+        "check": first,
     }
 
 
-def check_step(who: RunIdentity, call_ids: list[str]) -> CheckStepOutput:
-    """Read the answers, expire calls past their deadline, and report the session's control flags."""
-    rt = services.current()
-    now = now_ms()
-    rows = rt.store.pending.get(who.session_id, call_ids)
+def check_step(who: RunIdentity, call_ids: list[str], hot_deadline_ms: int | None = None) -> CheckStepOutput:
+    """Read the answers, expire overdue calls, read the control flags; park when the wait is over.
+
+    The wait is over when the hot window has ended (``hot_deadline_ms``; ``None`` never parks) or
+    the run is interrupted, with calls still open and the run not aborted.
+    """
+    return _check(who, call_ids, now_ms(), hot_deadline_ms)
+
+
+def _check(who: RunIdentity, call_ids: list[str], now: int, hot_deadline_ms: int | None) -> CheckStepOutput:
+    """The check (inside a step): one read of rows and session; a write only to expire or park."""
+    pending = services.current().store.pending
+    rows, session = pending.get_with_session(who.session_id, call_ids)
     due = [r.tool_call_id for r in rows if r.status == "pending" and r.deadline_ms is not None and r.deadline_ms <= now]
     if due:
-        rt.store.pending.expire(who.session_id, due, now)
-        rows = rt.store.pending.get(who.session_id, call_ids)
-    session = rt.store.load_session(who.session_id)
+        pending.expire(who.session_id, due, now)
+        rows, session = pending.get_with_session(who.session_id, call_ids)
+    aborted = bool(session and (session.aborted or session.status == "failed"))
+    interrupted = bool(session and session.interrupt_requested)
+    open_calls = any(r.status == "pending" for r in rows)
+    ended = hot_deadline_ms is not None and (interrupted or now >= hot_deadline_ms)
+    parked = not aborted and open_calls and ended
+    if parked:
+        wanted = set(call_ids)
+        rows = [r for r in pending.park(who.session_id, who.run_id) if r.tool_call_id in wanted]
     return {
         "now_ms": now,
         "rows": {r.tool_call_id: _row(r) for r in rows},
-        "aborted": bool(session and (session.aborted or session.status == "failed")),
-        "interrupted": bool(session and session.interrupt_requested),
+        "aborted": aborted,
+        "interrupted": interrupted,
+        "parked": parked,
     }
 
 
@@ -195,22 +221,38 @@ def await_answers(
     registration: RegisterStepOutput,
     *,
     hooks: list[AgentHooks],
+    resumed_hook: bool,
     previous_run_id: str | None,
 ) -> tuple[WaitResult, dict[str, PendingRow]]:
     """Workflow code: wait (hot) for every call to be answered or expired, or park.
 
     Returns the outcome and the rows by call id. Deterministic under replay: every decision reads
     recorded step outputs (including the time each check looked at the clock).
+
+    The step sequence depends on what the steps recorded, so a run recorded by an older version
+    replays the steps it took: a registration without a ``check`` took its first check in its own
+    step, a check without ``parked`` never parked (a ``hitl.park`` step follows it), and such a run
+    takes ``hitl.resumed`` whenever it has hook sets at all (``hooks``), where a newer one takes it
+    only when a hook set defines ``on_agent_resumed`` (``resumed_hook``, from the run's hook plan).
     """
     agent = who.agent.name
     hot_deadline = int(registration["hot_deadline_ms"])
+    check: CheckStepOutput | None = registration.get("check")
     while True:
-        check: CheckStepOutput = DBOS.run_step({"name": step_names.hitl_check(agent)}, check_step, who, call_ids)
+        if check is None:
+            check = DBOS.run_step({"name": step_names.hitl_check(agent)}, check_step, who, call_ids, hot_deadline)
         rows = check["rows"]
+        parked = check.get("parked")  # None: recorded before checks could park
         if check["aborted"]:
             return "aborted", rows
-        if all(rows[cid]["status"] != "pending" for cid in call_ids):
-            if hooks:
+        resolved = all(rows[cid]["status"] != "pending" for cid in call_ids)
+        if parked:
+            if check["interrupted"]:
+                return "interrupted", rows
+            return ("resolved" if resolved else "parked"), rows  # answers may win the race with parking
+        if resolved:
+            fire_resumed = resumed_hook if parked is not None else bool(hooks)
+            if fire_resumed:
                 DBOS.run_step({"name": step_names.hitl_resumed(agent)}, resumed_step, who, hooks, previous_run_id)
             return "resolved", rows
         if check["interrupted"]:
@@ -218,8 +260,8 @@ def await_answers(
             return "interrupted", rows
         now = int(check["now_ms"])
         if now >= hot_deadline:
-            parked: ParkStepOutput = DBOS.run_step({"name": step_names.hitl_park(agent)}, park_step, who, call_ids)
-            rows = parked["rows"]
+            out: ParkStepOutput = DBOS.run_step({"name": step_names.hitl_park(agent)}, park_step, who, call_ids)
+            rows = out["rows"]
             if all(rows[cid]["status"] != "pending" for cid in call_ids):
                 return "resolved", rows  # answers won the race with the end of the hot window
             return "parked", rows
@@ -227,6 +269,7 @@ def await_answers(
         pending_deadlines = [int(d) for d in deadlines if d is not None]
         wake_at = min([hot_deadline, *pending_deadlines])
         DBOS.recv(HITL_TOPIC, timeout_seconds=max(0.01, (wake_at - now) / 1000))
+        check = None
 
 
 # --- outside the workflow: answers and wake-ups ------------------------------------------------------

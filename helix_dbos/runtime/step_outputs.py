@@ -115,14 +115,6 @@ class PendingRow(TypedDict):
     answered_at: int | None
 
 
-class RegisterStepOutput(TypedDict):
-    """``{agent}.hitl.register``: the hot-window deadline and each call's deadline and digest."""
-
-    hot_deadline_ms: int
-    deadlines: dict[str, int | None]
-    digests: dict[str, str]
-
-
 class CheckStepOutput(TypedDict):
     """``{agent}.hitl.check``: the rows, the time the step looked, and the session's control flags."""
 
@@ -130,6 +122,20 @@ class CheckStepOutput(TypedDict):
     rows: dict[str, PendingRow]
     aborted: bool
     interrupted: bool
+    parked: NotRequired[bool]
+    """Whether this check parked the open calls (its rows are then the rows after parking). Absent
+    from checks recorded before checks could park: such a run parks in its own ``hitl.park`` step."""
+
+
+class RegisterStepOutput(TypedDict):
+    """``{agent}.hitl.register``: the hot-window deadline and each call's deadline and digest."""
+
+    hot_deadline_ms: int
+    deadlines: dict[str, int | None]
+    digests: dict[str, str]
+    check: NotRequired[CheckStepOutput]
+    """The first check, read in this step (it never parks). Absent from registrations recorded
+    before: such a run takes its first check in its own ``hitl.check`` step."""
 
 
 class ParkStepOutput(TypedDict):

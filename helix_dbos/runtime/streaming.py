@@ -13,9 +13,10 @@ manager can drop the duplicates a replayed workflow would otherwise write twice.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from helix_dbos.errors import DatabaseUnavailableError
 from helix_dbos.logger import Logger
@@ -24,12 +25,19 @@ from helix_dbos.stream.base import ChunkRecord, StreamManager, StreamReader
 from helix_dbos.stream.chunks import StreamChunk
 
 
+class _Enqueue(Protocol):
+    def __call__(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None) -> None: ...
+
+
 class RunStreams:
     """Thread-safe facade over a :class:`StreamManager` bound to the background loop."""
 
     def __init__(self, manager: StreamManager, logger: Logger) -> None:
         self.manager = manager
         self._logger = logger
+        self._enqueue: _Enqueue | None = getattr(manager, "enqueue_keyed", None)
+        self._hops = 0  # writes sent through the background loop and not done yet
+        self._hops_lock = threading.Lock()
 
     async def write_async(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None = None) -> None:
         """Write from code already running on the background loop (LLM callbacks).
@@ -52,9 +60,33 @@ class RunStreams:
         The background loop runs submitted writes in submission order, so chunks keep their order;
         not waiting keeps stream latency off the run's critical path. Failures are logged, never
         fatal to the run. :meth:`flush` waits for everything submitted so far.
+
+        A keyed write to a manager that can queue from any thread (``enqueue_keyed``: the SQL
+        manager, whose flusher thread does the I/O) is queued right here, without the hop to the
+        background loop (the hop cost more CPU than the write), unless writes sent through the loop
+        are still outstanding: then it follows them there, so order is kept either way.
         """
+        enqueue = self._enqueue
+        if dedupe_key is not None and enqueue is not None:
+            with self._hops_lock:
+                direct = self._hops == 0
+            if direct:
+                if chunk.timestamp is None:
+                    chunk = chunk.model_copy(update={"timestamp": int(time.time() * 1000)})
+                try:
+                    enqueue(stream_id, chunk, dedupe_key, run_id=chunk.agent_id)
+                except Exception as exc:
+                    self._logger.warn("[helix-dbos] stream write failed", {"error": repr(exc)})
+                return
+        with self._hops_lock:
+            self._hops += 1
         future = asyncio.run_coroutine_threadsafe(self.write_async(stream_id, chunk, dedupe_key), background_loop.loop)
-        future.add_done_callback(self._log_failure)
+        future.add_done_callback(self._hop_done)
+
+    def _hop_done(self, future: Any) -> None:
+        with self._hops_lock:
+            self._hops -= 1
+        self._log_failure(future)
 
     def flush(self) -> None:
         """Wait until every write submitted before this call has been applied."""
@@ -71,21 +103,20 @@ class RunStreams:
         if exc is not None:
             self._logger.warn("[helix-dbos] stream write failed", {"error": repr(exc)})
 
-    def open(self, stream_id: str, run_id: str, agent_type: str) -> int:
+    def open(self, stream_id: str, run_id: str, agent_type: str) -> None:
         """Create (or reactivate) the stream before a run starts, so readers can attach at once.
 
-        Returns the stream's latest sequence: the new run's chunks come after it.
+        The run's first sequence was read before its start was recorded (:meth:`latest_sequence`),
+        so this reads nothing back: one write on a run's critical path, not a write and a read.
         """
 
-        async def _open() -> int:
+        async def _open() -> None:
             activate = getattr(self.manager, "activate", None)
             if activate is not None:
                 await activate(stream_id)  # durable managers: never trust a per-process cache here
             await self.manager.create_writer(stream_id, run_id, agent_type)
-            info = await self.manager.get_stream_info(stream_id)
-            return info.latest_sequence if info is not None else 0
 
-        return background_loop.run(_open())
+        background_loop.run(_open())
 
     def latest_sequence(self, stream_id: str) -> int:
         """The stream's latest sequence (0 for a stream that does not exist yet)."""

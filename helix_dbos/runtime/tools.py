@@ -186,7 +186,12 @@ def _resolve_hitl(
     """
     previous = run.request.previous_run_id if resuming else run.who.run_id
     wait, rows = await_answers(
-        run.who, [h.call.id for h in hitl], registration, hooks=run.hooks, previous_run_id=previous
+        run.who,
+        [h.call.id for h in hitl],
+        registration,
+        hooks=run.hooks,
+        resumed_hook=run.wants("on_agent_resumed"),
+        previous_run_id=previous,
     )
     if wait != "resolved":
         return "suspended" if wait == "parked" else wait

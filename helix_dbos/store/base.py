@@ -22,6 +22,7 @@ executor's async API wraps these calls with ``asyncio.to_thread``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -252,6 +253,10 @@ class SubmitOutcome(_Data):
     """``hot``: wake the waiting workflow. ``parked``: start the continuation if ``batch_complete``."""
     batch_complete: bool
     """Every call of the run is now answered or expired."""
+    session: SessionRecord | None = None
+    """The session as the same transaction saw it (``None``: the store did not say)."""
+    run: RunRecord | None = None
+    """The call's run as the same transaction saw it (``None``: the store did not say)."""
 
 
 class WorkerRecord(_Data):
@@ -286,12 +291,28 @@ class PendingCallStore(Protocol):
         """Rows of the session (optionally only these ids), oldest first."""
         ...
 
+    def get_with_session(
+        self, session_id: str, tool_call_ids: list[str]
+    ) -> tuple[list[PendingToolCall], SessionRecord | None]:
+        """These calls of the session, oldest first, and the session record, in one read."""
+        ...
+
     def open_calls(self, session_id: str) -> list[PendingToolCall]:
         """Calls still waiting for an answer."""
         ...
 
-    def submit(self, session_id: str, tool_call_id: str, submission: dict[str, Any]) -> SubmitOutcome:
-        """Record an answer exactly once; a second submission raises ``ToolCallAlreadyAnsweredError``."""
+    def submit(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        submission: dict[str, Any],
+        check: Callable[[PendingToolCall], None] | None = None,
+    ) -> SubmitOutcome:
+        """Record an answer exactly once; a second submission raises ``ToolCallAlreadyAnsweredError``.
+
+        ``check`` sees the call's row before anything is written, in the same transaction; an
+        exception from it refuses the answer and writes nothing.
+        """
         ...
 
     def park(self, session_id: str, run_id: str) -> list[PendingToolCall]:

@@ -23,16 +23,18 @@ The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
-from helix_dbos.store.base import PendingToolCall, SubmitOutcome
-from helix_dbos.store.engine import begin_write, dialect_for, now_ms
+from helix_dbos.store.base import PendingToolCall, SessionRecord, SubmitOutcome
+from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.schema import pending_tool_calls, sessions
+from helix_dbos.store.rows import run_record, session_record
+from helix_dbos.store.schema import pending_tool_calls, runs, sessions
 
 
 def _row(row: Any) -> PendingToolCall:
@@ -101,23 +103,62 @@ class SqlPendingCallStore:
         with self._engine.connect() as conn:
             return [_row(r) for r in conn.execute(query.order_by(pending_tool_calls.c.created_at))]
 
+    @retrying
+    def get_with_session(
+        self, session_id: str, tool_call_ids: list[str]
+    ) -> tuple[list[PendingToolCall], SessionRecord | None]:
+        """These calls of the session, oldest first, and the session record, in one read."""
+        query = (
+            sa.select(pending_tool_calls)
+            .where(pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id.in_(tool_call_ids))
+            .order_by(pending_tool_calls.c.created_at)
+        )
+        with begin_read(self._engine) as conn:
+            rows = [_row(r) for r in conn.execute(query)]
+            session = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
+        return rows, None if session is None else session_record(session)
+
     def open_calls(self, session_id: str) -> list[PendingToolCall]:
         """Calls still waiting for an answer."""
         return [c for c in self.get(session_id) if c.status == "pending"]
 
     @retrying
-    def submit(self, session_id: str, tool_call_id: str, submission: dict[str, Any]) -> SubmitOutcome:
-        """Record an answer exactly once (see the module docstring)."""
+    def submit(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        submission: dict[str, Any],
+        check: Callable[[PendingToolCall], None] | None = None,
+    ) -> SubmitOutcome:
+        """Record an answer exactly once (see the module docstring), in one transaction.
+
+        Under the session lock it reads the call with the other calls of its run, runs ``check``
+        on the call (an exception refuses the answer, nothing written), flips the call with a
+        compare-and-set and reads the call's run, so the caller has the session and the run it
+        needs to wake or continue without reading them again.
+        """
         with self._begin() as conn:
-            self._require_session(conn, session_id)
-            row = conn.execute(
-                sa.select(pending_tool_calls).where(
-                    pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id == tool_call_id
+            session = self._dialect.lock_session(conn, session_id)
+            if session is None:
+                raise SessionNotFoundError(session_id)
+            run_of_call = (
+                sa.select(pending_tool_calls.c.run_id)
+                .where(pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id == tool_call_id)
+                .scalar_subquery()
+            )
+            batch = [
+                _row(r)
+                for r in conn.execute(
+                    sa.select(pending_tool_calls).where(
+                        pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.run_id == run_of_call
+                    )
                 )
-            ).first()
-            if row is None:
+            ]
+            call = next((c for c in batch if c.tool_call_id == tool_call_id), None)
+            if call is None:
                 raise PendingToolCallNotFoundError(session_id, tool_call_id)
-            call = _row(row)
+            if check is not None:
+                check(call)
             if call.status != "pending":
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, call.status)
             now = now_ms()
@@ -132,17 +173,15 @@ class SqlPendingCallStore:
             ).rowcount
             if changed != 1:
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, "answered")
-            remaining = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(pending_tool_calls)
-                .where(
-                    pending_tool_calls.c.session_id == session_id,
-                    pending_tool_calls.c.run_id == call.run_id,
-                    pending_tool_calls.c.status == "pending",
-                )
-            ).scalar_one()
+            run = conn.execute(sa.select(runs).where(runs.c.run_id == call.run_id)).first()
         answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
-        return SubmitOutcome(call=answered, delivery=call.delivery, batch_complete=remaining == 0)
+        return SubmitOutcome(
+            call=answered,
+            delivery=call.delivery,
+            batch_complete=not any(c.status == "pending" for c in batch if c.tool_call_id != tool_call_id),
+            session=session_record(session),
+            run=None if run is None else run_record(run),
+        )
 
     @retrying
     def park(self, session_id: str, run_id: str) -> list[PendingToolCall]:

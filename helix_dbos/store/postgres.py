@@ -84,6 +84,10 @@ FROM (SELECT 1) AS one LEFT JOIN s ON true
 """A step commit in one round trip (see the module docstring); parameters from ``_commit_params``."""
 
 
+_LOCK_SESSION: Final = sa.select(sessions).where(sessions.c.session_id == sa.bindparam("sid")).with_for_update()
+"""The whole session row, locked; built once (a run start and every HITL answer take it)."""
+
+
 def _commit_params(commit: StepCommit, checkpoint_id: str) -> dict[str, Any]:
     # JSON goes in as text through the codec (the column types' serialiser is bypassed by raw SQL).
     return {
@@ -122,8 +126,10 @@ class PostgresDialect:
 
     def lock_session(self, conn: Connection, session_id: str, *columns: sa.ColumnElement[Any]) -> sa.Row[Any] | None:
         """``SELECT .. FOR UPDATE`` of the session row: writers of one session queue here."""
-        query = sa.select(*columns) if columns else sa.select(sessions)
-        return conn.execute(query.where(sessions.c.session_id == session_id).with_for_update()).first()
+        if not columns:
+            return conn.execute(_LOCK_SESSION, {"sid": session_id}).first()
+        query = sa.select(*columns).where(sessions.c.session_id == session_id).with_for_update()
+        return conn.execute(query).first()
 
     def lock_migrations(self, conn: Connection) -> None:
         """``pg_advisory_xact_lock``: concurrent upgraders queue, the first creates the tables."""

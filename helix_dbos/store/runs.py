@@ -16,7 +16,7 @@ exist, in one query.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -99,8 +99,7 @@ def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) ->
         message_count=len(request.input_messages),
         agent_fingerprint=request.agent_fingerprint,
     )
-    stmt = dialect.insert_ignore(sessions, ["session_id"]).values(values).returning(*sessions.c)
-    row = conn.execute(stmt).first()
+    row = conn.execute(_session_insert(dialect), values).first()
     if row is None:
         return None
     insert_messages(conn, request.session_id, request.run_id, 0, 0, request.input_messages, request.now_ms)
@@ -201,8 +200,22 @@ def _insert_run(conn: Connection, request: StartRun, *, turn: int, start_sequenc
         agent_fingerprint=request.agent_fingerprint,
         request_key=request.request_key,
     )
-    conn.execute(runs.insert().values(run.model_dump()))
+    conn.execute(_RUN_INSERT, run.model_dump())
     return run
+
+
+# Statements built once: values go in as parameters, so SQLAlchemy neither rebuilds the statement
+# nor coerces every value into it on each call (that was most of a run start's client CPU).
+_RUN_INSERT: Final = runs.insert()
+_SESSION_INSERTS: dict[str, sa.Insert] = {}
+
+
+def _session_insert(dialect: SqlDialect) -> sa.Insert:
+    """``INSERT .. ON CONFLICT (session_id) DO NOTHING RETURNING *`` in ``dialect``'s spelling."""
+    stmt = _SESSION_INSERTS.get(dialect.name)
+    if stmt is None:
+        stmt = _SESSION_INSERTS[dialect.name] = dialect.insert_ignore(sessions, ["session_id"]).returning(*sessions.c)
+    return stmt
 
 
 def finish_run(

@@ -19,7 +19,7 @@ their own modules, and what PostgreSQL and SQLite spell differently in ``postgre
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
@@ -65,6 +65,10 @@ if TYPE_CHECKING:
     from helix_dbos.store.base import SessionStore
 
 __all__ = ["SqlSessionStore"]
+
+
+_SESSION_ROW: Final = sa.select(sessions).where(sessions.c.session_id == sa.bindparam("sid"))
+"""Built once: the most frequent read (every run start, every handle lookup)."""
 
 
 class SqlSessionStore:
@@ -190,7 +194,7 @@ class SqlSessionStore:
     def load_session(self, session_id: str) -> SessionRecord | None:
         """Return the session row, or ``None``."""
         with begin_read(self._engine) as conn:
-            row = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
+            row = conn.execute(_SESSION_ROW, {"sid": session_id}).first()
         return None if row is None else session_record(row)
 
     @retrying
@@ -200,7 +204,7 @@ class SqlSessionStore:
         ``run_id`` is ``""`` for a session that never started a run (``AgentState`` requires one).
         """
         with begin_read(self._engine) as conn:
-            row = conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id)).first()
+            row = conn.execute(_SESSION_ROW, {"sid": session_id}).first()
             if row is None:
                 return None
             session = session_record(row)

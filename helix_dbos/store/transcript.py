@@ -8,6 +8,7 @@ transaction (a step committed in between must not leak half its messages), refs 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -53,12 +54,16 @@ def read_prefix(conn: Connection, session_id: str, count: int) -> list[Message]:
     """The first ``count`` messages of the transcript, in sequence order."""
     if count <= 0:
         return []
-    rows = conn.execute(
-        sa.select(messages.c.message)
-        .where(messages.c.session_id == session_id, messages.c.sequence < count)
-        .order_by(messages.c.sequence)
-    )
+    rows = conn.execute(_READ_PREFIX, {"sid": session_id, "count": count})
     return [load_message(data) for (data,) in rows]
+
+
+_READ_PREFIX: Final = (
+    sa.select(messages.c.message)
+    .where(messages.c.session_id == sa.bindparam("sid"), messages.c.sequence < sa.bindparam("count"))
+    .order_by(messages.c.sequence)
+)
+"""Built once: every run's start reads its transcript with it."""
 
 
 def read_refs(conn: Connection, session_id: str) -> list[SubSessionRef]:

@@ -42,6 +42,11 @@ def _baseline(env: Env) -> list[str]:
     EFFECTS.max_delay = 0.0
     handle = env.executor.execute(agent, "baseline")
     assert handle.result(timeout_seconds=60).status == "completed"
+    # A run's result can land before the flusher has committed its last chunks (a batch window, a
+    # loaded machine): read the stream once it has ended, as the runs' live readers do.
+    deadline = time.monotonic() + 30
+    while _stored(env, handle.session_id)[0] != "ended" and time.monotonic() < deadline:
+        time.sleep(0.05)
     records = background_loop.run(env.manager.read_records(handle.session_id))
     return [r.chunk.type for r in records]
 

@@ -8,11 +8,14 @@ Tools write their side effects to a file so the test can count them across proce
 With ``--hitl`` the agent instead asks the client for its location (a client-executed tool) and
 finishes with the answer; the test submits that answer from its own process.
 
+``--legacy-hitl-steps`` records the HITL steps the way versions before checks could park did, so
+a test can recover such a history with the current code.
+
 ``--executor-id=ID`` and ``--takeover-after=SECONDS`` run it as one of several workers that take
 over the runs of a worker whose heartbeat stopped.
 
 Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--hitl]
-       [--executor-id=ID] [--takeover-after=SECONDS]
+       [--legacy-hitl-steps] [--executor-id=ID] [--takeover-after=SECONDS]
 """
 
 from __future__ import annotations
@@ -78,6 +81,27 @@ agent = define_agent(
     output_schema=Answer,
     max_steps=10,
 )
+
+if "--legacy-hitl-steps" in sys.argv:
+    # Record the HITL steps as versions before checks could park did: a registration without its
+    # first check, checks without ``parked`` (see ``helix_dbos.runtime.hitl.await_answers``).
+    from helix_dbos.runtime import hitl, tools
+
+    new_check, new_register = hitl.check_step, hitl.register_step
+
+    def legacy_check(*args: object) -> object:
+        out = dict(new_check(*args[:2]))  # type: ignore[arg-type]
+        out.pop("parked")
+        return out
+
+    def legacy_register(*args: object) -> object:
+        out = dict(new_register(*args))  # type: ignore[arg-type]
+        out.pop("check")
+        return out
+
+    hitl.check_step = legacy_check  # type: ignore[assignment]
+    tools.check_step = legacy_check  # type: ignore[attr-defined]
+    tools.register_step = legacy_register  # type: ignore[attr-defined]
 
 if HITL:
     from tests.runtime.crash_agents import hitl_agent

@@ -207,3 +207,27 @@ def test_every_store_operation_retries_transient_errors(store_class: type) -> No
         and not hasattr(member, "__wrapped__")
     ]
     assert unwrapped == []
+
+
+def test_a_stale_pooled_connection_after_a_restart_is_retried_not_pinged(
+    pg_store: SqlSessionStore, pg_store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's pool does not ping on checkout; a connection killed under it costs one retry.
+
+    Terminating every backend of the database is what a restart does to a pool: each pooled
+    connection's next statement fails. The store call still succeeds (the retry runs the whole
+    transaction again on a fresh connection), and the pool replaces all of its stale connections.
+    """
+    assert pg_store.engine.pool._pre_ping is False  # the property under test
+    pg_store.create_session("s-stale", agent_type="agent", custom_state={}, now_ms=1)
+    assert pg_store.session_exists("s-stale")  # at least one connection now sits in the pool
+    with psycopg.connect(pg_store_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    with caplog.at_level(logging.WARNING, logger="helix_dbos.store.retry"):
+        assert pg_store.session_exists("s-stale")
+        assert pg_store.load_session("s-stale") is not None
+    # One failed statement for the whole pool: the disconnect invalidates every older connection.
+    assert [r.levelno for r in caplog.records if r.name == "helix_dbos.store.retry"] == [logging.WARNING]

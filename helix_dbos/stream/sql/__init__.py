@@ -8,12 +8,15 @@ reconnect to any server process with its last sequence (SSE ``Last-Event-ID``) a
 Writes
     ``StreamWriter.write`` only serialises the chunk and queues it; a flusher thread commits the
     queue in batches. A batch takes up to ``batch_max_chunks`` chunks, and a commit starts at most
-    once per ``batch_max_delay`` seconds unless the batch is full or someone flushes, so a lone
-    chunk waits at most ``batch_max_delay`` while a burst of deltas costs one transaction per
-    ``batch_max_chunks``. That batching is where the throughput comes from: a transaction costs
-    the same for one chunk as for sixty-four. ``flush()``, ``close()``, ``end_stream``,
-    ``fail_stream``, ``cleanup_to_step``, ``reset_stream``, ``get_stream_info`` and reader creation
-    wait for the queue first, so they observe every chunk written before them.
+    once per ``batch_max_delay`` seconds (default 50 ms) unless the batch is full or someone
+    flushes. So a chunk written after a quiet spell commits at once (no added latency for a lone
+    event), chunks arriving while a commit is in flight or within the window coalesce into the next
+    one, and a chunk waits at most ``batch_max_delay``: a busy run costs a transaction per window,
+    not per chunk, and a burst of deltas one per ``batch_max_chunks``. That batching is where the
+    throughput comes from: a transaction costs the same for one chunk as for sixty-four.
+    ``flush()``, ``close()``, ``end_stream``, ``fail_stream``, ``cleanup_to_step``,
+    ``reset_stream``, ``get_stream_info`` and reader creation wait for the queue first, so they
+    observe every chunk written before them.
 
     Sequences come from the stream row in the chunk inserts' transaction: an upsert adds the
     batch's size to ``latest_sequence`` and returns it, and the row lock it takes orders writers in

@@ -82,7 +82,10 @@ class Flusher:
     """One thread committing queued chunks in batches, in queue order.
 
     A barrier (:meth:`barrier`) completes once every chunk queued before it is committed or has
-    failed; queueing one also cuts the batching delay short.
+    failed; queueing one also cuts the batching delay short. A barrier for one stream completes at
+    once when none of that stream's chunks is queued or being committed: a run's start asks about
+    its own stream, and must not force a commit of every other run's chunks (under load that cut
+    every batching window short).
     """
 
     def __init__(
@@ -100,6 +103,8 @@ class Flusher:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._last_commit = float("-inf")
+        self._per_stream: dict[str, int] = {}  # chunks queued or being committed, by stream
+        self._idle = False  # the thread waits for a first chunk (not for a batching window to pass)
 
     def submit(self, item: PendingChunk) -> int:
         """Queue a chunk; returns how many chunks are queued now (for back-pressure)."""
@@ -111,14 +116,19 @@ class Flusher:
                 self._thread.start()
             self._queue.append(item)
             self._chunks += 1
-            self._cond.notify()
+            self._per_stream[item.stream_id] = self._per_stream.get(item.stream_id, 0) + 1
+            # Wake the thread only when this chunk changes what it does: it was idle, or the batch
+            # is now full. Waking it for every chunk inside a batching window cost a thread switch
+            # (and a GIL hand-off) per chunk, for nothing: it would only go back to waiting.
+            if self._idle or self._chunks >= self._max_chunks:
+                self._cond.notify()
             return self._chunks
 
-    def barrier(self) -> _Barrier:
-        """Return a future that completes when everything queued so far has been committed."""
+    def barrier(self, stream_id: str | None = None) -> _Barrier:
+        """Return a future that completes when everything queued so far (of ``stream_id``) is committed."""
         barrier: _Barrier = concurrent.futures.Future()
         with self._cond:
-            if not self._queue and not self._busy:
+            if (not self._queue and not self._busy) or (stream_id is not None and stream_id not in self._per_stream):
                 barrier.set_result(None)
                 return barrier
             self._queue.append(barrier)
@@ -139,7 +149,9 @@ class Flusher:
         while True:
             with self._cond:
                 while not self._queue and not self._stopping:
+                    self._idle = True
                     self._cond.wait()
+                self._idle = False
                 if not self._queue:
                     return
                 deadline = self._last_commit + self._max_delay
@@ -168,6 +180,12 @@ class Flusher:
             finally:
                 with self._cond:
                     self._busy = False
+                    for item in batch:
+                        left = self._per_stream[item.stream_id] - 1
+                        if left:
+                            self._per_stream[item.stream_id] = left
+                        else:
+                            del self._per_stream[item.stream_id]
                 for barrier in barriers:
                     barrier.set_result(None)
 

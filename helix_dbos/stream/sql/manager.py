@@ -58,7 +58,10 @@ class SqlStreamManager:
         notify: On PostgreSQL, send ``NOTIFY`` with every write and wake readers by ``LISTEN``.
         batch_max_chunks: Most chunks committed in one transaction.
         batch_max_delay: Least seconds between two commit starts, unless a batch is full or a
-            flush is waiting: the most a lone chunk waits. ``0`` commits as soon as possible.
+            flush is waiting: the most a chunk waits for its commit to start. A chunk written after
+            a quiet spell that long commits at once. ``0`` commits as soon as possible. The default,
+            50 ms, is below what a reader notices and costs a run about two stream transactions
+            where 20 ms cost five (``scripts/bench_overhead.py``).
         max_pending_chunks: Queued chunks above which ``write`` waits for the flusher.
         check_schema: Refuse to start on a database not migrated to this version.
         retry: How writes and reads retry transient database errors (default: ``HELIX_DB_RETRY_SECONDS``,
@@ -72,7 +75,7 @@ class SqlStreamManager:
         poll_interval: float = 0.05,
         notify: bool = True,
         batch_max_chunks: int = 64,
-        batch_max_delay: float = 0.02,
+        batch_max_delay: float = 0.05,
         max_pending_chunks: int = 10_000,
         check_schema: bool = True,
         retry: RetryPolicy | None = None,
@@ -141,7 +144,7 @@ class SqlStreamManager:
         """
         self._check_open()
         if self._local_status.get(stream_id) != "active":
-            await self.flush()  # let queued chunks of the previous turn hit the end they were written before
+            await self._flush_stream(stream_id)  # queued chunks of the previous turn go before its end
             await asyncio.to_thread(self._storage.activate, stream_id)
             self._set_local(stream_id, "active")
         return SqlStreamWriter(self._enqueue, self.flush, stream_id, run_id, agent_type)
@@ -154,7 +157,7 @@ class SqlStreamManager:
         active, and ``create_writer`` trusts the cache.
         """
         self._check_open()
-        await self.flush()
+        await self._flush_stream(stream_id)
         await asyncio.to_thread(self._storage.activate, stream_id)
         self._set_local(stream_id, "active")
 
@@ -173,6 +176,23 @@ class SqlStreamManager:
         """Wait until every chunk queued so far (by any writer of this manager) is committed."""
         await asyncio.wrap_future(self._flusher.barrier())
 
+    async def _flush_stream(self, stream_id: str) -> None:
+        """Wait until every chunk of ``stream_id`` queued so far is committed (at once if none is)."""
+        await asyncio.wrap_future(self._flusher.barrier(stream_id))
+
+    def enqueue_keyed(
+        self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None = None
+    ) -> None:
+        """:meth:`write_keyed` for a thread outside any event loop (a workflow or step thread).
+
+        Queueing never waits for the database, so a workflow thread need not hop to an event loop
+        to do it (the hop cost more CPU than the write). Blocks only for back-pressure, when more
+        than ``max_pending_chunks`` are queued.
+        """
+        self._check_open()
+        if self._queue(stream_id, chunk, dedupe_key=dedupe_key, run_id=run_id, on_failure=None):
+            self._flusher.barrier().result()
+
     async def _enqueue(
         self,
         stream_id: str,
@@ -182,6 +202,19 @@ class SqlStreamManager:
         run_id: str | None,
         on_failure: Callable[[HelixError], None] | None,
     ) -> None:
+        if self._queue(stream_id, chunk, dedupe_key=dedupe_key, run_id=run_id, on_failure=on_failure):
+            await self.flush()
+
+    def _queue(
+        self,
+        stream_id: str,
+        chunk: StreamChunk,
+        *,
+        dedupe_key: str | None,
+        run_id: str | None,
+        on_failure: Callable[[HelixError], None] | None,
+    ) -> bool:
+        """Hand ``chunk`` to the flusher; ``True`` when the queue is over its bound (wait for it)."""
         if self._local_status.get(stream_id) == "ended":
             raise _ended_error(stream_id)
         status: StreamStatus | None = None
@@ -200,8 +233,7 @@ class SqlStreamManager:
             status=status,
             on_failure=on_failure,
         )
-        if self._flusher.submit(pending) > self._max_pending:
-            await self.flush()
+        return self._flusher.submit(pending) > self._max_pending
 
     def _commit_batch(self, batch: list[PendingChunk]) -> None:
         """Store ``batch`` (runs on the flusher thread; ``sql.flusher`` says what happens on errors)."""
@@ -225,7 +257,7 @@ class SqlStreamManager:
     async def create_resumable_reader(self, stream_id: str, *, from_sequence: int = 0) -> SqlStreamReader | None:
         """Return a live reader of the chunks with a sequence above ``from_sequence``."""
         self._check_open()
-        await self.flush()
+        await self._flush_stream(stream_id)
         row = await asyncio.to_thread(self._storage.load_row, stream_id)
         if row is None:
             return None
@@ -254,7 +286,7 @@ class SqlStreamManager:
 
     async def read_records(self, stream_id: str, after_sequence: int = 0) -> list[ChunkRecord]:
         """Return the stored chunks after ``after_sequence`` with their sequences (a snapshot)."""
-        await self.flush()
+        await self._flush_stream(stream_id)
         return await asyncio.to_thread(self._storage.read_records, stream_id, after_sequence)
 
     # lifecycle ----------------------------------------------------------------------------------
@@ -272,11 +304,11 @@ class SqlStreamManager:
 
     async def _terminate(self, stream_id: str, status: StreamStatus, error: str | None) -> None:
         self._check_open()
-        await self.flush()
+        await self._flush_stream(stream_id)
         marker = self._committer.pending_loss_marker(stream_id)
         if marker is not None:  # chunks lost to an outage: say so before the end
             self._flusher.submit(marker)
-            await self.flush()
+            await self._flush_stream(stream_id)
         stored_error = None if error is None else codec.escape_text(error)
         await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error)
         self._set_local(stream_id, "ended")
@@ -289,14 +321,14 @@ class SqlStreamManager:
         chunk raise ``StreamTruncatedError`` on their next iteration.
         """
         self._check_open()
-        await self.flush()
+        await self._flush_stream(stream_id)
         if await asyncio.to_thread(self._storage.cleanup, stream_id, step_count):
             self._signals.bump(stream_id, control=True)
 
     async def reset_stream(self, stream_id: str) -> None:
         """Remove every chunk, stop attached readers and make the stream active; sequences go on."""
         self._check_open()
-        await self.flush()
+        await self._flush_stream(stream_id)
         await asyncio.to_thread(self._storage.reset, stream_id)
         self._set_local(stream_id, "active")
         self._signals.bump(stream_id, control=True)
@@ -307,14 +339,14 @@ class SqlStreamManager:
         Nothing expires on its own: streams live until deleted, so call this when their session goes.
         """
         self._check_open()
-        await self.flush()
+        await self._flush_stream(stream_id)
         await asyncio.to_thread(self._storage.delete, stream_id)
         self._local_status.pop(stream_id, None)
         self._signals.bump(stream_id, control=True)
 
     async def get_stream_info(self, stream_id: str) -> StreamInfo | None:
         """Return the stream's status and counters (after queued chunks), or ``None`` if unknown."""
-        await self.flush()
+        await self._flush_stream(stream_id)
         return await asyncio.to_thread(self._storage.info, stream_id)
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
-from helix_dbos.store.base import SessionStore
+from helix_dbos.store.base import PendingToolCall, SessionStore
 from helix_dbos.testing.store_contract.helpers import pending_call, start
 
 __all__ = ["PendingCallContract"]
@@ -41,6 +41,32 @@ class PendingCallContract:
             ("applied", {"approved": False}),
         ]
         assert store.pending.get("s1", ["t2"]) == calls[1:]
+
+    def test_submit_checks_the_call_in_its_transaction(self, store: SessionStore) -> None:
+        start(store)
+        store.pending.register([pending_call("t1"), pending_call("t2")])
+        seen: list[str] = []
+
+        def refuse(call: PendingToolCall) -> None:
+            seen.append(call.status)
+            raise ValueError("does not fit")
+
+        with pytest.raises(ValueError):
+            store.pending.submit("s1", "t1", {"approved": True}, refuse)
+        assert seen == ["pending"]
+        assert [c.status for c in store.pending.open_calls("s1")] == ["pending", "pending"]  # nothing written
+        first = store.pending.submit("s1", "t1", {"approved": True}, lambda call: None)
+        assert first.batch_complete is False
+        session = store.load_session("s1")
+        assert session is not None
+        assert first.run is None or first.run.run_id == "r1"  # a store may leave them to the caller to read
+        assert first.session in (None, session)
+        with pytest.raises(ValueError):  # the check runs before the already-answered refusal
+            store.pending.submit("s1", "t1", {"approved": True}, refuse)
+        assert store.pending.submit("s1", "t2", {"approved": False}).batch_complete is True
+        rows, read = store.pending.get_with_session("s1", ["t2", "t1"])
+        assert (sorted(c.tool_call_id for c in rows), read) == (["t1", "t2"], store.load_session("s1"))
+        assert store.pending.get_with_session("other", ["t1"]) == ([], None)
 
     def test_pending_calls_expire_and_cancel(self, store: SessionStore) -> None:
         start(store)

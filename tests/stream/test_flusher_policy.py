@@ -1,0 +1,81 @@
+"""The flusher's batching policy, on a fake commit: at once after a quiet spell, coalesced under load.
+
+Margins are wide (the machine may be loaded): what is checked is the order of magnitude, a commit
+that starts at once against one that waits for the window.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from helix_dbos.stream.sql.flusher import Flusher, PendingChunk
+
+
+def chunk(n: int) -> PendingChunk:
+    return PendingChunk(f"s{n}", None, "text_delta", None, "{}", None, None, None)
+
+
+class Recorder:
+    def __init__(self, hold: float = 0.0) -> None:
+        self.hold = hold
+        self.batches: list[tuple[float, int]] = []
+        self.done = threading.Event()
+
+    def __call__(self, batch: list[PendingChunk]) -> None:
+        self.batches.append((time.monotonic(), len(batch)))
+        time.sleep(self.hold)
+        self.done.set()
+
+
+def test_a_chunk_after_a_quiet_spell_commits_at_once_and_the_next_ones_wait_for_the_window() -> None:
+    recorder = Recorder()
+    flusher = Flusher(recorder, max_chunks=64, max_delay=1.0, name="test-flusher")
+    try:
+        started = time.monotonic()
+        flusher.submit(chunk(0))
+        assert recorder.done.wait(5)
+        assert recorder.batches[0][0] - started < 0.5  # no window to wait for: the flusher was idle
+        recorder.done.clear()
+        second = time.monotonic()
+        for n in range(1, 6):
+            flusher.submit(chunk(n))
+        assert recorder.done.wait(5)
+        at, size = recorder.batches[1]
+        assert size == 5  # coalesced
+        assert at - second > 0.5  # waited for the window that the first commit opened
+    finally:
+        flusher.stop()
+
+
+def test_chunks_written_while_a_commit_is_in_flight_go_in_one_batch() -> None:
+    recorder = Recorder(hold=0.3)
+    flusher = Flusher(recorder, max_chunks=64, max_delay=0.05, name="test-flusher")
+    try:
+        flusher.submit(chunk(0))
+        time.sleep(0.1)  # the first commit is in flight for 0.3 s
+        for n in range(1, 11):
+            flusher.submit(chunk(n))
+        flusher.barrier().result(5)
+        assert [size for _, size in recorder.batches] == [1, 10]
+    finally:
+        flusher.stop()
+
+
+def test_a_barrier_for_a_stream_with_nothing_queued_does_not_force_a_commit() -> None:
+    """A run's start asks about its own stream; other runs' queued chunks keep their batching window."""
+    recorder = Recorder()
+    flusher = Flusher(recorder, max_chunks=64, max_delay=1.0, name="test-flusher")
+    try:
+        flusher.submit(chunk(0))
+        assert recorder.done.wait(5)  # opens the window
+        flusher.submit(chunk(1))  # stream "s1", waiting for the window
+        assert flusher.barrier("s-other").done()
+        assert len(recorder.batches) == 1
+        waiting = flusher.barrier("s1")
+        assert not waiting.done() or len(recorder.batches) == 2
+        waiting.result(5)  # a barrier for a stream with queued chunks cuts the window short
+        assert len(recorder.batches) == 2
+        assert flusher.barrier("s1").done()
+    finally:
+        flusher.stop()
