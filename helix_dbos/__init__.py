@@ -52,6 +52,7 @@ from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayload, ToolHookPayload
 from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_config_for, launch, shutdown
+from helix_dbos.runtime.queues import RateLimit, RunQueue
 from helix_dbos.session import (
     AbortedOutcome,
     AgentInput,
@@ -136,10 +137,12 @@ __all__ = [
     "ParsedToolCall",
     "PendingToolCall",
     "PendingToolCallNotFoundError",
+    "RateLimit",
     "ResumeOptions",
     "RetryOptions",
     "RunOutcome",
     "RunPayload",
+    "RunQueue",
     "SessionNotFoundError",
     "SessionStore",
     "SqlSessionStore",
