@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
-from helix_dbos.stream.base import ResumableStreamReader, StreamInfo, StreamManager, StreamReader, StreamWriter
+from helix_dbos.stream.base import ResumableStreamReader, StreamInfo, StreamManager, StreamWriter
 from helix_dbos.stream.chunks import (
     RunPausedChunk,
     RunResumedChunk,
@@ -26,32 +26,7 @@ from helix_dbos.stream.chunks import (
     StreamChunk,
     TextDeltaChunk,
 )
-
-TIMEOUT = 5.0
-
-
-def text(content: str, step: int | None = None, agent_id: str = "s1") -> TextDeltaChunk:
-    return TextDeltaChunk(agent_id=agent_id, agent_type="writer", content=content, step=step)
-
-
-def contents(chunks: list[StreamChunk]) -> list[str]:
-    return [c.content if isinstance(c, TextDeltaChunk) else c.type for c in chunks]
-
-
-async def next_chunk(reader: StreamReader) -> StreamChunk:
-    return await asyncio.wait_for(anext(reader), TIMEOUT)
-
-
-async def drain(reader: StreamReader) -> list[StreamChunk]:
-    async def run() -> list[StreamChunk]:
-        return [chunk async for chunk in reader]
-
-    return await asyncio.wait_for(run(), TIMEOUT)
-
-
-async def idle() -> None:
-    """Long enough for a live reader to have picked up anything there was to pick up."""
-    await asyncio.sleep(0.15)
+from tests.stream.helpers import TIMEOUT, contents, drain, idle, next_chunk, text
 
 
 async def require_reader(manager: StreamManager, stream_id: str, from_sequence: int = 0) -> ResumableStreamReader:
