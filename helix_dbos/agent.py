@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -46,6 +46,29 @@ class AgentHooks(BaseModel):
     on_agent_resumed: HookFn | None = None
 
 
+CompanionMode = Literal["blocking", "non-blocking"]
+"""How a parent talks to a persistent companion: wait for its verdict, or be notified later."""
+
+
+class PersistentAgentConfig(BaseModel):
+    """A persistent companion of a parent agent (the seeds' ``PersistentAgentConfig``).
+
+    Listing one in ``define_agent(..., persistent_agents=[...])`` gives the parent the
+    ``companion__*`` tools. A companion keeps its session between consultations, so a parent can
+    ask it again and it answers with its memory intact (the critic loop).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    agent: AgentConfig
+    """The companion's definition; it must have an ``output_schema`` (it completes via ``__finish__``)."""
+    mode: CompanionMode
+    """``blocking``: spawn/send wait for the companion's result. ``non-blocking``: they return at
+    once, and the parent is told of the result before a later model call."""
+    description: str | None = None
+    """What the companion is for, shown to the parent's model in the companion tools' descriptions."""
+
+
 class AgentConfig(BaseModel):
     """A complete agent definition. Build it with :func:`define_agent`."""
 
@@ -67,6 +90,8 @@ class AgentConfig(BaseModel):
     stop_when: Callable[[StepResult], bool] | None = None
     """Application-specific stop condition, checked after every step."""
     hooks: AgentHooks = Field(default_factory=AgentHooks)
+    persistent_agents: tuple[PersistentAgentConfig, ...] = ()
+    """Companions this agent can spawn and consult through the auto-injected ``companion__*`` tools."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -76,6 +101,10 @@ class AgentConfig(BaseModel):
     def finish_with_tools(self) -> tuple[Tool, ...]:
         """The tools whose call completes the agent."""
         return tuple(t for t in self.tools if t.finish_with)
+
+    def persistent_agent(self, agent_type: str) -> PersistentAgentConfig | None:
+        """The companion configured under this agent name, if any."""
+        return next((p for p in self.persistent_agents if p.agent.name == agent_type), None)
 
     def output_adapter(self) -> TypeAdapter[Any] | None:
         """A validator for the output schema, or ``None`` when the agent has none."""
@@ -94,6 +123,7 @@ def define_agent(
     max_steps: int = 20,
     stop_when: Callable[[StepResult], bool] | None = None,
     hooks: AgentHooks | dict[str, HookFn] | None = None,
+    persistent_agents: Sequence[PersistentAgentConfig] = (),
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
@@ -141,6 +171,7 @@ def define_agent(
         hook_set = hooks if isinstance(hooks, AgentHooks) else AgentHooks(**(hooks or {}))
     except ValueError as exc:
         raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
+    companions = _check_persistent_agents(name, persistent_agents)
     return AgentConfig(
         name=name,
         description=description,
@@ -152,4 +183,30 @@ def define_agent(
         max_steps=max_steps,
         stop_when=stop_when,
         hooks=hook_set,
+        persistent_agents=companions,
     )
+
+
+def _check_persistent_agents(name: str, configs: Sequence[PersistentAgentConfig]) -> tuple[PersistentAgentConfig, ...]:
+    """Refuse companions the runtime could not drive: each must finish with a typed output.
+
+    The parent reads a companion's answer from its ``__finish__`` output, and a re-consult heals
+    and continues that very transcript; an agent without an ``output_schema`` has neither.
+    """
+    companions = tuple(configs)
+    seen: set[str] = set()
+    for config in companions:
+        if not isinstance(config, PersistentAgentConfig):
+            raise DefinitionError(f"agent {name!r}: persistent_agents must be PersistentAgentConfig, got {config!r}")
+        child = config.agent
+        if child.output_schema is None:
+            raise DefinitionError(
+                f"agent {name!r}: persistent agent {child.name!r} needs an output_schema "
+                "(a companion always completes via __finish__)"
+            )
+        if child.name == name:
+            raise DefinitionError(f"agent {name!r}: an agent cannot be its own persistent companion")
+        if child.name in seen:
+            raise DefinitionError(f"agent {name!r}: persistent agent {child.name!r} is listed twice")
+        seen.add(child.name)
+    return companions

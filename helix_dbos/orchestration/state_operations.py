@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from helix_dbos.agent import AgentConfig
+from helix_dbos.companion_tools import create_companion_tools
 from helix_dbos.errors import DefinitionError
 from helix_dbos.messages import COMMON_METADATA_KEYS, Message, UserInputMessage, UserMessage
 from helix_dbos.orchestration.message_builder import build_messages_for_llm
@@ -19,8 +20,13 @@ from helix_dbos.tool import FINISH_TOOL_NAME, Tool, create_finish_tool
 
 
 def build_effective_tools(agent: AgentConfig) -> list[Tool]:
-    """The tools the model sees: the agent's, plus ``__finish__`` unless a finish_with tool exists."""
+    """The tools the model sees: the agent's, its ``companion__*`` tools, and ``__finish__``.
+
+    Companion tools come with ``persistent_agents``; ``__finish__`` with an output schema unless a
+    finish_with tool completes the agent.
+    """
     tools = list(agent.tools)
+    tools.extend(create_companion_tools(agent.persistent_agents))
     if agent.output_schema is not None and not agent.finish_with_tools:
         tools.append(create_finish_tool(agent.output_schema, strict=agent.llm_config.strict_output))
     return tools

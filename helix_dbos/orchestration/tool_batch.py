@@ -4,6 +4,8 @@
   object; answered with an error, never run;
 - **regular**: server tools, run in parallel from the same state, merged by the seeds' contract;
 - **hitl**: calls a human answers (client-executed tools, approval-gated tools), awaited meanwhile;
+- **companion**: ``companion__*`` calls, a phase of their own (seeds 001 "Tool Execution Order"),
+  run one after another after the regular tools, before the finishing ones;
 - **finishing**: ``finish_with`` tools, run one after another on the merged state; the first
   success completes the agent.
 
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from helix_dbos.companion_tools import CompanionTool
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.tool import Tool
 
@@ -41,6 +44,7 @@ class ToolBatch:
     regular: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
     hitl: list[HitlRequest] = field(default_factory=list)
     finishing: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
+    companion: list[tuple[ParsedToolCall, CompanionTool]] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
     """Call id -> the error the call is answered with."""
     closed_pending: list[str] = field(default_factory=list)
@@ -49,7 +53,10 @@ class ToolBatch:
 
 def unknown_tool_message(name: str, tools_by_name: Mapping[str, Tool]) -> str:
     """The error for a call of a tool the agent does not have (names the ones it has)."""
-    available = ", ".join(sorted(n for n, t in tools_by_name.items() if t.execute is not None)) or "none"
+    available = (
+        ", ".join(sorted(n for n, t in tools_by_name.items() if t.execute is not None or isinstance(t, CompanionTool)))
+        or "none"
+    )
     shown = name if len(name) <= _MAX_NAME_IN_MESSAGE else name[:_MAX_NAME_IN_MESSAGE] + "..."
     return f"Unknown tool '{shown}'. Available tools: {available}."
 
@@ -84,6 +91,8 @@ def split_tool_batch(
             batch.rejected[call.id] = invalid[call.id]
         elif call.id in pending:
             batch.hitl.append(HitlRequest(call, tool, pending[call.id]))
+        elif isinstance(tool, CompanionTool):
+            batch.companion.append((call, tool))
         elif tool.is_client:
             batch.hitl.append(HitlRequest(call, tool, "client"))
         elif tool.execute is None:

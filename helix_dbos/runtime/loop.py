@@ -48,6 +48,7 @@ from helix_dbos.orchestration.stop_checker import (
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 from helix_dbos.runtime.abort import durable_stop_reason
+from helix_dbos.runtime.companions import deliver_notices
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
@@ -186,7 +187,11 @@ def _answer_outstanding(run: RunContext, toolbox: _Toolbox) -> RunSummary | None
 
 
 def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) -> LLMStepOutput:
-    """The ``{agent}.llm`` step: commit ``pending`` (with the answers it applies), then call the model."""
+    """The ``{agent}.llm`` step: commit ``pending`` (with the answers it applies), then call the model.
+
+    Non-blocking companions that finished are announced first, so the model sees them in this call.
+    """
+    deliver_notices(run)
     llm_messages = build_agent_messages_for_llm(run.agent, run.messages, run.custom_state)
     applied, run.applied_pending = run.applied_pending, []
     llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None

@@ -73,7 +73,11 @@ class AgentRegistry:
         self._lock = threading.Lock()
 
     def register(self, agent: AgentConfig) -> AgentConfig:
-        """Add or replace an agent; returns it for chaining (re-registering the same object is free)."""
+        """Add or replace an agent; returns it for chaining (re-registering the same object is free).
+
+        Its persistent companions are registered with it: their runs are workflows of their own,
+        which a recovering worker must be able to resolve by name like any other.
+        """
         with self._lock:
             if self._agents.get(agent.name) is agent:
                 return agent
@@ -81,6 +85,8 @@ class AgentRegistry:
         with self._lock:
             self._agents[agent.name] = agent
             self._fingerprints[agent.name] = fingerprint
+        for companion in agent.persistent_agents:
+            self.register(companion.agent)
         return agent
 
     def get(self, name: str) -> AgentConfig | None:

@@ -60,9 +60,33 @@ def hitl_resumed(agent: str) -> str:
     return f"{agent}.hitl.resumed"
 
 
+def companion_open(agent: str) -> str:
+    """Open (create, continue, respawn, resume) or interrupt a persistent companion's run."""
+    return f"{agent}.companion.open"
+
+
+def companion_status(agent: str) -> str:
+    """Read persistent companions' status and outputs (list, status, notices, the wait's start)."""
+    return f"{agent}.companion.status"
+
+
+def companion_wait(agent: str) -> str:
+    """Wait, up to a recorded deadline, for a persistent companion's run to end."""
+    return f"{agent}.companion.wait"
+
+
+def companion_terminate(agent: str) -> str:
+    """Abort a persistent companion's run and, recursively, its own children."""
+    return f"{agent}.companion.terminate"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
+    "companion_open",
+    "companion_status",
+    "companion_terminate",
+    "companion_wait",
     "finalize",
     "hitl_check",
     "hitl_park",

@@ -148,9 +148,53 @@ class ResumedStepOutput(TypedDict):
     """``{agent}.hitl.resumed``: nothing (the step exists so the hook fires once)."""
 
 
+class CompanionChild(TypedDict):
+    """A persistent companion as a companion step read it (the parent's ref and the child's session)."""
+
+    name: str
+    agent_type: str
+    session_id: str
+    status: Literal["running", "completed", "failed", "terminated", "interrupted"]
+    run_id: str | None
+    workflow_id: str | None
+    output: Any
+    error: str | None
+
+
+class CompanionOpenOutput(TypedDict):
+    """``{agent}.companion.open``: what a spawn/send did to the child session.
+
+    ``action`` is the :data:`~helix_dbos.orchestration.companions.DispatchAction` taken; when a run
+    was opened (``create`` / ``continue`` / ``respawn`` / ``resume`` / ``opened``), ``request`` is
+    its workflow input and ``workflow_id`` the id the parent starts it under. ``interrupt`` leaves
+    ``workflow_id`` at the running workflow the parent then waits for.
+    """
+
+    action: str
+    name: str
+    agent_type: str
+    session_id: str
+    notify: bool
+    """The companion is non-blocking: the dispatch returns at once and a notice follows."""
+    error: str | None
+    workflow_id: str | None
+    run_id: str | None
+    request: dict[str, Any] | None
+
+
+class CompanionStatusOutput(TypedDict):
+    """``{agent}.companion.status`` / ``.wait`` / ``.terminate``: the companions read, and when."""
+
+    now_ms: int
+    children: list[CompanionChild]
+
+
 __all__ = [
     "CheckStepOutput",
     "CommitOutput",
+    "CompanionChild",
+    "CompanionOpenOutput",
+    "CompanionStatusOutput",
     "EventOutput",
     "FailRunStepOutput",
     "FinalizeStepOutput",

@@ -3,6 +3,7 @@
 Phase 1 runs the regular server tools in parallel, each its own DBOS step, all seeded from the
 same state and merged by the seeds' contract (appends compose, replaces are last-write-wins).
 Human-in-the-loop calls are registered and awaited meanwhile; approved calls then run as steps.
+Companion calls (``companion__*``) then run in a phase of their own (:mod:`.companions`).
 Phase 2 runs the finish_with tools one after another on the merged state: the first success
 completes the agent, and later finish_with calls of the batch are not executed.
 
@@ -22,6 +23,7 @@ from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, create_tool_result_message
 from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
 from helix_dbos.runtime import step_names
+from helix_dbos.runtime.companions import run_companion_phase
 from helix_dbos.runtime.hitl import await_answers, check_step, needs_approval, register_step
 from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.run_context import RunContext
@@ -94,6 +96,7 @@ def execute_tools(
                 if call.id in results:
                     _record_tool_result(run, call, results[call.id])
             return BatchOutcome(stop=stop, pending_ids=[h.call.id for h in batch.hitl if h.call.id not in results])
+    results.update(run_companion_phase(run, list(batch.companion)))
     winner = _run_finishing(run, batch.finishing, results)
 
     for call in calls:  # messages, chunks and deferred hooks in input order

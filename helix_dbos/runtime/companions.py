@@ -1,0 +1,262 @@
+"""Persistent companions inside the parent's workflow: the companion phase and completion notices.
+
+A parent with ``persistent_agents`` calls the ``companion__*`` tools; their calls run here, in a
+phase of their own (seeds 001 "Tool Execution Order"), one after another in call order, after the
+regular tools and before the finish_with ones. Each call is workflow code over checkpointed steps
+(:mod:`.companion_steps`), so a replay takes the same decisions:
+
+- spawn/send: the ``open`` step writes the child's run; the parent then starts the child's
+  ``agent_run`` workflow as a DBOS child workflow under the run's deterministic id
+  (``{child}-turn-1``, ``{child}-continue-{call id}``, ``{child}-respawn-{call id}``), which
+  ``DBOS.start_workflow`` dedupes, so a replayed or recovered parent never starts it twice. A
+  blocking companion is awaited (``DBOS.get_result``, recorded); a non-blocking one returns
+  ``running`` at once. sendMessage to a running companion interrupts it, waits for it to stop, and
+  resumes it with the message;
+- waitForResult waits for the companion's run, up to a deadline recorded before the wait;
+- listChildren / getChildStatus read; terminateChild aborts the companion and what it started.
+
+Non-blocking completions reach the model as notices (user messages) before its next call:
+:func:`deliver_notices` asks the pure :func:`~helix_dbos.orchestration.companions.notices_due`
+which runs the transcript still awaits, reads them in one step and appends a notice for each that
+ended. The notice is committed with the parent's next step, and from then on is part of the very
+transcript that decides what is due: delivered exactly once, on replay and across turns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbos import DBOS, SetWorkflowID
+from pydantic import BaseModel, ValidationError
+
+from helix_dbos.companion_tools import (
+    GetChildStatusInput,
+    SendMessageInput,
+    SpawnAgentInput,
+    TerminateChildInput,
+    WaitForResultInput,
+)
+from helix_dbos.orchestration.companions import (
+    TERMINAL_STATUSES,
+    CompanionStatus,
+    companion_result,
+    notice_message,
+    notices_due,
+)
+from helix_dbos.runtime import step_names
+from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
+from helix_dbos.runtime.companion_steps import OpenRequest, open_step, status_step, terminate_step, wait_step
+from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.step_outputs import (
+    CompanionChild,
+    CompanionOpenOutput,
+    CompanionStatusOutput,
+    ToolStepOutput,
+)
+from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.tool import Tool, validation_error_message
+
+_REDIRECT_FAILED = (
+    "The companion {name!r} could not be redirected: it is waiting (for a human or a client tool). "
+    "Use companion__waitForResult or companion__terminateChild."
+)
+
+
+def run_companion_phase(run: RunContext, calls: list[tuple[ParsedToolCall, Tool]]) -> dict[str, ToolStepOutput]:
+    """Run the step's companion calls in order; returns their results by call id."""
+    return {call.id: _run_call(run, call, tool) for call, tool in calls}
+
+
+def deliver_notices(run: RunContext) -> None:
+    """Append a notice for each non-blocking companion run that ended since the model last heard.
+
+    Takes a step only when the transcript awaits a run, so agents without non-blocking companions
+    (and parents whose companions were all heard from) record nothing here.
+    """
+    due = notices_due(run.messages)
+    if not due:
+        return
+    out: CompanionStatusOutput = DBOS.run_step(
+        {"name": step_names.companion_status(run.agent.name)},
+        status_step,
+        run.who,
+        sorted({d.name for d in due}),
+    )
+    by_session = {c["session_id"]: c for c in out["children"]}
+    for awaited in due:
+        child = by_session.get(awaited.session_id)
+        if child is None:
+            run.append(notice_message(awaited, "failed", error="The companion's session no longer exists."))
+        elif child["run_id"] != awaited.run_id:
+            run.append(notice_message(awaited, "interrupted", error="A later run of the companion superseded it."))
+        elif child["status"] in TERMINAL_STATUSES:
+            run.append(notice_message(awaited, child["status"], output=child["output"], error=child["error"]))
+
+
+# --- one call -----------------------------------------------------------------------------------------
+
+
+def _run_call(run: RunContext, call: ParsedToolCall, tool: Tool) -> ToolStepOutput:
+    companion_type = getattr(tool, "companion_type", None)
+    try:
+        args = tool.validate_input(call.arguments if isinstance(call.arguments, dict) else {})
+    except ValidationError as exc:
+        return _output(call, error=validation_error_message(call.name, exc))
+    if isinstance(args, SpawnAgentInput):
+        return _dispatch(run, call, OpenRequest("spawnAgent", call.id, args.name, args.agent_type, args.message))
+    if isinstance(args, SendMessageInput):
+        return _dispatch(run, call, OpenRequest("sendMessage", call.id, args.name, None, args.message))
+    if isinstance(args, WaitForResultInput):
+        return _wait_for_result(run, call, args)
+    if isinstance(args, TerminateChildInput):
+        out = DBOS.run_step(
+            {"name": step_names.companion_terminate(run.agent.name)}, terminate_step, run.who, args.name, args.reason
+        )
+        return _child_output(call, out, args.name)
+    if isinstance(args, GetChildStatusInput):
+        return _child_output(call, _status(run, [args.name]), args.name)
+    if companion_type == "listChildren":
+        children = _status(run, None)["children"]
+        return _output(call, result={"children": [_view(c) for c in children]})
+    return _output(call, error=f"Unsupported companion tool {call.name!r}")  # unreachable: all six handled
+
+
+def _status(run: RunContext, names: list[str] | None) -> CompanionStatusOutput:
+    out: CompanionStatusOutput = DBOS.run_step(
+        {"name": step_names.companion_status(run.agent.name)}, status_step, run.who, names
+    )
+    return out
+
+
+def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> ToolStepOutput:
+    """Spawn or send: open the child's run, start its workflow, wait when blocking."""
+    opened = _open(run, request)
+    if opened["action"] == "interrupt":
+        # A running companion: it was asked to stop at its next step; once it has, resume it with the
+        # message (the second decision reads the interrupted session and opens the resume).
+        if opened["workflow_id"] is not None:
+            _await_run(opened["workflow_id"])
+        opened = _open(run, request)
+        if opened["action"] == "interrupt":
+            return _output(call, error=_REDIRECT_FAILED.format(name=opened["name"]))
+    if opened["action"] == "refuse" or opened["workflow_id"] is None or opened["request"] is None:
+        return _output(call, error=opened["error"] or "The companion could not be started.")
+    _start_child(opened["workflow_id"], opened["request"])
+    if opened["notify"]:
+        result = companion_result(
+            name=opened["name"],
+            agent_type=opened["agent_type"],
+            session_id=opened["session_id"],
+            status="running",
+            run_id=opened["run_id"],
+        )
+        return _output(call, result={**result, "notify": True})
+    status, output, error = _await_run(opened["workflow_id"])
+    return _output(
+        call,
+        result=companion_result(
+            name=opened["name"],
+            agent_type=opened["agent_type"],
+            session_id=opened["session_id"],
+            status=status,
+            run_id=opened["run_id"],
+            output=output,
+            error=error,
+        ),
+    )
+
+
+def _open(run: RunContext, request: OpenRequest) -> CompanionOpenOutput:
+    out: CompanionOpenOutput = DBOS.run_step(
+        {"name": step_names.companion_open(run.agent.name)}, open_step, run.who, request
+    )
+    return out
+
+
+def _start_child(workflow_id: str, request: dict[str, Any]) -> None:
+    """Start the companion's run as a child workflow (a replay gets the recorded child back)."""
+    from helix_dbos.runtime.workflow import agent_run_workflow  # the workflow module imports the loop
+
+    with SetWorkflowID(workflow_id):
+        DBOS.start_workflow(agent_run_workflow, request)
+
+
+def _await_run(workflow_id: str) -> tuple[CompanionStatus, Any, str | None]:
+    """Wait for a companion's workflow (recorded as ``DBOS.getResult``); its outcome for the model."""
+    try:
+        summary = DBOS.get_result(workflow_id)
+    except AwaitedWorkflowCancelledError:
+        return "terminated", None, "The companion was terminated."
+    if not isinstance(summary, dict):
+        return "failed", None, "The companion's run returned no result."
+    status = summary.get("status")
+    if status == "completed":
+        return "completed", summary.get("output"), None
+    if status == "interrupted":
+        return "interrupted", None, summary.get("error")
+    if status == "suspended_client_tool":
+        return "running", None, "The companion is waiting for a client tool result or an approval."
+    error = summary.get("error")
+    terminated = isinstance(error, str) and error.startswith(("aborted", "terminated"))
+    return ("terminated" if terminated else "failed"), None, error
+
+
+def _wait_for_result(run: RunContext, call: ParsedToolCall, args: WaitForResultInput) -> ToolStepOutput:
+    """Wait for the named companion's current run; with ``timeoutMs``, at most that long."""
+    first = _status(run, [args.name])
+    if not first["children"]:
+        return _output(call, error=f"No companion named {args.name!r}.")
+    child = first["children"][0]
+    if child["status"] != "running" or child["workflow_id"] is None:
+        return _output(call, result=_view(child))
+    if args.timeout_ms is None:
+        status, output, error = _await_run(child["workflow_id"])
+        return _output(call, result=_view({**child, "status": status, "output": output, "error": error}))
+    deadline = first["now_ms"] + args.timeout_ms
+    out: CompanionStatusOutput = DBOS.run_step(
+        {"name": step_names.companion_wait(run.agent.name)}, wait_step, run.who, args.name, child["run_id"], deadline
+    )
+    return _child_output(call, out, args.name)
+
+
+# --- results ------------------------------------------------------------------------------------------
+
+
+def _view(child: CompanionChild) -> dict[str, Any]:
+    return companion_result(
+        name=child["name"],
+        agent_type=child["agent_type"],
+        session_id=child["session_id"],
+        status=child["status"],
+        run_id=child["run_id"],
+        output=child["output"],
+        error=child["error"],
+    )
+
+
+def _child_output(call: ParsedToolCall, out: CompanionStatusOutput, name: str) -> ToolStepOutput:
+    if not out["children"]:
+        return _output(call, error=f"No companion named {name!r}.")
+    return _output(call, result=_view(out["children"][0]))
+
+
+def _output(call: ParsedToolCall, *, result: Any = None, error: str | None = None) -> ToolStepOutput:
+    """A companion call's result in the shape of a tool step's output (recorded by the tool phase)."""
+    if isinstance(result, BaseModel):
+        result = result.model_dump(mode="json")
+    return {
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "success": error is None,
+        "result": result if error is None else None,
+        "error": error,
+        "writes": {"ops": [], "warnings": []},
+        "patches": [],
+        "events": [],
+        "duration_ms": 0.0,
+        "finish_output": None,
+        "transform_error": None,
+    }
+
+
+__all__ = ["deliver_notices", "run_companion_phase"]
