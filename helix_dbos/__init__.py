@@ -17,7 +17,7 @@ The public API is tiered, as httpx's is:
 """
 
 from helix_dbos._version import __version__
-from helix_dbos.agent import AgentConfig, AgentHooks, define_agent
+from helix_dbos.agent import AgentConfig, AgentHooks, PersistentAgentConfig, define_agent
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
     AgentMismatchError,
@@ -137,6 +137,7 @@ __all__ = [
     "ParsedToolCall",
     "PendingToolCall",
     "PendingToolCallNotFoundError",
+    "PersistentAgentConfig",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",

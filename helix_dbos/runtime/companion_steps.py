@@ -108,26 +108,32 @@ def status_step(who: RunIdentity, names: list[str] | None) -> CompanionStatusOut
 def wait_step(who: RunIdentity, name: str, run_id: str | None, deadline_ms: int | None) -> CompanionStatusOutput:
     """Wait until the companion's run ``run_id`` ended (or another one started), or ``deadline_ms``.
 
-    The deadline was recorded before this step, so a re-execution after a crash waits only for
-    what is left of it. Also returns when the parent was aborted or interrupted (its own flags).
+    The session is the truth the parent reads, so this polls it (one small read per
+    :data:`WAIT_POLL_SECONDS`) rather than the DBOS workflow's result, which DBOS polls once a second.
+    The deadline was recorded before this step, so a re-execution after a crash waits only for what
+    is left of it. It also returns when the companion parks on a human (its run ``suspended``) and
+    when the parent itself is aborted or interrupted, so a parent is never stuck behind a child.
     """
     rt = services.current()
-    refs = _persistent_refs(rt, who.session_id)
-    ref = refs.get(name)
-    while True:
-        child = _child(rt, ref) if ref is not None else None
-        if child is None or child["status"] != "running" or child["run_id"] != run_id:
+    ref = _persistent_refs(rt, who.session_id).get(name)
+    child: CompanionChild | None = None
+    while ref is not None:
+        child = _child(rt, ref)
+        if child["status"] != "running" or child["run_id"] != run_id:
             break
         if deadline_ms is not None and now_ms() >= deadline_ms:
+            break
+        run = rt.store.get_run(run_id) if run_id is not None else None
+        if run is not None and run.status == "suspended":
             break
         parent = rt.store.load_session(who.session_id)
         if parent is None or parent.aborted or parent.interrupt_requested:
             break
         time.sleep(WAIT_POLL_SECONDS)
-    children = [child] if child is not None else []
-    for c in children:
-        _mark_ref(rt, who.session_id, c)
-    return {"now_ms": now_ms(), "children": children}
+    if child is None:
+        return {"now_ms": now_ms(), "children": []}
+    _mark_ref(rt, who.session_id, child)
+    return {"now_ms": now_ms(), "children": [child]}
 
 
 # --- opening a companion's run ------------------------------------------------------------------------
@@ -176,7 +182,8 @@ def open_step(who: RunIdentity, request: OpenRequest) -> CompanionOpenOutput:
         return {**base, "error": plan.error}
     if plan.action == "interrupt":
         rt.store.request_interrupt(child_id, f"companion__sendMessage {request.tool_call_id}", now_ms=now_ms())
-        return {**base, "action": "interrupt", "workflow_id": current.workflow_id if current else None}
+        running = (current.workflow_id, current.run_id) if current is not None else (None, None)
+        return {**base, "action": "interrupt", "workflow_id": running[0], "run_id": running[1]}
     try:
         return _open_run(rt, who, request, base, plan, config.agent, session)
     except HelixError as exc:  # a race with another writer of the child session: tell the model

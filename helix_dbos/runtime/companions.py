@@ -9,7 +9,7 @@ regular tools and before the finish_with ones. Each call is workflow code over c
   ``agent_run`` workflow as a DBOS child workflow under the run's deterministic id
   (``{child}-turn-1``, ``{child}-continue-{call id}``, ``{child}-respawn-{call id}``), which
   ``DBOS.start_workflow`` dedupes, so a replayed or recovered parent never starts it twice. A
-  blocking companion is awaited (``DBOS.get_result``, recorded); a non-blocking one returns
+  blocking companion is awaited (the ``wait`` step); a non-blocking one returns
   ``running`` at once. sendMessage to a running companion interrupts it, waits for it to stop, and
   resumes it with the message;
 - waitForResult waits for the companion's run, up to a deadline recorded before the wait;
@@ -38,13 +38,11 @@ from helix_dbos.companion_tools import (
 )
 from helix_dbos.orchestration.companions import (
     TERMINAL_STATUSES,
-    CompanionStatus,
     companion_result,
     notice_message,
     notices_due,
 )
 from helix_dbos.runtime import step_names
-from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.companion_steps import OpenRequest, open_step, status_step, terminate_step, wait_step
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import (
@@ -129,41 +127,41 @@ def _status(run: RunContext, names: list[str] | None) -> CompanionStatusOutput:
 
 
 def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> ToolStepOutput:
-    """Spawn or send: open the child's run, start its workflow, wait when blocking."""
+    """Spawn or send: open the child's run, start its workflow, wait for it when blocking."""
     opened = _open(run, request)
     if opened["action"] == "interrupt":
         # A running companion: it was asked to stop at its next step; once it has, resume it with the
         # message (the second decision reads the interrupted session and opens the resume).
-        if opened["workflow_id"] is not None:
-            _await_run(opened["workflow_id"])
+        _wait(run, opened["name"], opened["run_id"], None)
         opened = _open(run, request)
         if opened["action"] == "interrupt":
             return _output(call, error=_REDIRECT_FAILED.format(name=opened["name"]))
     if opened["action"] == "refuse" or opened["workflow_id"] is None or opened["request"] is None:
         return _output(call, error=opened["error"] or "The companion could not be started.")
     _start_child(opened["workflow_id"], opened["request"])
-    if opened["notify"]:
-        result = companion_result(
-            name=opened["name"],
-            agent_type=opened["agent_type"],
-            session_id=opened["session_id"],
-            status="running",
-            run_id=opened["run_id"],
-        )
-        return _output(call, result={**result, "notify": True})
-    status, output, error = _await_run(opened["workflow_id"])
-    return _output(
-        call,
-        result=companion_result(
-            name=opened["name"],
-            agent_type=opened["agent_type"],
-            session_id=opened["session_id"],
-            status=status,
-            run_id=opened["run_id"],
-            output=output,
-            error=error,
-        ),
+    running = companion_result(
+        name=opened["name"],
+        agent_type=opened["agent_type"],
+        session_id=opened["session_id"],
+        status="running",
+        run_id=opened["run_id"],
     )
+    if opened["notify"]:
+        return _output(call, result={**running, "notify": True})
+    out = _wait(run, opened["name"], opened["run_id"], None)
+    if not out["children"] or out["children"][0]["run_id"] != opened["run_id"]:
+        return _output(call, result={**running, "notify": True})
+    child = out["children"][0]
+    if child["status"] == "running":  # the parent was stopped while waiting: announce the result later
+        return _output(call, result={**_view(child), "notify": True})
+    return _output(call, result=_view(child))
+
+
+def _wait(run: RunContext, name: str, run_id: str | None, deadline_ms: int | None) -> CompanionStatusOutput:
+    out: CompanionStatusOutput = DBOS.run_step(
+        {"name": step_names.companion_wait(run.agent.name)}, wait_step, run.who, name, run_id, deadline_ms
+    )
+    return out
 
 
 def _open(run: RunContext, request: OpenRequest) -> CompanionOpenOutput:
@@ -181,26 +179,6 @@ def _start_child(workflow_id: str, request: dict[str, Any]) -> None:
         DBOS.start_workflow(agent_run_workflow, request)
 
 
-def _await_run(workflow_id: str) -> tuple[CompanionStatus, Any, str | None]:
-    """Wait for a companion's workflow (recorded as ``DBOS.getResult``); its outcome for the model."""
-    try:
-        summary = DBOS.get_result(workflow_id)
-    except AwaitedWorkflowCancelledError:
-        return "terminated", None, "The companion was terminated."
-    if not isinstance(summary, dict):
-        return "failed", None, "The companion's run returned no result."
-    status = summary.get("status")
-    if status == "completed":
-        return "completed", summary.get("output"), None
-    if status == "interrupted":
-        return "interrupted", None, summary.get("error")
-    if status == "suspended_client_tool":
-        return "running", None, "The companion is waiting for a client tool result or an approval."
-    error = summary.get("error")
-    terminated = isinstance(error, str) and error.startswith(("aborted", "terminated"))
-    return ("terminated" if terminated else "failed"), None, error
-
-
 def _wait_for_result(run: RunContext, call: ParsedToolCall, args: WaitForResultInput) -> ToolStepOutput:
     """Wait for the named companion's current run; with ``timeoutMs``, at most that long."""
     first = _status(run, [args.name])
@@ -209,14 +187,8 @@ def _wait_for_result(run: RunContext, call: ParsedToolCall, args: WaitForResultI
     child = first["children"][0]
     if child["status"] != "running" or child["workflow_id"] is None:
         return _output(call, result=_view(child))
-    if args.timeout_ms is None:
-        status, output, error = _await_run(child["workflow_id"])
-        return _output(call, result=_view({**child, "status": status, "output": output, "error": error}))
-    deadline = first["now_ms"] + args.timeout_ms
-    out: CompanionStatusOutput = DBOS.run_step(
-        {"name": step_names.companion_wait(run.agent.name)}, wait_step, run.who, args.name, child["run_id"], deadline
-    )
-    return _child_output(call, out, args.name)
+    deadline = None if args.timeout_ms is None else first["now_ms"] + args.timeout_ms
+    return _child_output(call, _wait(run, args.name, child["run_id"], deadline), args.name)
 
 
 # --- results ------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ EXPECTED = [
     "OutputChunk",
     "ParsedToolCall",
     "PendingToolCall",
+    "PersistentAgentConfig",
     "PendingToolCallNotFoundError",
     "RateLimit",
     "ResumeOptions",
