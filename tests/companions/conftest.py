@@ -16,5 +16,5 @@ __all__ = ["make_executor", "runtime_db"]
 @pytest.fixture(scope="module", autouse=True)
 def litellm_imported() -> None:
     import litellm  # noqa: F401
-    from litellm import acompletion  # noqa: F401
     import mcp  # noqa: F401  # a completion with tool calls imports it
+    from litellm import acompletion  # noqa: F401
