@@ -20,6 +20,7 @@ from typing import Any
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import HelixError
 from helix_dbos.orchestration.state_operations import build_effective_tools
+from helix_dbos.sub_agent import sub_agents_of
 
 
 def _callable_identity(fn: Any) -> str:
@@ -73,7 +74,11 @@ class AgentRegistry:
         self._lock = threading.Lock()
 
     def register(self, agent: AgentConfig) -> AgentConfig:
-        """Add or replace an agent; returns it for chaining (re-registering the same object is free)."""
+        """Add or replace an agent; returns it for chaining (re-registering the same object is free).
+
+        The agents it delegates to (sub-agent tools) are registered with it: a worker that recovers
+        a child run resolves the child's agent by name before the parent has replayed anything.
+        """
         with self._lock:
             if self._agents.get(agent.name) is agent:
                 return agent
@@ -81,6 +86,8 @@ class AgentRegistry:
         with self._lock:
             self._agents[agent.name] = agent
             self._fingerprints[agent.name] = fingerprint
+        for child in sub_agents_of(agent):
+            self.register(child)
         return agent
 
     def get(self, name: str) -> AgentConfig | None:

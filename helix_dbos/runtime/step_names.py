@@ -60,9 +60,21 @@ def hitl_resumed(agent: str) -> str:
     return f"{agent}.hitl.resumed"
 
 
+def child_start(agent: str) -> str:
+    """Open a child agent's session and run in the store, and record it on the parent."""
+    return f"{agent}.child.start"
+
+
+def child_wait(agent: str) -> str:
+    """Wait for a child run's outcome (stopping the child at its deadline or on the parent's abort)."""
+    return f"{agent}.child.wait"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
+    "child_start",
+    "child_wait",
     "finalize",
     "hitl_check",
     "hitl_park",
