@@ -6,6 +6,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
 
     HelixError (code, category, retryable, status_code)
     ├── DefinitionError                 validation_error      bad define_agent / define_tool call
+    │   └── SubAgentDefinitionError     validation_error      a sub-agent tool over an agent it cannot run
     ├── AgentAlreadyRunningError        state_already_running a run is in flight for the session
     ├── AgentNotResumableError          state_not_resumable
     ├── AgentMismatchError              state_agent_mismatch  the session belongs to another agent
@@ -175,6 +176,19 @@ class DefinitionError(HelixError, ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="validation_error", retryable=False)
+
+
+class SubAgentDefinitionError(DefinitionError):
+    """``create_sub_agent_tool`` refused its agent.
+
+    A sub-agent's result is its validated output, so the agent needs an ``output_schema``; and an
+    ephemeral child cannot wait for a human (nobody can answer it: clients watch the parent, which
+    is itself waiting on the child), so it may not have client-executed or approval-gated tools.
+    """
+
+    def __init__(self, agent_name: str, problem: str) -> None:
+        super().__init__(f"create_sub_agent_tool({agent_name!r}): {problem}")
+        self.agent_name = agent_name
 
 
 class AgentAlreadyRunningError(HelixError):

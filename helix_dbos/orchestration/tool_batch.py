@@ -3,6 +3,8 @@
 - **rejected**: an unknown tool, a tool with nothing to execute, or arguments that were not an
   object; answered with an error, never run;
 - **regular**: server tools, run in parallel from the same state, merged by the seeds' contract;
+- **sub_agents**: sub-agent calls (``subagent__*``), run as child agents alongside the regular
+  tools (phase 1 in the seeds' order); their results come before any ``finish_with`` completes;
 - **hitl**: calls a human answers (client-executed tools, approval-gated tools), awaited meanwhile;
 - **companion**: ``companion__*`` calls, a phase of their own (seeds 001 "Tool Execution Order"),
   run one after another after the regular tools, before the finishing ones;
@@ -21,6 +23,7 @@ from typing import Literal
 
 from helix_dbos.companion_tools import CompanionTool
 from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.sub_agent import SubAgentTool
 from helix_dbos.tool import Tool
 
 HitlKind = Literal["client", "approval"]
@@ -42,6 +45,7 @@ class ToolBatch:
     """A step's tool calls by phase (see the module docstring)."""
 
     regular: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
+    sub_agents: list[tuple[ParsedToolCall, SubAgentTool]] = field(default_factory=list)
     hitl: list[HitlRequest] = field(default_factory=list)
     finishing: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
     companion: list[tuple[ParsedToolCall, CompanionTool]] = field(default_factory=list)
@@ -89,6 +93,8 @@ def split_tool_batch(
                 batch.closed_pending.append(call.id)
         elif call.id in invalid:
             batch.rejected[call.id] = invalid[call.id]
+        elif isinstance(tool, SubAgentTool):
+            batch.sub_agents.append((call, tool))
         elif call.id in pending:
             batch.hitl.append(HitlRequest(call, tool, pending[call.id]))
         elif isinstance(tool, CompanionTool):

@@ -16,7 +16,7 @@ public ``list_workflows`` and ``resume_workflow`` (:mod:`helix_dbos.runtime.reco
 
 from __future__ import annotations
 
-from dbos._error import DBOSAwaitedWorkflowCancelledError
+from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSStepNondeterminismError, DBOSUnexpectedStepError
 
 DBOS_VERSION = "3.4.0"
 """The DBOS version this module was checked against."""
@@ -29,4 +29,13 @@ def is_dbos_control_exception(exc: BaseException) -> bool:
     return type(exc).__module__.split(".", 1)[0] == "dbos"
 
 
-__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_control_exception"]
+def is_dbos_replay_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is DBOS finding that a replayed workflow diverged from its record.
+
+    Such an error must end the workflow, never be turned into a result: a workflow start that
+    raised it (a child started from workflow code) is not a "start failure" the model can see.
+    """
+    return isinstance(exc, DBOSUnexpectedStepError | DBOSStepNondeterminismError)
+
+
+__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_control_exception", "is_dbos_replay_error"]

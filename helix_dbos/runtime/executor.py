@@ -45,7 +45,7 @@ from helix_dbos.orchestration.state_operations import (
     input_messages,
     normalize_agent_input,
 )
-from helix_dbos.runtime import services, starts, workers
+from helix_dbos.runtime import children, services, starts, workers
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, check_submission_fits, parse_submission, wake_run
@@ -71,7 +71,15 @@ from helix_dbos.session import (
     SendInput,
     SubmitToolResult,
 )
-from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SessionStore, StartRun, SubmitOutcome
+from helix_dbos.store.base import (
+    PendingToolCall,
+    RunRecord,
+    SessionRecord,
+    SessionStore,
+    StartRun,
+    SubmitOutcome,
+    UsageRecord,
+)
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
@@ -116,6 +124,7 @@ class DBOSAgentExecutor:
             streams=self.streams,
             logger=self.logger,
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
+            run_workflow=agent_run_workflow,
         )
         self._local_handles: OrderedDict[str, WorkflowHandle[Any]] = OrderedDict()
         """In-process futures of runs this process started (the fast way to wait); bounded, because a
@@ -433,6 +442,8 @@ class DBOSAgentExecutor:
             run = self.store.get_current_run(session_id)
             if run is not None and run.status == "running":
                 self._wake(run.workflow_id, "interrupt")
+            for ref in children.running_children(self.store, session_id):  # the cascade (see .children)
+                children.interrupt_child(self._services, ref.sub_session_id, reason or "parent interrupted")
         return requested
 
     def abort(self, session_id: str, reason: str | None = None) -> None:
@@ -466,6 +477,8 @@ class DBOSAgentExecutor:
         with contextlib.suppress(Exception):
             if DBOS.get_workflow_status(run.workflow_id) is not None:
                 DBOS.cancel_workflow(run.workflow_id)
+        for ref in children.running_children(self.store, session_id):  # the cascade (see .children)
+            children.stop_child(self._services, ref.sub_session_id, f"parent {error}")
         self.streams.fail(session.stream_id, error)
 
     def _trip_tool_signals(self, session_id: str, reason: str) -> None:
@@ -685,6 +698,18 @@ class DBOSAgentExecutor:
             error = session.error if session is not None and session.error else "cancelled"
             return AgentResult(status="failed", error=error)
         return to_result(self.registry.get(agent_name), outcome)
+
+    def get_usage(
+        self, session_id: str, *, run_id: str | None = None, include_children: bool = False
+    ) -> list[UsageRecord]:
+        """The session's usage records (or one run's), with its children's when ``include_children``.
+
+        Children are sub-agents and companions, recursively; with ``run_id``, those that run
+        started: so a parent run's cost includes what it delegated.
+        """
+        if include_children:
+            return children.usage_with_children(self.store, session_id, run_id=run_id)
+        return self.store.get_usage(session_id, run_id=run_id)
 
     def get_current_run(self, session_id: str) -> RunRecord | None:
         """The session's most recent run record."""

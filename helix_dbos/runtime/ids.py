@@ -34,6 +34,16 @@ def workflow_id_for(session_id: str, turn: int) -> str:
     return f"{session_id}-turn-{turn}"
 
 
+def child_session_id_for(parent_session_id: str, tool_call_id: str) -> str:
+    """The session of the ephemeral child a parent's tool call starts: one per call, found again on replay."""
+    return f"{parent_session_id}-sub-{tool_call_id}"
+
+
+def child_request_key(tool_call_id: str) -> str:
+    """The request key of a child run opened for a parent's tool call: a repeat finds the same run."""
+    return f"child:{tool_call_id}"
+
+
 def keyed_request_key(idempotency_key: str) -> str:
     """The request key of a start with an idempotency key: a repeat finds its run even after it ended."""
     return f"key:{idempotency_key}"
@@ -55,6 +65,8 @@ def continuation_request_key(mode: Literal["resume", "retry"], turn: int) -> str
 
 
 __all__ = [
+    "child_request_key",
+    "child_session_id_for",
     "continuation_request_key",
     "keyed_request_key",
     "new_session_id",

@@ -55,16 +55,21 @@ from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, 
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import FinalizeStepOutput, LLMStepOutput
 from helix_dbos.runtime.steps import fail_run_step, finalize_step, hooks_step, llm_step
-from helix_dbos.runtime.tools import BatchOutcome, execute_tools, outstanding_calls
+from helix_dbos.runtime.tools import BatchOutcome, execute_tools, outstanding_calls, sub_agent_tool_calls
 from helix_dbos.session import SessionStatus
-from helix_dbos.step_result import ErrorStepResult, StepResult, StepResultAdapter, TextStepResult, TokenUsage
+from helix_dbos.step_result import (
+    ErrorStepResult,
+    ParsedToolCall,
+    StepResult,
+    StepResultAdapter,
+    TextStepResult,
+    TokenUsage,
+)
 from helix_dbos.store.base import StepCommit, UsageRecord
 from helix_dbos.stream.chunks import ErrorChunk, OutputChunk, RunInterruptedChunk
-from helix_dbos.tool import Tool
+from helix_dbos.tool import Tool, is_sub_agent_tool_name
 
 _log = logging.getLogger("helix_dbos.runtime.loop")
-
-SUB_AGENTS_UNSUPPORTED = "Sub-agent calls are not supported by helix-dbos yet; continue without delegating."
 
 
 @dataclass(frozen=True)
@@ -217,14 +222,17 @@ def _process_step(run: RunContext, toolbox: _Toolbox, step_result: StepResult) -
         run.append(create_assistant_message(plan.assistant_message_plan))
         if isinstance(step_result, TextStepResult):
             run.last_text = step_result.content
-    _answer_finish_call(run, plan)
+    delegated = _answer_finish_call(run, plan)
+    if delegated:  # sub-agent calls made alongside __finish__ run before it completes (the seeds' order)
+        invalid = tool_call_argument_errors(step_result)
+        execute_tools(run, delegated, toolbox.by_name, invalid_arguments=invalid)
     if plan.is_terminal:
         return _finish_terminal(run, plan)
     batch = BatchOutcome()
-    if plan.pending_tool_calls or plan.pending_sub_agent_calls:
+    calls = plan.pending_tool_calls + sub_agent_tool_calls(plan.pending_sub_agent_calls)
+    if calls:
         invalid = tool_call_argument_errors(step_result)
-        batch = execute_tools(run, plan.pending_tool_calls, toolbox.by_name, invalid_arguments=invalid)
-        _refuse_sub_agent_calls(run, plan)
+        batch = execute_tools(run, calls, toolbox.by_name, invalid_arguments=invalid)
     run.flush_hooks()
     return _after_batch(run, batch)
 
@@ -237,18 +245,6 @@ def _finish_terminal(run: RunContext, plan: StepProcessingPlan) -> RunSummary:
         run.emit(ErrorChunk(**run.chunk_base(), error=error or "failed", recoverable=False))
         return _finish(run, "failed", error=error)
     return _finish(run, "completed", output=plan.output)
-
-
-def _refuse_sub_agent_calls(run: RunContext, plan: StepProcessingPlan) -> None:
-    for call in plan.pending_sub_agent_calls:
-        run.append(
-            create_tool_result_message(
-                tool_call_id=call.id,
-                tool_name=f"subagent__{call.agent_type}",
-                success=False,
-                error=SUB_AGENTS_UNSUPPORTED,
-            )
-        )
 
 
 def _append_correction(run: RunContext, toolbox: _Toolbox, step_result: StepResult) -> bool:
@@ -297,10 +293,14 @@ def _stop(run: RunContext, step_result: StepResult, finish_name: str | None) -> 
     return _finish(run, "completed", output=run.last_text)
 
 
-def _answer_finish_call(run: RunContext, plan: StepProcessingPlan) -> None:
-    """Keep the history invariant: pair ``__finish__`` and every call made alongside it."""
+def _answer_finish_call(run: RunContext, plan: StepProcessingPlan) -> list[ParsedToolCall]:
+    """Keep the history invariant: pair ``__finish__`` and every call made alongside it.
+
+    Sub-agent calls made alongside it are not skipped: they are returned, to be run before the
+    agent completes (the seeds: completion is deferred until sub-agents finish).
+    """
     if plan.finish_tool_call_id is None:
-        return
+        return []
     if plan.output_validation_error is not None:
         run.append(
             create_tool_result_message(
@@ -312,12 +312,16 @@ def _answer_finish_call(run: RunContext, plan: StepProcessingPlan) -> None:
         )
     else:
         run.append(synthesize_finish_tool_result(plan.finish_tool_call_id))
+    delegated = [call for call in plan.skipped_tool_calls if is_sub_agent_tool_name(call.name)]
     for call in plan.skipped_tool_calls:
+        if call in delegated:
+            continue
         run.append(
             create_tool_result_message(
                 tool_call_id=call.id, tool_name=call.name, success=False, error=SKIPPED_BY_FINISH_MESSAGE
             )
         )
+    return delegated
 
 
 def _record_llm_usage(run: RunContext, step_result: StepResult) -> None:

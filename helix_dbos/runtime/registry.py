@@ -20,6 +20,7 @@ from typing import Any
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import HelixError
 from helix_dbos.orchestration.state_operations import build_effective_tools
+from helix_dbos.sub_agent import sub_agents_of
 
 
 def _callable_identity(fn: Any) -> str:
@@ -75,8 +76,8 @@ class AgentRegistry:
     def register(self, agent: AgentConfig) -> AgentConfig:
         """Add or replace an agent; returns it for chaining (re-registering the same object is free).
 
-        Its persistent companions are registered with it: their runs are workflows of their own,
-        which a recovering worker must be able to resolve by name like any other.
+        The agents it delegates to (sub-agent tools, persistent companions) are registered with it: a worker that recovers
+        a child run resolves the child's agent by name before the parent has replayed anything.
         """
         with self._lock:
             if self._agents.get(agent.name) is agent:
@@ -85,8 +86,8 @@ class AgentRegistry:
         with self._lock:
             self._agents[agent.name] = agent
             self._fingerprints[agent.name] = fingerprint
-        for companion in agent.persistent_agents:
-            self.register(companion.agent)
+        for child in [*sub_agents_of(agent), *(c.agent for c in agent.persistent_agents)]:
+            self.register(child)
         return agent
 
     def get(self, name: str) -> AgentConfig | None:

@@ -50,6 +50,16 @@ class RunRequest(BaseModel):
     """The hooks defined (agent's and per-call) when the run started. They decide which hook steps
     the run takes, so a replay in a process without the per-call hooks takes the same steps and
     DBOS finds its recorded ones. ``None`` (runs recorded before this field) uses the live hooks."""
+    parent_session_id: str | None = None
+    """Set on a child run (a sub-agent or companion): the session of the parent that started it."""
+    root_session_id: str | None = None
+    """Set on a child run: the session at the top of its tree (a top-level run is its own root)."""
+    parent_stream_id: str | None = None
+    """Set on a child run: every chunk the child writes is also written to this stream (the
+    parent's), so one reader of the parent sees the whole tree (see :mod:`.children`)."""
+    child_mode: Literal["ephemeral", "persistent"] | None = None
+    """Set on a child run: ``ephemeral`` children refuse human-in-the-loop calls (nobody can answer
+    them: the parent waits on the child, and the child's session is not the one clients watch)."""
 
 
 class RunSummary(BaseModel):
@@ -81,6 +91,8 @@ class RunContext:
             stream_id=request.stream_id,
             agent=agent,
             stream_start_sequence=request.stream_start_sequence,
+            parent_stream_id=request.parent_stream_id,
+            root_session_id=request.root_session_id or request.session_id,
         )
         self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
         self.hook_plan = frozenset(defined_hooks(self.hooks) if request.hook_names is None else request.hook_names)
@@ -115,7 +127,12 @@ class RunContext:
         ``{run_id}:{ordinal}`` lets a durable stream keep exactly one copy of each.
         """
         self.emitted += 1
-        self.rt.streams.write(self.who.stream_id, chunk, dedupe_key=f"{self.who.run_id}:{self.emitted}")
+        key = f"{self.who.run_id}:{self.emitted}"
+        self.rt.streams.write(self.who.stream_id, chunk, dedupe_key=key)
+        if self.who.parent_stream_id is not None:
+            # A child's chunk, mirrored to its parent's stream under the same key: the key names the
+            # child's run, so it never meets the parent's own keys, and a replay stores it once.
+            self.rt.streams.write(self.who.parent_stream_id, chunk, dedupe_key=key)
 
     def chunk_base(self) -> dict[str, Any]:
         return {"agent_id": self.who.run_id, "agent_type": self.agent.name, "step": self.step}

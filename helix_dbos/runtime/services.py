@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from helix_dbos.agent import AgentHooks
 from helix_dbos.errors import HelixError
@@ -44,6 +46,9 @@ class RuntimeServices:
     max_call_hooks: int = 4096
     abort_signals: ToolAbortSignals | None = None
     """The abort signals of the tools running in this process (built over ``store`` by default)."""
+    run_workflow: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """The agent-run DBOS workflow, which child runs are started as (:mod:`.children`). The executor
+    sets it: the workflow module imports the loop, so the loop's modules cannot import it back."""
     _hooks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:

@@ -47,6 +47,40 @@ def first_turn(
     )
 
 
+def child_first_turn(
+    config: AgentConfig,
+    session_id: str,
+    message: str,
+    *,
+    parent_session_id: str,
+    root_session_id: str,
+    request_key: str,
+    fingerprint: str | None,
+    metadata: dict[str, Any] | None,
+    now_ms: int,
+) -> StartRun:
+    """Open a child agent's session (a sub-agent or companion) with its first run.
+
+    The child's stream is its own session's; its chunks are mirrored to the parent's by the child
+    run itself (``RunRequest.parent_stream_id``). A new session has no stream yet, so the run's
+    chunks start at sequence 0.
+    """
+    return StartRun(
+        session_id=session_id,
+        run_id=workflow_id_for(session_id, 1),
+        workflow_id=workflow_id_for(session_id, 1),
+        agent_type=config.name,
+        new_session_state=default_custom_state(config),
+        input_messages=input_messages(message),
+        request_key=request_key,
+        agent_fingerprint=fingerprint,
+        parent_session_id=parent_session_id,
+        root_session_id=root_session_id,
+        metadata=metadata,
+        now_ms=now_ms,
+    )
+
+
 def next_turn(
     config: AgentConfig,
     existing: SessionRecord,
@@ -144,4 +178,25 @@ def run_request(
     )
 
 
-__all__ = ["continuation", "first_turn", "next_turn", "run_request"]
+def child_run_request(
+    agent: AgentConfig,
+    run: RunRecord,
+    session: SessionRecord,
+    *,
+    parent_session_id: str,
+    parent_stream_id: str,
+    root_session_id: str,
+    mode: Literal["ephemeral", "persistent"],
+) -> RunRequest:
+    """The workflow input of a child run: a run's input plus where it mirrors its chunks."""
+    return run_request(agent, run, session, None).model_copy(
+        update={
+            "parent_session_id": parent_session_id,
+            "parent_stream_id": parent_stream_id,
+            "root_session_id": root_session_id,
+            "child_mode": mode,
+        }
+    )
+
+
+__all__ = ["child_first_turn", "child_run_request", "continuation", "first_turn", "next_turn", "run_request"]

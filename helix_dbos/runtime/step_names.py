@@ -60,6 +60,16 @@ def hitl_resumed(agent: str) -> str:
     return f"{agent}.hitl.resumed"
 
 
+def child_start(agent: str) -> str:
+    """Open a child agent's session and run in the store, and record it on the parent."""
+    return f"{agent}.child.start"
+
+
+def child_wait(agent: str) -> str:
+    """Wait for a child run's outcome (stopping the child at its deadline or on the parent's abort)."""
+    return f"{agent}.child.wait"
+
+
 def companion_open(agent: str) -> str:
     """Open (create, continue, respawn, resume) or interrupt a persistent companion's run."""
     return f"{agent}.companion.open"
@@ -83,6 +93,8 @@ def companion_terminate(agent: str) -> str:
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
+    "child_start",
+    "child_wait",
     "companion_open",
     "companion_status",
     "companion_terminate",

@@ -148,6 +148,36 @@ class ResumedStepOutput(TypedDict):
     """``{agent}.hitl.resumed``: nothing (the step exists so the hook fires once)."""
 
 
+class ChildStartOutput(TypedDict):
+    """``{agent}.child.start``: the child run that was opened (or why it could not be)."""
+
+    session_id: str
+    run_id: str
+    workflow_id: str
+    request: dict[str, Any] | None
+    """The child workflow's input (``RunRequest`` as JSON); ``None`` when the child was not opened."""
+    deadline_ms: int | None
+    """When the parent stops waiting and stops the child (ms since the epoch); ``None``: no deadline."""
+    timeout_ms: int | None
+    """The budget the deadline was computed from (for the error message)."""
+    started_at_ms: int | None
+    """When the child's run was opened (its ``RunRecord.started_at``)."""
+    error: str | None
+    """Why the child could not be opened (the parent's tool call fails with it)."""
+
+
+class ChildWaitOutput(TypedDict):
+    """``{agent}.child.wait``: how the child ended, as the parent sees it."""
+
+    status: Literal["completed", "failed", "interrupted", "suspended_client_tool", "timeout", "aborted"]
+    """The child's final status, ``timeout`` (deadline passed; the child was stopped) or ``aborted``
+    (the parent was aborted while waiting; the child was stopped)."""
+    output: Any
+    error: str | None
+    duration_ms: float
+    """From the child's open to the end of the wait."""
+
+
 class CompanionChild(TypedDict):
     """A persistent companion as a companion step read it (the parent's ref and the child's session)."""
 
@@ -191,6 +221,8 @@ class CompanionStatusOutput(TypedDict):
 
 __all__ = [
     "CheckStepOutput",
+    "ChildStartOutput",
+    "ChildWaitOutput",
     "CommitOutput",
     "CompanionChild",
     "CompanionOpenOutput",

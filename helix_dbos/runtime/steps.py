@@ -58,7 +58,7 @@ from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter
 from helix_dbos.store.base import CommitResult, StepCommit
 from helix_dbos.store.engine import now_ms
 from helix_dbos.store.retry import RetryPolicy, retry_call
-from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk, ThinkingChunk
+from helix_dbos.stream.chunks import StreamChunk, StreamResyncChunk, TextDeltaChunk, ThinkingChunk
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
 
 
@@ -73,6 +73,10 @@ class RunIdentity:
     agent: AgentConfig
     stream_start_sequence: int = 0
     """Where this run's chunks start in the session's stream."""
+    parent_stream_id: str | None = None
+    """A child run's parent stream: the child's chunks are mirrored there (see ``RunRequest``)."""
+    root_session_id: str | None = None
+    """The session at the top of this run's tree (its own for a top-level run)."""
 
 
 # --- LLM step -------------------------------------------------------------------------------------
@@ -106,23 +110,29 @@ def llm_step(
         if result.interrupt_requested:
             return {"commit": commit, "interrupted": True, "interrupt_reason": result.interrupt_reason}
     agent = who.agent
+    mirrored = 0
+
+    async def write(chunk: StreamChunk) -> None:
+        nonlocal mirrored
+        await rt.streams.write_async(who.stream_id, chunk)
+        if who.parent_stream_id is not None:
+            # Keyed by position in this step: an attempt that re-streams the step (after a crash
+            # mid-call) does not add a second copy of what the parent's stream already shows.
+            mirrored += 1
+            await rt.streams.write_async(who.parent_stream_id, chunk, f"{who.run_id}:llm:{step}:{mirrored}")
 
     async def on_text(delta: str) -> None:
-        await rt.streams.write_async(
-            who.stream_id,
-            TextDeltaChunk(agent_id=who.run_id, agent_type=agent.name, step=step, content=delta),
-        )
+        await write(TextDeltaChunk(agent_id=who.run_id, agent_type=agent.name, step=step, content=delta))
 
     async def on_thinking(content: str, is_complete: bool) -> None:
-        await rt.streams.write_async(
-            who.stream_id,
+        await write(
             ThinkingChunk(
                 agent_id=who.run_id,
                 agent_type=agent.name,
                 step=step,
                 content=content,
                 is_complete=is_complete,
-            ),
+            )
         )
 
     request = LLMGenerateInput(

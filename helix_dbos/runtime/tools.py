@@ -2,6 +2,8 @@
 
 Phase 1 runs the regular server tools in parallel, each its own DBOS step, all seeded from the
 same state and merged by the seeds' contract (appends compose, replaces are last-write-wins).
+The batch's sub-agent calls run in phase 1 too: their children are started before the tools run
+and awaited after them (:mod:`.sub_agents`), so a ``finish_with`` waits for them.
 Human-in-the-loop calls are registered and awaited meanwhile; approved calls then run as steps.
 Companion calls (``companion__*``) then run in a phase of their own (:mod:`.companions`).
 Phase 2 runs the finish_with tools one after another on the merged state: the first success
@@ -29,8 +31,10 @@ from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
+from helix_dbos.runtime.sub_agents import await_sub_agents, refuse_hitl, start_sub_agents
+from helix_dbos.runtime.sub_agents import end_chunk as sub_agent_end_chunk
 from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
-from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.step_result import ParsedSubAgentCall, ParsedToolCall
 from helix_dbos.store.base import UsageRecord
 from helix_dbos.stream.chunks import (
     CustomEventChunk,
@@ -41,7 +45,7 @@ from helix_dbos.stream.chunks import (
     ToolEndChunk,
     ToolStartChunk,
 )
-from helix_dbos.tool import FINISH_TOOL_NAME, Tool
+from helix_dbos.tool import FINISH_TOOL_NAME, SUBAGENT_TOOL_PREFIX, Tool, is_sub_agent_tool_name
 
 BatchStop = Literal["suspended", "aborted", "interrupted"]
 
@@ -84,11 +88,14 @@ def execute_tools(
     )
     run.applied_pending.extend(batch.closed_pending)  # never left open: the call has its result now
     results: Results = {c.id: error_result(c, batch.rejected[c.id]) for c in calls if c.id in batch.rejected}
+    batch.hitl = refuse_hitl(run, batch.hitl, results)
     if not resuming:
         _announce_starts(run, calls, batch)
     registration = _register_hitl(run, batch.hitl, resuming)
 
+    delegations = start_sub_agents(run, batch.sub_agents, results)  # phase 1: children run meanwhile
     _run_phase(run, batch.regular, results)
+    await_sub_agents(run, delegations, results)
     if registration is not None:
         stop = _resolve_hitl(run, batch.hitl, registration, results, resuming=resuming)
         if stop is not None:
@@ -115,6 +122,11 @@ def outstanding_calls(messages: list[Message]) -> list[ParsedToolCall]:
         for c in last.tool_calls
         if c.id not in answered and c.name != FINISH_TOOL_NAME
     ]
+
+
+def sub_agent_tool_calls(calls: list[ParsedSubAgentCall]) -> list[ParsedToolCall]:
+    """Sub-agent calls as the tool calls the transcript stores them as (``subagent__{agent}``)."""
+    return [ParsedToolCall(id=c.id, name=f"{SUBAGENT_TOOL_PREFIX}{c.agent_type}", arguments=c.input) for c in calls]
 
 
 def error_result(call: ParsedToolCall, error: str | None) -> ToolStepOutput:
@@ -151,7 +163,7 @@ def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBa
     A human-in-the-loop call's ``tool_start`` goes out after the call is registered, so a client
     that answers as soon as it sees ``tool_start`` always finds its pending call.
     """
-    waiting = {h.call.id for h in batch.hitl}
+    waiting = {h.call.id for h in batch.hitl} | {call.id for call, _ in batch.sub_agents}
     for call in calls:
         if call.id not in waiting:
             run.emit(_tool_start(run, call))
@@ -331,16 +343,19 @@ def _record_tool_result(run: RunContext, call: ParsedToolCall, output: ToolStepO
             error=output["error"],
         )
     )
-    run.emit(
-        ToolEndChunk(
-            **run.chunk_base(),
-            tool_call_id=call.id,
-            tool_name=call.name,
-            result=output["result"],
-            error=output["error"],
-            success=success,
+    if is_sub_agent_tool_name(call.name):
+        run.emit(sub_agent_end_chunk(run, call, output))  # its subagent_start went out at dispatch
+    else:
+        run.emit(
+            ToolEndChunk(
+                **run.chunk_base(),
+                tool_call_id=call.id,
+                tool_name=call.name,
+                result=output["result"],
+                error=output["error"],
+                success=success,
+            )
         )
-    )
     run.pending_usage.append(
         UsageRecord(kind="tool", name=call.name, step=run.step, value=output["duration_ms"], success=success)
     )
@@ -365,4 +380,4 @@ def _after_tool_payload(
     )
 
 
-__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls"]
+__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls", "sub_agent_tool_calls"]

@@ -16,6 +16,8 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.hitl_check("writer") == "writer.hitl.check"
     assert step_names.hitl_park("writer") == "writer.hitl.park"
     assert step_names.hitl_resumed("writer") == "writer.hitl.resumed"
+    assert step_names.child_start("writer") == "writer.child.start"
+    assert step_names.child_wait("writer") == "writer.child.wait"
     assert step_names.companion_open("writer") == "writer.companion.open"
     assert step_names.companion_status("writer") == "writer.companion.status"
     assert step_names.companion_wait("writer") == "writer.companion.wait"
@@ -33,6 +35,8 @@ def test_the_module_lists_every_name_it_defines() -> None:
     assert sorted(step_names.__all__) == [
         "FAIL_RUN",
         "approval_gate",
+        "child_start",
+        "child_wait",
         "companion_open",
         "companion_status",
         "companion_terminate",

@@ -1,0 +1,354 @@
+"""Child runs: starting and awaiting a child agent run from inside a parent's workflow.
+
+A sub-agent call (and a persistent companion) runs its agent as a **DBOS child workflow** of the
+parent's run, in a session of its own. This module is that primitive; what a call *means* (which
+input, which result, which chunks) is the caller's (:mod:`.sub_agents`, :mod:`.companions`).
+
+API (stable; all of it is workflow code except where a step is named)::
+
+    child = ChildRun(agent=..., tool_call_id=..., message=..., mode="ephemeral", timeout_ms=...)
+    opened = open_child(run, child)      # step {agent}.child.start + DBOS.start_workflow
+    ...                                  # the parent does other work meanwhile
+    ended = await_child(run, opened)     # step {agent}.child.wait -> ChildWaitOutput
+
+- :func:`open_child` takes one DBOS step (``{agent}.child.start``, :func:`start_child_step`) that
+  opens the child's session and run in the store (``SessionStore.start_run`` with
+  :func:`~.starts.child_first_turn`, or ``ChildRun.build_start``), records the
+  :class:`~helix_dbos.session.SubSessionRef` on the parent, and fixes the deadline. The open is
+  idempotent: its request key derives from the parent's tool-call id, so a re-executed step finds
+  the run it opened before. Then, in workflow code, it starts the child's ``agent_run_workflow``
+  with ``DBOS.start_workflow`` under the child run's deterministic workflow id
+  (``{parent session}-sub-{tool call id}-turn-1`` for an ephemeral child). DBOS records a start
+  made from workflow code, so a replayed parent never starts a second child and a recovered parent
+  re-attaches to the one running. The child starts locally, never on the run queue: a parent
+  holding a queue slot while its child waits for one could deadlock.
+- :func:`await_child` takes one step (``{agent}.child.wait``, :func:`wait_child_step`) that waits
+  for the child's outcome event. The step also ends the wait when the deadline recorded at open
+  passes (the child is stopped: session aborted, workflow cancelled) and when the parent is aborted
+  (the child is stopped too); an interrupt of the parent is passed on to the child, whose run then
+  ends ``interrupted``. A wait never hangs on a parent that was stopped.
+- Stream mirroring is the child's own doing: its ``RunRequest`` carries the parent's stream id,
+  and every chunk the child writes (``RunContext.emit``, the LLM step's deltas) is also written to
+  the parent's stream, keyed by the child's run so a replay never stores it twice.
+
+Outside workflows, :func:`stop_child` stops a child tree and :func:`usage_with_children` sums a
+session's usage with its children's (the executor's cascades and reports use them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dbos import DBOS, SetWorkflowID
+
+from helix_dbos.agent import AgentConfig
+from helix_dbos.errors import HelixError, public_error_message
+from helix_dbos.runtime import services, starts, step_names
+from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
+from helix_dbos.runtime.abort import durable_stop_reason
+from helix_dbos.runtime.hitl import wake_run
+from helix_dbos.runtime.ids import child_request_key, child_session_id_for
+from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
+from helix_dbos.runtime.steps import OUTCOME_EVENT, RunIdentity
+from helix_dbos.session import SubSessionRef
+from helix_dbos.store.base import SessionStore, StartRun, UsageRecord
+from helix_dbos.store.engine import now_ms
+
+ChildMode = Literal["ephemeral", "persistent"]
+
+_WAIT_SLICE_SECONDS = 1.0
+"""How long one wait on the child's outcome event lasts before the parent's flags are read again."""
+_STILL_RUNNING = ("PENDING", "ENQUEUED", "DELAYED")
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """A child run a parent's tool call asks for."""
+
+    agent: AgentConfig
+    """The child's agent (registered in every worker: recovered children resolve it by name)."""
+    tool_call_id: str
+    """The parent's tool call: the child's ids and request key derive from it."""
+    message: str
+    """The child's input (its first user message)."""
+    mode: ChildMode = "ephemeral"
+    name: str | None = None
+    """A persistent companion's name (recorded on the parent's ``SubSessionRef``)."""
+    timeout_ms: int | None = None
+    """Wall-clock budget from the open; past it the child is stopped and the wait ends ``timeout``."""
+    session_id: str | None = None
+    """The child's session; ``None``: ``{parent session}-sub-{tool call id}``."""
+    metadata: dict[str, Any] | None = None
+    """Stored on a new child session."""
+    build_start: Callable[[SessionStore, int], StartRun] | None = None
+    """How to open the run, given the store and the time (ms); ``None``: a new session's first turn
+    (:func:`~.starts.child_first_turn`). A companion continuing its session passes its own."""
+
+
+# --- workflow code ----------------------------------------------------------------------------------
+
+
+def open_child(run: RunContext, child: ChildRun) -> ChildStartOutput:
+    """Open the child's run (a step) and start its workflow; ``error`` is set when either failed."""
+    opened: ChildStartOutput = DBOS.run_step(
+        {"name": step_names.child_start(run.agent.name)}, start_child_step, run.who, child
+    )
+    if opened["error"] is not None or opened["request"] is None:
+        return opened
+    workflow = run.rt.run_workflow
+    try:
+        if workflow is None:
+            raise HelixError("no agent-run workflow is installed (create a DBOSAgentExecutor)")
+        with SetWorkflowID(opened["workflow_id"]):
+            DBOS.start_workflow(workflow, opened["request"])
+    except Exception as exc:
+        if is_dbos_replay_error(exc):
+            raise
+        return {**opened, "error": f"could not start the child workflow: {public_error_message(exc)}"}
+    return opened
+
+
+def await_child(run: RunContext, opened: ChildStartOutput) -> ChildWaitOutput:
+    """Wait for an opened child to end (a step; see the module docstring)."""
+    if opened["error"] is not None:
+        return {"status": "failed", "output": None, "error": opened["error"], "duration_ms": 0.0}
+    ended: ChildWaitOutput = DBOS.run_step(
+        {"name": step_names.child_wait(run.agent.name)}, wait_child_step, run.who, opened
+    )
+    return ended
+
+
+# --- step bodies --------------------------------------------------------------------------------------
+
+
+def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
+    """``{agent}.child.start``: open the child's session and run, record it on the parent.
+
+    Idempotent: a re-executed step meets its own run (same request key) and records nothing twice.
+    A refusal by the store (the child's session belongs to another agent, is already running, ...)
+    is the output's ``error``, not an exception: the parent's call fails, its run goes on.
+    """
+    rt = services.current()
+    session_id = child.session_id or child_session_id_for(parent.session_id, child.tool_call_id)
+    root = parent.root_session_id or parent.session_id
+    now = now_ms()
+    empty: ChildStartOutput = {
+        "session_id": session_id,
+        "run_id": "",
+        "workflow_id": "",
+        "request": None,
+        "deadline_ms": None,
+        "timeout_ms": child.timeout_ms,
+        "started_at_ms": None,
+        "error": None,
+    }
+    try:
+        agent = rt.registry.register(child.agent)
+        start = (
+            child.build_start(rt.store, now)
+            if child.build_start is not None
+            else starts.child_first_turn(
+                agent,
+                session_id,
+                child.message,
+                parent_session_id=parent.session_id,
+                root_session_id=root,
+                request_key=child_request_key(child.tool_call_id),
+                fingerprint=rt.registry.fingerprint(agent.name),
+                metadata=child.metadata,
+                now_ms=now,
+            )
+        )
+        started = rt.store.start_run(start)
+    except HelixError as exc:
+        rt.logger.error(
+            "[helix-dbos] child session not created",
+            {"session_id": parent.session_id, "child_session_id": session_id, "error": exc.message},
+        )
+        return {**empty, "error": f"the child session could not be created: {public_error_message(exc)}"}
+    session, run = started.session, started.run
+    ref = SubSessionRef(
+        sub_session_id=session.session_id,
+        agent_type=agent.name,
+        parent_tool_call_id=child.tool_call_id,
+        started_at=run.started_at,
+        mode=child.mode,
+        name=child.name,
+    )
+    rt.store.add_sub_session_refs(parent.session_id, [ref])
+    if child.mode == "persistent":  # a re-consulted companion's ref exists already: running again
+        rt.store.update_sub_session_ref(parent.session_id, session.session_id, status="running")
+    rt.streams.open(session.stream_id, run.run_id, agent.name)
+    request = starts.child_run_request(
+        agent,
+        run,
+        session,
+        parent_session_id=parent.session_id,
+        parent_stream_id=parent.stream_id,
+        root_session_id=root,
+        mode=child.mode,
+    )
+    return {
+        "session_id": session.session_id,
+        "run_id": run.run_id,
+        "workflow_id": run.workflow_id,
+        "request": request.model_dump(mode="json"),
+        "deadline_ms": None if child.timeout_ms is None else run.started_at + child.timeout_ms,
+        "timeout_ms": child.timeout_ms,
+        "started_at_ms": run.started_at,
+        "error": None,
+    }
+
+
+def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitOutput:
+    """``{agent}.child.wait``: the child's outcome, or ``timeout`` / ``aborted`` (the child stopped).
+
+    Everything it decides on is durable: the deadline was recorded by the open, the parent's abort
+    and interrupt flags live in the store, and the outcome is a DBOS event. A step re-executed after
+    a crash therefore waits for the same child against the same deadline.
+    """
+    rt = services.current()
+    child_session, workflow_id = opened["session_id"], opened["workflow_id"]
+    deadline = opened["deadline_ms"]
+    interrupt_passed_on = False
+    while True:
+        now = now_ms()
+        if deadline is not None and now >= deadline:
+            error = f"the child run did not finish within {opened['timeout_ms']} ms; it was stopped"
+            stop_child(rt, child_session, error)
+            _close_ref(rt.store, parent.session_id, child_session, "failed")
+            return {"status": "timeout", "output": None, "error": error, "duration_ms": _since(opened)}
+        slice_seconds = _WAIT_SLICE_SECONDS if deadline is None else min(_WAIT_SLICE_SECONDS, (deadline - now) / 1000)
+        outcome = DBOS.get_event(workflow_id, OUTCOME_EVENT, timeout_seconds=max(0.01, slice_seconds))
+        if outcome is None:
+            outcome = _ended_without_event(rt.store, workflow_id, child_session)
+        if outcome is not None:
+            status = outcome.get("status", "failed")
+            _close_ref(rt.store, parent.session_id, child_session, "completed" if status == "completed" else "failed")
+            return {
+                "status": status,
+                "output": outcome.get("output"),
+                "error": outcome.get("error"),
+                "duration_ms": _since(opened),
+            }
+        stop = durable_stop_reason(rt.store, parent.session_id)
+        if stop is not None and stop.startswith("aborted"):
+            stop_child(rt, child_session, f"parent {stop}")
+            _close_ref(rt.store, parent.session_id, child_session, "failed")
+            return {"status": "aborted", "output": None, "error": f"parent {stop}", "duration_ms": _since(opened)}
+        if stop is not None and not interrupt_passed_on:
+            interrupt_child(rt, child_session, stop)
+            interrupt_passed_on = True
+
+
+def _since(opened: ChildStartOutput) -> float:
+    started = opened.get("started_at_ms")
+    return float(max(0, now_ms() - started)) if started is not None else 0.0
+
+
+def _ended_without_event(store: SessionStore, workflow_id: str, child_session: str) -> dict[str, Any] | None:
+    """How a child's workflow ended when it published no outcome (cancelled, errored); ``None`` if running."""
+    status = DBOS.get_workflow_status(workflow_id)
+    if status is None or status.status in _STILL_RUNNING:
+        return None
+    if status.status == "SUCCESS":
+        result: dict[str, Any] = DBOS.retrieve_workflow(workflow_id).get_result()
+        return result
+    session = store.load_session(child_session)
+    error = session.error if session is not None and session.error else f"the child workflow ended {status.status}"
+    return {"status": "failed", "output": None, "error": error}
+
+
+def _close_ref(store: SessionStore, parent_session: str, child_session: str, status: str) -> None:
+    store.update_sub_session_ref(parent_session, child_session, status=status, completed_at=now_ms())
+
+
+# --- outside workflows: stopping, interrupting, usage -------------------------------------------------------
+
+
+def stop_child(rt: RuntimeServices, session_id: str, error: str) -> None:
+    """Stop a child run and its own running children: session ``failed`` (aborted), workflow cancelled.
+
+    What ``DBOSAgentExecutor.abort`` does, callable from a step (a timeout, a parent's abort). A
+    child that already ended is left as it is.
+    """
+    store = rt.store
+    session = store.load_session(session_id)
+    run = store.get_current_run(session_id)
+    if session is not None and run is not None and session.status == "active":
+        store.finish_run(
+            session_id,
+            run.run_id,
+            session_status="failed",
+            run_status="failed",
+            error=error,
+            aborted=True,
+            abort_reason=error,
+            now_ms=now_ms(),
+        )
+        store.pending.cancel_open(session_id)
+        if rt.abort_signals is not None:
+            rt.abort_signals.trip(session_id, error)
+        wake_run(run.workflow_id, "abort", rt.logger)
+        with contextlib.suppress(Exception):
+            if DBOS.get_workflow_status(run.workflow_id) is not None:
+                DBOS.cancel_workflow(run.workflow_id)
+        rt.streams.fail(session.stream_id, error)
+    for ref in store.get_sub_session_refs(session_id):
+        if ref.status == "running":
+            stop_child(rt, ref.sub_session_id, error)
+
+
+def interrupt_child(rt: RuntimeServices, session_id: str, reason: str) -> None:
+    """Pass an interrupt on to a child run (and its running children); it ends ``interrupted``."""
+    store = rt.store
+    if store.request_interrupt(session_id, reason, now_ms=now_ms()):
+        if rt.abort_signals is not None:
+            rt.abort_signals.trip(session_id, reason)
+        run = store.get_current_run(session_id)
+        if run is not None and run.status == "running":
+            wake_run(run.workflow_id, "interrupt", rt.logger)
+    for ref in store.get_sub_session_refs(session_id):
+        if ref.status == "running":
+            interrupt_child(rt, ref.sub_session_id, reason)
+
+
+def running_children(store: SessionStore, session_id: str) -> list[SubSessionRef]:
+    """The session's children whose runs have not ended (as the parent recorded them)."""
+    return [ref for ref in store.get_sub_session_refs(session_id) if ref.status == "running"]
+
+
+def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
+    """The session's usage records followed by its children's, depth first (all of a tree's spend).
+
+    With ``run_id``: that run's records and those of the children it started (children opened
+    while it ran), so a parent run's cost includes its delegations.
+    """
+    records = list(store.get_usage(session_id, run_id=run_id))
+    run = store.get_run(run_id) if run_id is not None else None
+    for ref in store.get_sub_session_refs(session_id):
+        if run is not None and not (
+            run.started_at <= ref.started_at and (run.completed_at is None or ref.started_at <= run.completed_at)
+        ):
+            continue
+        records.extend(usage_with_children(store, ref.sub_session_id))
+    return records
+
+
+__all__ = [
+    "ChildMode",
+    "ChildRun",
+    "await_child",
+    "interrupt_child",
+    "open_child",
+    "running_children",
+    "start_child_step",
+    "stop_child",
+    "usage_with_children",
+    "wait_child_step",
+]

@@ -1,0 +1,171 @@
+"""Ephemeral sub-agent calls in a tool batch: start the children, await them, turn them into results.
+
+A step's sub-agent calls run alongside its regular tools (the seeds' phase 1): :func:`start_sub_agents`
+opens and starts every child first (``subagent_start`` on the parent's stream, then the child's
+own chunks, mirrored), the batch then runs its regular tools, and :func:`await_sub_agents` waits for
+each child in call order. The children thus run in parallel with each other and with the tools,
+while every step the parent records comes in a deterministic order.
+
+The child's validated output (its ``__finish__`` arguments, checked against its ``output_schema``)
+is the call's result. Anything else - the child's session could not be opened, its workflow could
+not start, it failed, it timed out, the parent was aborted - is a tool error the model sees, logged
+as ``subagent.dispatch_failed``; the batch's other calls are unaffected.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from helix_dbos.orchestration.tool_batch import HitlRequest
+from helix_dbos.runtime.children import ChildRun, await_child, open_child
+from helix_dbos.runtime.ids import child_session_id_for
+from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput, ToolStepOutput
+from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.stream.chunks import SubAgentEndChunk, SubAgentStartChunk
+from helix_dbos.sub_agent import SubAgentTool
+from helix_dbos.tool import validation_error_message
+
+HITL_IN_EPHEMERAL_CHILD = (
+    "Tool '{tool}' waits for a human (client-executed or approval-gated), which a sub-agent cannot do: "
+    "nobody can answer it while the parent waits. Continue without it."
+)
+"""The result of a human-in-the-loop call made inside an ephemeral sub-agent (never a hang)."""
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """A sub-agent call whose child was opened (or failed to be): what the await needs."""
+
+    call: ParsedToolCall
+    tool: SubAgentTool
+    opened: ChildStartOutput
+
+
+def start_sub_agents(
+    run: RunContext, calls: list[tuple[ParsedToolCall, SubAgentTool]], results: dict[str, ToolStepOutput]
+) -> list[Delegation]:
+    """Announce and start every child, in call order; a call refused before starting gets its result now."""
+    started: list[Delegation] = []
+    for call, tool in calls:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        run.emit(
+            SubAgentStartChunk(
+                **run.chunk_base(),
+                sub_agent_id=child_session_id_for(run.who.session_id, call.id),
+                sub_agent_type=tool.agent.name,
+                tool_call_id=call.id,
+                input=arguments,
+            )
+        )
+        message = _child_message(tool, arguments)
+        if isinstance(message, ValidationError):
+            results[call.id] = _failure(run, call, tool, validation_error_message(call.name, message))
+            continue
+        child = ChildRun(agent=tool.agent, tool_call_id=call.id, message=message, timeout_ms=tool.timeout_ms)
+        started.append(Delegation(call, tool, open_child(run, child)))
+    return started
+
+
+def await_sub_agents(run: RunContext, delegations: list[Delegation], results: dict[str, ToolStepOutput]) -> None:
+    """Wait for each started child (in call order) and record its result."""
+    for d in delegations:
+        ended = await_child(run, d.opened)
+        if ended["status"] == "completed":
+            results[d.call.id] = _success(d.call, ended)
+        else:
+            results[d.call.id] = _failure(run, d.call, d.tool, _failure_message(d.tool, ended), ended)
+
+
+def end_chunk(run: RunContext, call: ParsedToolCall, output: ToolStepOutput) -> SubAgentEndChunk:
+    """``subagent_end`` for a recorded result (in place of a tool's ``tool_end``)."""
+    agent_type = call.name.removeprefix("subagent__")
+    return SubAgentEndChunk(
+        **run.chunk_base(),
+        sub_agent_id=child_session_id_for(run.who.session_id, call.id),
+        sub_agent_type=agent_type,
+        tool_call_id=call.id,
+        result=output["result"] if output["success"] else None,
+        error=None if output["success"] else output["error"],
+    )
+
+
+def refuse_hitl(run: RunContext, hitl: list[HitlRequest], results: dict[str, ToolStepOutput]) -> list[HitlRequest]:
+    """In an ephemeral child, answer human-in-the-loop calls with an error; returns the calls left to wait on."""
+    if run.request.child_mode != "ephemeral" or not hitl:
+        return hitl
+    for h in hitl:
+        results[h.call.id] = {**_empty(h.call), "error": HITL_IN_EPHEMERAL_CHILD.format(tool=h.tool.name)}
+    return []
+
+
+def _child_message(tool: SubAgentTool, arguments: dict[str, Any]) -> str | ValidationError:
+    """The child's first user message: its input, validated, as JSON (sorted keys: deterministic)."""
+    try:
+        validated = tool.validate_input(arguments)
+    except ValidationError as exc:
+        return exc
+    data = validated.model_dump(mode="json") if hasattr(validated, "model_dump") else validated
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+def _failure_message(tool: SubAgentTool, ended: ChildWaitOutput) -> str:
+    name = tool.agent.name
+    if ended["status"] == "timeout":
+        return f"Sub-agent '{name}' timed out: {ended['error']}"
+    if ended["status"] == "interrupted":
+        return f"Sub-agent '{name}' was interrupted before it finished"
+    if ended["status"] == "aborted":
+        return f"Sub-agent '{name}' was stopped: {ended['error']}"
+    return f"Sub-agent '{name}' failed: {ended['error'] or ended['status']}"
+
+
+def _empty(call: ParsedToolCall) -> ToolStepOutput:
+    return {
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "success": False,
+        "result": None,
+        "error": None,
+        "writes": {"ops": [], "warnings": []},
+        "patches": [],
+        "events": [],
+        "duration_ms": 0.0,
+        "finish_output": None,
+        "transform_error": None,
+    }
+
+
+def _success(call: ParsedToolCall, ended: ChildWaitOutput) -> ToolStepOutput:
+    return {**_empty(call), "success": True, "result": ended["output"], "duration_ms": ended["duration_ms"]}
+
+
+def _failure(
+    run: RunContext,
+    call: ParsedToolCall,
+    tool: SubAgentTool,
+    error: str,
+    ended: ChildWaitOutput | None = None,
+) -> ToolStepOutput:
+    """A failed delegation: the model sees ``error``; operators see an ERROR ``subagent.dispatch_failed``.
+
+    Logged from workflow code, so a replayed parent logs it again: a log line, not a side effect.
+    """
+    run.rt.logger.error(
+        "subagent.dispatch_failed",
+        {
+            "session_id": run.who.session_id,
+            "run_id": run.who.run_id,
+            "tool_call_id": call.id,
+            "sub_agent": tool.agent.name,
+            "error": error,
+        },
+    )
+    return {**_empty(call), "error": error, "duration_ms": ended["duration_ms"] if ended else 0.0}
+
+
+__all__ = ["HITL_IN_EPHEMERAL_CHILD", "Delegation", "await_sub_agents", "end_chunk", "refuse_hitl", "start_sub_agents"]
