@@ -8,19 +8,17 @@ before its output was recorded:
   finds that run as the child's current one and returns it (``opened``) instead of writing again.
   So the consult is appended to the child's transcript exactly once, by the store's own dedupe;
 - ``status`` and ``wait`` only read (and mark the parent's ref of a finished child, idempotently);
-- ``terminate`` aborts what is still active; a second pass finds nothing active.
+- ``terminate`` stops what is still active (:func:`~.children.stop_child`, which cascades to the
+  companion's running children); a second pass finds nothing active.
 
 What to do is decided by the pure :func:`~helix_dbos.orchestration.companions.plan_dispatch`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Literal
-
-from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import HelixError
@@ -37,6 +35,7 @@ from helix_dbos.orchestration.companions import (
 )
 from helix_dbos.orchestration.state_operations import default_custom_state
 from helix_dbos.runtime import services, starts
+from helix_dbos.runtime.children import interrupt_child, stop_child
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import CompanionChild, CompanionOpenOutput, CompanionStatusOutput
 from helix_dbos.runtime.steps import RunIdentity
@@ -181,7 +180,7 @@ def open_step(who: RunIdentity, request: OpenRequest) -> CompanionOpenOutput:
     if plan.action == "refuse":
         return {**base, "error": plan.error}
     if plan.action == "interrupt":
-        rt.store.request_interrupt(child_id, f"companion__sendMessage {request.tool_call_id}", now_ms=now_ms())
+        interrupt_child(rt, child_id, f"companion__sendMessage {request.tool_call_id}")
         running = (current.workflow_id, current.run_id) if current is not None else (None, None)
         return {**base, "action": "interrupt", "workflow_id": running[0], "run_id": running[1]}
     try:
@@ -228,7 +227,15 @@ def _open_run(
     rt.store.add_sub_session_refs(who.session_id, [ref])
     rt.store.update_sub_session_ref(who.session_id, child_id, status="running", completed_at=None)
     rt.streams.open(started_session.stream_id, started_run.run_id, agent.name)
-    run_request = starts.run_request(agent, started_run, started_session, None, resume_messages)
+    run_request = starts.child_run_request(
+        agent,
+        started_run,
+        started_session,
+        parent_session_id=who.session_id,
+        parent_stream_id=who.stream_id,
+        root_session_id=who.root_session_id or who.session_id,
+        mode="persistent",
+    ).model_copy(update={"resume_messages": resume_messages})
     return {
         **base,
         "action": plan.action,
@@ -253,18 +260,17 @@ def _start_for(
     fingerprint = rt.registry.fingerprint(agent.name)
     at = now_ms()
     if plan.action == "create" or session is None:
-        parent = rt.store.load_session(who.session_id)
-        root = (parent.root_session_id if parent is not None else None) or who.session_id
-        first = starts.first_turn(
+        return starts.child_first_turn(
             agent,
             child_id,
-            AgentInput(message=request.message),
+            request.message,
+            parent_session_id=who.session_id,
+            root_session_id=who.root_session_id or who.session_id,
             request_key=key,
             fingerprint=fingerprint,
-            stream_start_sequence=rt.streams.latest_sequence(child_id),
+            metadata=None,
             now_ms=at,
         )
-        return first.model_copy(update={"parent_session_id": who.session_id, "root_session_id": root})
     sequence = rt.streams.latest_sequence(session.stream_id)
     if plan.action == "continue":
         # The re-consult: completed -> active under the session's version, the dangling __finish__
@@ -316,47 +322,15 @@ def _start_for(
 
 
 def terminate_step(who: RunIdentity, name: str, reason: str | None) -> CompanionStatusOutput:
-    """Abort the companion's run if it is active, then every active session below it."""
+    """Stop the companion's run (and its running children) if it is active; report how it is now."""
     rt = services.current()
     ref = _persistent_refs(rt, who.session_id).get(name)
     if ref is None:
         return {"now_ms": now_ms(), "children": []}
-    _abort_tree(rt, ref.sub_session_id, f"terminated: {reason}" if reason else "terminated", reason, depth=0)
+    stop_child(rt, ref.sub_session_id, f"terminated: {reason}" if reason else "terminated")
     child = _child(rt, ref)
     _mark_ref(rt, who.session_id, child)
     return {"now_ms": now_ms(), "children": [child]}
-
-
-_MAX_DEPTH = 16
-"""A guard against a ref cycle (a session listed below itself); real trees are shallow."""
-
-
-def _abort_tree(rt: RuntimeServices, session_id: str, error: str, reason: str | None, *, depth: int) -> None:
-    """Abort one session the way ``DBOSAgentExecutor.abort`` does, then its children (any mode)."""
-    session = rt.store.load_session(session_id)
-    if session is None or depth > _MAX_DEPTH:
-        return
-    run = rt.store.get_current_run(session_id)
-    if session.status in ("active", "interrupted") and run is not None:
-        rt.store.finish_run(
-            session_id,
-            run.run_id,
-            session_status="failed",
-            run_status="failed",
-            error=error,
-            aborted=True,
-            abort_reason=reason or "terminated",
-            now_ms=now_ms(),
-        )
-        rt.store.pending.cancel_open(session_id)
-        if rt.abort_signals is not None:
-            rt.abort_signals.trip(session_id, error)
-        with contextlib.suppress(Exception):  # a workflow that never started, or already ended
-            if DBOS.get_workflow_status(run.workflow_id) is not None:
-                DBOS.cancel_workflow(run.workflow_id)
-        rt.streams.fail(session.stream_id, error)
-    for ref in rt.store.get_sub_session_refs(session_id):
-        _abort_tree(rt, ref.sub_session_id, error, reason, depth=depth + 1)
 
 
 __all__ = ["OpenRequest", "open_step", "status_step", "terminate_step", "wait_step"]

@@ -8,8 +8,10 @@ regular tools and before the finish_with ones. Each call is workflow code over c
 - spawn/send: the ``open`` step writes the child's run; the parent then starts the child's
   ``agent_run`` workflow as a DBOS child workflow under the run's deterministic id
   (``{child}-turn-1``, ``{child}-continue-{call id}``, ``{child}-respawn-{call id}``), which
-  ``DBOS.start_workflow`` dedupes, so a replayed or recovered parent never starts it twice. A
-  blocking companion is awaited (the ``wait`` step); a non-blocking one returns
+  ``DBOS.start_workflow`` dedupes, so a replayed or recovered parent never starts it twice; its
+  chunks are mirrored into the parent's stream (:mod:`.children`). A blocking companion is awaited
+  with :func:`~.children.await_child` (which stops it if the parent is aborted and passes an
+  interrupt of the parent on to it); a non-blocking one returns
   ``running`` at once. sendMessage to a running companion interrupts it, waits for it to stop, and
   resumes it with the message;
 - waitForResult waits for the companion's run, up to a deadline recorded before the wait;
@@ -36,16 +38,21 @@ from helix_dbos.companion_tools import (
     TerminateChildInput,
     WaitForResultInput,
 )
+from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.orchestration.companions import (
     TERMINAL_STATUSES,
+    CompanionStatus,
     companion_result,
     notice_message,
     notices_due,
 )
 from helix_dbos.runtime import step_names
+from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
+from helix_dbos.runtime.children import await_child
 from helix_dbos.runtime.companion_steps import OpenRequest, open_step, status_step, terminate_step, wait_step
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import (
+    ChildStartOutput,
     CompanionChild,
     CompanionOpenOutput,
     CompanionStatusOutput,
@@ -138,7 +145,18 @@ def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> To
             return _output(call, error=_REDIRECT_FAILED.format(name=opened["name"]))
     if opened["action"] == "refuse" or opened["workflow_id"] is None or opened["request"] is None:
         return _output(call, error=opened["error"] or "The companion could not be started.")
-    _start_child(opened["workflow_id"], opened["request"])
+    child: ChildStartOutput = {
+        "session_id": opened["session_id"],
+        "run_id": opened["run_id"] or "",
+        "workflow_id": opened["workflow_id"],
+        "request": opened["request"],
+        "deadline_ms": None,
+        "timeout_ms": None,
+        "started_at_ms": None,
+        "error": _start_child(run, opened["workflow_id"], opened["request"]),
+    }
+    if child["error"] is not None:
+        return _output(call, error=f"The companion could not be started: {child['error']}")
     running = companion_result(
         name=opened["name"],
         agent_type=opened["agent_type"],
@@ -148,13 +166,47 @@ def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> To
     )
     if opened["notify"]:
         return _output(call, result={**running, "notify": True})
-    out = _wait(run, opened["name"], opened["run_id"], None)
-    if not out["children"] or out["children"][0]["run_id"] != opened["run_id"]:
-        return _output(call, result={**running, "notify": True})
-    child = out["children"][0]
-    if child["status"] == "running":  # the parent was stopped while waiting: announce the result later
-        return _output(call, result={**_view(child), "notify": True})
-    return _output(call, result=_view(child))
+    ended = await_child(run, child)
+    status = _ENDED_AS.get(ended["status"], "failed")
+    if ended["status"] == "failed" and str(ended["error"] or "").startswith(("aborted", "terminated")):
+        status = "terminated"
+    result = {**running, "status": status}
+    if status == "completed":
+        result["output"] = ended["output"]
+    elif ended["error"] is not None:
+        result["error"] = ended["error"]
+    if status == "running":  # parked on a human: its end is announced later, like a non-blocking one
+        result["notify"] = True
+    return _output(call, result=result)
+
+
+_ENDED_AS: dict[str, CompanionStatus] = {
+    "completed": "completed",
+    "failed": "failed",
+    "interrupted": "interrupted",
+    "suspended_client_tool": "running",
+    "aborted": "terminated",
+    "timeout": "terminated",
+}
+"""A child run's end (:class:`~.step_outputs.ChildWaitOutput`) as the parent's model reads it."""
+
+
+def _start_child(run: RunContext, workflow_id: str, request: dict[str, Any]) -> str | None:
+    """Start the companion's run as a DBOS child workflow (a replay gets the recorded child back).
+
+    Returns why it could not be started, if it could not (the call fails; the parent goes on).
+    """
+    workflow = run.rt.run_workflow
+    try:
+        if workflow is None:
+            raise HelixError("no agent-run workflow is installed (create a DBOSAgentExecutor)")
+        with SetWorkflowID(workflow_id):
+            DBOS.start_workflow(workflow, request)
+    except Exception as exc:
+        if is_dbos_replay_error(exc):
+            raise
+        return public_error_message(exc)
+    return None
 
 
 def _wait(run: RunContext, name: str, run_id: str | None, deadline_ms: int | None) -> CompanionStatusOutput:
@@ -169,14 +221,6 @@ def _open(run: RunContext, request: OpenRequest) -> CompanionOpenOutput:
         {"name": step_names.companion_open(run.agent.name)}, open_step, run.who, request
     )
     return out
-
-
-def _start_child(workflow_id: str, request: dict[str, Any]) -> None:
-    """Start the companion's run as a child workflow (a replay gets the recorded child back)."""
-    from helix_dbos.runtime.workflow import agent_run_workflow  # the workflow module imports the loop
-
-    with SetWorkflowID(workflow_id):
-        DBOS.start_workflow(agent_run_workflow, request)
 
 
 def _wait_for_result(run: RunContext, call: ParsedToolCall, args: WaitForResultInput) -> ToolStepOutput:

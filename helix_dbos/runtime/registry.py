@@ -76,8 +76,9 @@ class AgentRegistry:
     def register(self, agent: AgentConfig) -> AgentConfig:
         """Add or replace an agent; returns it for chaining (re-registering the same object is free).
 
-        The agents it delegates to (sub-agent tools, persistent companions) are registered with it: a worker that recovers
-        a child run resolves the child's agent by name before the parent has replayed anything.
+        The agents it delegates to (sub-agent tools, persistent companions) are registered with it:
+        a worker that recovers a child run resolves the child's agent by name before the parent has
+        replayed anything.
         """
         with self._lock:
             if self._agents.get(agent.name) is agent:
