@@ -78,6 +78,8 @@ def deliver_notices(run: RunContext) -> None:
     Takes a step only when the transcript awaits a run, so agents without non-blocking companions
     (and parents whose companions were all heard from) record nothing here.
     """
+    if not run.agent.persistent_agents:
+        return
     due = notices_due(run.messages)
     if not due:
         return
