@@ -7,6 +7,7 @@ verdicts. The scripted OpenAI-compatible server plays both models.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,7 +80,8 @@ def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict
     )
     executor = make_executor(LiteLLMAdapter(), [writer])
 
-    result = executor.execute(writer, "write", session_id="critic-loop").result(timeout_seconds=30)
+    handle = executor.execute(writer, "write", session_id="critic-loop")
+    result = handle.result(timeout_seconds=30)
 
     assert result.status == "completed", result
     assert result.output == Report(verdicts=["verdict 1 on draft one", "verdict 2 on draft two"])
@@ -118,3 +120,14 @@ def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict
     spawn = next(m for m in parent if isinstance(m, ToolResultMessage) and m.tool_call_id == "c1")
     assert '"status":"completed"' in spawn.content and '"sessionId":"critic-loop-agent-critic"' in spawn.content
     assert len(brain.requests["CRITIC"]) == 2
+
+    # one reader of the writer's stream sees the critic's turns too (mirrored by the child runs)
+    async def collect() -> list[Any]:
+        stream = await handle.stream()
+        assert stream is not None
+        return [chunk async for chunk in stream]
+
+    chunks = asyncio.run(collect())
+    critic_outputs = [c.output for c in chunks if c.type == "output" and c.agent_type == "critic"]
+    assert [o["round"] if isinstance(o, dict) else o.round for o in critic_outputs] == [1, 2]
+    assert chunks[-1].type == "output" and chunks[-1].agent_type == "writer"
