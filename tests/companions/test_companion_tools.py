@@ -288,3 +288,44 @@ def test_names_status_wait_terminate_and_a_fresh_respawn(
     assert names == {"worker-1": "completed", "worker-2": "completed"}
     # every non-blocking run's end was reported by a tool (wait, terminate, wait): no notice is due
     assert [n["name"] for n in notices(transcript(executor, "boss"))] == []
+
+
+def test_terminate_cascades_to_the_companions_own_companions(
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer
+) -> None:
+    def leaf(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**call("__finish__", {"verdict": "late", "round": 1}, "lf"), "delay_seconds": 20}
+
+    def mid(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if not tool_results(messages):
+            return call("companion__spawnAgent", {"agentType": "leaf", "name": "l", "message": "dig"}, "m1")
+        return call("__finish__", {"verdict": "delegated", "round": 1}, "mf")
+
+    def top(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        n = len(tool_results(messages))
+        if n == 0:
+            return call("companion__spawnAgent", {"agentType": "mid", "name": "m", "message": "go"}, "t1")
+        if n == 1:
+            return call("companion__terminateChild", {"name": "m"}, "t2")
+        return call("__finish__", {"verdicts": []}, "tf")
+
+    server._handler = Brain({"TOP": top, "MID": mid, "LEAF": leaf})
+    leaf_agent = companion("leaf", server, "LEAF")
+    mid_agent = companion(
+        "mid", server, "MID", persistent_agents=[PersistentAgentConfig(agent=leaf_agent, mode="non-blocking")]
+    )
+    parent = define_agent(
+        "top",
+        system_prompt="TOP: delegate.",
+        llm_config=llm(server),
+        output_schema=Report,
+        persistent_agents=[PersistentAgentConfig(agent=mid_agent, mode="blocking")],
+    )
+    executor = make_executor(LiteLLMAdapter(), [parent])
+    result = executor.execute(parent, "go", session_id="cascade").result(timeout_seconds=30)
+
+    assert result.status == "completed", result
+    leaf_session = executor.store.load_session("cascade-agent-m-agent-l")
+    assert leaf_session is not None and leaf_session.status == "failed" and leaf_session.aborted
+    mid_session = executor.store.load_session("cascade-agent-m")
+    assert mid_session is not None and mid_session.status == "completed"  # it had finished; only its child ran
