@@ -51,24 +51,34 @@ def critic_script(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return call("__finish__", {"verdict": f"verdict {n} on {asks[-1]}", "round": n}, f"fin-{n}")
 
 
-def writer_script(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    results = tool_results(messages)
-    if not results:
-        return call("companion__spawnAgent", {"agentType": "critic", "name": "critic", "message": "draft one"}, "c1")
-    if len(results) == 1:
-        return call("companion__sendMessage", {"name": "critic", "message": "draft two"}, "c2")
-    verdicts = [r["output"]["verdict"] for r in results]
-    return call("__finish__", {"verdicts": verdicts}, "done")
+def writer_script(reconsult: str) -> Any:
+    """Consult the critic, then again with ``reconsult`` (sendMessage, or spawnAgent re-using the name)."""
+
+    def script(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        results = tool_results(messages)
+        if not results:
+            spawn = {"agentType": "critic", "name": "critic", "message": "draft one"}
+            return call("companion__spawnAgent", spawn, "c1")
+        if len(results) == 1:
+            again: dict[str, Any] = {"name": "critic", "message": "draft two"}
+            if reconsult == "companion__spawnAgent":
+                again["agentType"] = "critic"
+            return call(reconsult, again, "c2")
+        verdicts = [r["output"]["verdict"] for r in results]
+        return call("__finish__", {"verdicts": verdicts}, "done")
+
+    return script
 
 
 def critic_agent(server: ScriptedOpenAIServer) -> Any:
     return define_agent("critic", system_prompt="CRITIC: judge drafts.", llm_config=llm(server), output_schema=Verdict)
 
 
+@pytest.mark.parametrize("reconsult", ["companion__sendMessage", "companion__spawnAgent"])
 def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict(
-    make_executor: ExecutorFactory, server: ScriptedOpenAIServer
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer, reconsult: str
 ) -> None:
-    brain = Brain({"WRITER": writer_script, "CRITIC": critic_script})
+    brain = Brain({"WRITER": writer_script(reconsult), "CRITIC": critic_script})
     server._handler = brain
     critic = critic_agent(server)
     writer = define_agent(
@@ -80,15 +90,16 @@ def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict
     )
     executor = make_executor(LiteLLMAdapter(), [writer])
 
-    handle = executor.execute(writer, "write", session_id="critic-loop")
+    handle = executor.execute(writer, "write", session_id=f"critic-loop-{reconsult[11:]}")
     result = handle.result(timeout_seconds=30)
 
     assert result.status == "completed", result
     assert result.output == Report(verdicts=["verdict 1 on draft one", "verdict 2 on draft two"])
-    child_id = "critic-loop-agent-critic"
+    parent_id = handle.session_id
+    child_id = f"{parent_id}-agent-critic"
     child = executor.store.load_session(child_id)
     assert child is not None and child.status == "completed" and child.turn == 2
-    assert child.parent_session_id == "critic-loop"
+    assert child.parent_session_id == parent_id
     assert child.output == {"verdict": "verdict 2 on draft two", "round": 2}
     # one session, two turns: the second consult saw the first (its memory), and a fresh step budget
     transcript = executor.store.get_messages(child_id, limit=100).messages
@@ -109,16 +120,16 @@ def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict
         status = DBOS.get_workflow_status(run.workflow_id)
         assert status is not None and status.status == "SUCCESS"
     # the parent: a persistent ref named critic, and every call paired
-    refs = executor.store.get_sub_session_refs("critic-loop")
+    refs = executor.store.get_sub_session_refs(parent_id)
     assert [(r.sub_session_id, r.mode, r.name, r.status) for r in refs] == [
         (child_id, "persistent", "critic", "completed")
     ]
-    parent = executor.store.get_messages("critic-loop", limit=100).messages
+    parent = executor.store.get_messages(parent_id, limit=100).messages
     assert find_unpaired_tool_call_ids(parent) == []
     calls = [c.name for m in parent if isinstance(m, AssistantMessage) for c in m.tool_calls or []]
-    assert calls == ["companion__spawnAgent", "companion__sendMessage", "__finish__"]
+    assert calls == ["companion__spawnAgent", reconsult, "__finish__"]
     spawn = next(m for m in parent if isinstance(m, ToolResultMessage) and m.tool_call_id == "c1")
-    assert '"status":"completed"' in spawn.content and '"sessionId":"critic-loop-agent-critic"' in spawn.content
+    assert '"status":"completed"' in spawn.content and f'"sessionId":"{child_id}"' in spawn.content
     assert len(brain.requests["CRITIC"]) == 2
 
     # one reader of the writer's stream sees the critic's turns too (mirrored by the child runs)
