@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from helix_dbos.companion_tools import (
     GetChildStatusInput,
+    ListChildrenInput,
     SendMessageInput,
     SpawnAgentInput,
     TerminateChildInput,
@@ -104,7 +105,6 @@ def deliver_notices(run: RunContext) -> None:
 
 
 def _run_call(run: RunContext, call: ParsedToolCall, tool: Tool) -> ToolStepOutput:
-    companion_type = getattr(tool, "companion_type", None)
     try:
         args = tool.validate_input(call.arguments if isinstance(call.arguments, dict) else {})
     except ValidationError as exc:
@@ -122,7 +122,7 @@ def _run_call(run: RunContext, call: ParsedToolCall, tool: Tool) -> ToolStepOutp
         return _child_output(call, out, args.name)
     if isinstance(args, GetChildStatusInput):
         return _child_output(call, _status(run, [args.name]), args.name)
-    if companion_type == "listChildren":
+    if isinstance(args, ListChildrenInput):
         children = _status(run, None)["children"]
         return _output(call, result={"children": [_view(c) for c in children]})
     return _output(call, error=f"Unsupported companion tool {call.name!r}")  # unreachable: all six handled

@@ -33,7 +33,7 @@ from helix_dbos.testing import ScriptedOpenAIServer
 from tests.companions.brain import Brain, call, tool_results, users
 from tests.pg import create_database, unique_name
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]  # two worker processes, each importing LiteLLM
 
 WORKER = Path(__file__).with_name("companion_worker.py")
 REPO = Path(__file__).resolve().parents[2]
