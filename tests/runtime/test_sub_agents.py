@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from dbos import DBOS
 
@@ -19,7 +21,9 @@ from helix_dbos import LiteLLMAdapter, SqlStreamManager
 from helix_dbos.messages import AssistantMessage, ToolResultMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.runtime import step_names
+from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.service import create_app
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
 from tests.runtime.sub_agent_agents import Model, agents
@@ -27,6 +31,8 @@ from tests.runtime.sub_agent_agents import Model, agents
 __all__ = ["make_executor", "runtime_db"]
 
 pytestmark = pytest.mark.postgres
+
+TOKEN = "sub-agent-token-0123456789"
 
 
 @pytest.fixture
@@ -45,9 +51,19 @@ def _serve(model: Model) -> Iterator[ScriptedOpenAIServer]:
         server.stop()
 
 
-def _executor(make_executor: ExecutorFactory, runtime_db: str, base_url: str, **kw: object) -> DBOSAgentExecutor:
-    planner, _ = agents(base_url, **kw)  # type: ignore[arg-type]
-    return make_executor(LiteLLMAdapter(), [planner], stream_manager=SqlStreamManager(runtime_db))
+@pytest.fixture
+def executor_for(make_executor: ExecutorFactory, runtime_db: str) -> Iterator[Callable[..., DBOSAgentExecutor]]:
+    """``executor_for(base_url, timeout_ms=None)``: the planner's executor on the durable SQL streams."""
+    managers: list[SqlStreamManager] = []
+
+    def build(base_url: str, timeout_ms: int | None = None) -> DBOSAgentExecutor:
+        planner, _ = agents(base_url, timeout_ms=timeout_ms)
+        managers.append(SqlStreamManager(runtime_db))
+        return make_executor(LiteLLMAdapter(), [planner], stream_manager=managers[-1])
+
+    yield build
+    for manager in managers:
+        background_loop.run(manager.aclose())
 
 
 def _child_workflows(parent_session: str) -> list[str]:
@@ -55,11 +71,11 @@ def _child_workflows(parent_session: str) -> list[str]:
 
 
 def test_a_parent_delegates_to_two_sub_agents_in_one_step_and_finishes_with_their_outputs(
-    make_executor: ExecutorFactory, runtime_db: str, effects: Path
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
     model = Model()
     for server in _serve(model):
-        executor = _executor(make_executor, runtime_db, server.base_url)
+        executor = executor_for(server.base_url)
         handle = executor.execute("planner", "plan the weather report")
         result = handle.result(timeout_seconds=30)
         assert result.status == "completed", result.error
@@ -92,47 +108,60 @@ def test_a_parent_delegates_to_two_sub_agents_in_one_step_and_finishes_with_thei
         assert sum(u.kind == "llm" for u in tree) == 2 + 2 * 2
 
 
-async def test_the_parent_stream_shows_the_children_between_start_and_end_and_resumes(
-    make_executor: ExecutorFactory, runtime_db: str, effects: Path
+async def test_one_sse_connection_shows_the_children_between_start_and_end_and_resumes(
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
     model = Model()
     for server in _serve(model):
-        executor = _executor(make_executor, runtime_db, server.base_url)
+        executor = executor_for(server.base_url)
         handle = await executor.execute_async("planner", "plan")
         assert (await handle.result_async(timeout_seconds=30)).status == "completed"
-        records = await _records(executor, handle.session_id, 0)
-        kinds = [(r.chunk.type, r.chunk.agent_type) for r in records]
-        starts = [i for i, k in enumerate(kinds) if k[0] == "subagent_start"]
-        ends = [i for i, k in enumerate(kinds) if k[0] == "subagent_end"]
-        assert len(starts) == 2 and len(ends) == 2
-        child_chunks = [i for i, k in enumerate(kinds) if k[1] == "researcher"]
-        assert child_chunks and starts[-1] < child_chunks[0] and child_chunks[-1] < ends[0]
-        # Tagged with the child's run (its session) and agent; each child chunk stored once.
-        child_ids = {r.chunk.agent_id for r in records if r.chunk.agent_type == "researcher"}
-        assert child_ids == {f"{handle.session_id}-sub-call_rain-turn-1", f"{handle.session_id}-sub-call_snow-turn-1"}
-        tools = [
-            (r.chunk.agent_id, getattr(r.chunk, "tool_call_id", None)) for r in records if r.chunk.type == "tool_end"
-        ]
-        assert len(tools) == len(set(tools)) == 2
-        end = records[ends[0]].chunk
-        assert end.type == "subagent_end" and end.result == {"summary": "about rain"}
-        # Resuming after the first subagent_start (Last-Event-ID) yields exactly the rest.
-        rest = await _records(executor, handle.session_id, records[starts[0]].sequence)
-        assert [r.sequence for r in rest] == [r.sequence for r in records[starts[0] + 1 :]]
+        app = create_app(executor, bearer_tokens=[TOKEN])
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        url = f"/v1/sessions/{handle.session_id}/stream"
+        async with httpx.AsyncClient(transport=transport, base_url="http://service", headers=headers) as http:
+            events = _sse((await http.get(url)).text)
+            chunks = [(event_id, json.loads(data)) for name, event_id, data in events if name == "chunk"]
+            kinds = [(c["type"], c["agent_type"]) for _, c in chunks]
+            starts = [i for i, k in enumerate(kinds) if k[0] == "subagent_start"]
+            ends = [i for i, k in enumerate(kinds) if k[0] == "subagent_end"]
+            assert len(starts) == 2 and len(ends) == 2
+            child = [i for i, k in enumerate(kinds) if k[1] == "researcher"]
+            assert child and starts[-1] < child[0] and child[-1] < ends[0]
+            # Tagged with the child's run (in its session) and agent; each child chunk stored once.
+            child_ids = {c["agent_id"] for _, c in chunks if c["agent_type"] == "researcher"}
+            parent = handle.session_id
+            assert child_ids == {f"{parent}-sub-call_rain-turn-1", f"{parent}-sub-call_snow-turn-1"}
+            tool_ends = [(c["agent_id"], c["tool_call_id"]) for _, c in chunks if c["type"] == "tool_end"]
+            assert len(tool_ends) == len(set(tool_ends)) == 2
+            assert chunks[ends[0]][1]["result"] == {"summary": "about rain"}
+            # Reconnecting with Last-Event-ID (the first subagent_start) delivers exactly the rest.
+            resumed = _sse((await http.get(url, headers={"Last-Event-ID": chunks[starts[0]][0]})).text)
+            assert [e for e in resumed if e[0] == "chunk"] == [e for e in events if e[0] == "chunk"][starts[0] + 1 :]
 
 
-async def _records(executor: DBOSAgentExecutor, session_id: str, after: int) -> list:  # type: ignore[type-arg]
-    iterator = await executor.streams.records(session_id, after_sequence=after)
-    assert iterator is not None
-    return [r async for r in iterator]
+def _sse(text: str) -> list[tuple[str, str, str]]:
+    """``(event, id, data)`` of each event of a finished ``text/event-stream`` body."""
+    events: list[tuple[str, str, str]] = []
+    fields: dict[str, str] = {}
+    for line in [*text.splitlines(), ""]:
+        if not line:
+            if "data" in fields:
+                events.append((fields.get("event", "message"), fields.get("id", ""), fields["data"]))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+    return events
 
 
 def test_a_failed_child_is_a_tool_error_and_its_sibling_is_unaffected(
-    make_executor: ExecutorFactory, runtime_db: str, effects: Path, caplog: pytest.LogCaptureFixture
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = Model(fail_topic="snow")
     for server in _serve(model):
-        executor = _executor(make_executor, runtime_db, server.base_url)
+        executor = executor_for(server.base_url)
         with caplog.at_level(logging.ERROR):
             handle = executor.execute("planner", "plan")
             result = handle.result(timeout_seconds=30)
@@ -148,11 +177,11 @@ def test_a_failed_child_is_a_tool_error_and_its_sibling_is_unaffected(
 
 
 def test_a_child_past_its_timeout_is_stopped_and_the_parent_goes_on(
-    make_executor: ExecutorFactory, runtime_db: str, effects: Path
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
     model = Model(hold_topic="snow", hold_seconds=20)
     for server in _serve(model):
-        executor = _executor(make_executor, runtime_db, server.base_url, timeout_ms=1500)
+        executor = executor_for(server.base_url, timeout_ms=1500)
         started = time.monotonic()
         handle = executor.execute("planner", "plan")
         result = handle.result(timeout_seconds=30)
@@ -166,11 +195,11 @@ def test_a_child_past_its_timeout_is_stopped_and_the_parent_goes_on(
 
 
 def test_aborting_the_parent_stops_its_running_children(
-    make_executor: ExecutorFactory, runtime_db: str, effects: Path
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
     model = Model(hold_topic="snow", hold_seconds=20)
     for server in _serve(model):
-        executor = _executor(make_executor, runtime_db, server.base_url)
+        executor = executor_for(server.base_url)
         handle = executor.execute("planner", "plan")
         deadline = time.monotonic() + 15
         while not model.held.is_set():
@@ -188,11 +217,11 @@ def test_aborting_the_parent_stops_its_running_children(
 
 
 def test_interrupting_the_parent_interrupts_its_running_children(
-    make_executor: ExecutorFactory, runtime_db: str, effects: Path
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
     model = Model(hold_topic="snow", hold_seconds=3)
     for server in _serve(model):
-        executor = _executor(make_executor, runtime_db, server.base_url)
+        executor = executor_for(server.base_url)
         handle = executor.execute("planner", "plan")
         deadline = time.monotonic() + 15
         while not model.held.is_set():
@@ -207,3 +236,52 @@ def test_interrupting_the_parent_interrupts_its_running_children(
         assert state is not None and find_unpaired_tool_call_ids(state.messages) == []
         last = [m for m in state.messages if isinstance(m, AssistantMessage)]
         assert last and len(last) == 1
+
+
+def test_a_human_in_the_loop_call_inside_an_ephemeral_child_is_refused_never_a_hang(
+    make_executor: ExecutorFactory, effects: Path
+) -> None:
+    """A child whose tools wait for a human (built around ``create_sub_agent_tool``'s check, as a
+    definition changed at run time would be) gets the refusal as the call's result and goes on."""
+    from pydantic import BaseModel
+
+    from helix_dbos import LLMConfig, SubAgentTool, define_agent, define_tool
+
+    class Ask(BaseModel):
+        question: str
+
+    class Answer(BaseModel):
+        answer: str
+
+    def model(body: dict[str, Any]) -> dict[str, Any]:
+        messages = body["messages"]
+        results = [m for m in messages if m["role"] == "tool"]
+        if "clerk" in str(messages[0]["content"]):
+            if not results:
+                return {"tool_calls": [{"id": "ask1", "name": "ask_user", "arguments": {"question": "ok?"}}]}
+            return {"tool_calls": [{"id": "f", "name": "__finish__", "arguments": {"answer": results[0]["content"]}}]}
+        if not results:
+            return {"tool_calls": [{"id": "c1", "name": "subagent__clerk", "arguments": {"question": "q"}}]}
+        return {"text": results[0]["content"]}
+
+    for server in _serve(model):  # type: ignore[arg-type]
+        llm = LLMConfig(model="openai/fake", api_base=server.base_url, api_key="test")
+        clerk = define_agent(
+            "clerk",
+            system_prompt="You are the clerk.",
+            llm_config=llm,
+            output_schema=Answer,
+            tools=[define_tool("ask_user", input_schema=Ask, execute="client")],
+        )
+        boss = define_agent(
+            "boss",
+            system_prompt="You are the boss.",
+            llm_config=llm,
+            tools=[SubAgentTool(name="subagent__clerk", input_schema=Ask, agent=clerk)],
+        )
+        executor = make_executor(LiteLLMAdapter(), [boss])
+        handle = executor.execute(boss, "go")
+        result = handle.result(timeout_seconds=45)  # a wait for the human would take the 60 s hot window
+        assert result.status == "completed", result.error
+        assert "waits for a human" in result.output and "a sub-agent cannot do" in result.output
+        assert executor.list_pending_tool_calls(f"{handle.session_id}-sub-c1") == []
