@@ -78,7 +78,8 @@ class Model:
 
     ``hold_topic``: the researcher of this topic answers its first request after ``hold_seconds``
     (so a test can act while that child runs). ``fail_topic``: that researcher's model call is
-    refused (HTTP 400: the child fails at once).
+    refused (HTTP 400: the child fails at once). ``finish_at_once``: the planner calls ``__finish__``
+    alongside its delegations.
     """
 
     def __init__(
@@ -88,11 +89,13 @@ class Model:
         hold_topic: str | None = None,
         hold_seconds: float = 30.0,
         fail_topic: str | None = None,
+        finish_at_once: bool = False,
     ) -> None:
         self.topics = topics
         self.hold_topic = hold_topic
         self.hold_seconds = hold_seconds
         self.fail_topic = fail_topic
+        self.finish_at_once = finish_at_once
         self.held = threading.Event()
         self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -111,11 +114,12 @@ class Model:
 
     def _planner(self, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
         if not tool_results:
-            return {
-                "tool_calls": [
-                    {"id": f"call_{t}", "name": "subagent__researcher", "arguments": {"topic": t}} for t in self.topics
-                ]
-            }
+            calls = [
+                {"id": f"call_{t}", "name": "subagent__researcher", "arguments": {"topic": t}} for t in self.topics
+            ]
+            if self.finish_at_once:
+                calls.append({"id": "finish", "name": "__finish__", "arguments": {"summaries": ["early"]}})
+            return {"tool_calls": calls}
         summaries = []
         for m in tool_results:
             content = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])

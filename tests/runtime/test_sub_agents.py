@@ -176,6 +176,22 @@ def test_a_failed_child_is_a_tool_error_and_its_sibling_is_unaffected(
         assert not (results["call_rain"].metadata or {}).get("is_error")
 
 
+def test_finish_called_alongside_delegations_waits_for_the_children(
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
+) -> None:
+    """The seeds: sub-agents always run, and completion is deferred until they finish."""
+    for server in _serve(Model(topics=("rain",), finish_at_once=True)):
+        executor = executor_for(server.base_url)
+        handle = executor.execute("planner", "plan")
+        result = handle.result(timeout_seconds=30)
+        assert result.status == "completed" and result.output.summaries == ["early"]
+        assert effects.read_text().splitlines() == ["note rain"]
+        state = executor.get_state(handle.session_id)
+        assert state is not None and find_unpaired_tool_call_ids(state.messages) == []
+        results = {m.tool_call_id: m.content for m in state.messages if isinstance(m, ToolResultMessage)}
+        assert json.loads(results["call_rain"]) == {"summary": "about rain"}
+
+
 def test_a_child_past_its_timeout_is_stopped_and_the_parent_goes_on(
     executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
