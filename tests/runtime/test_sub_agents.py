@@ -301,3 +301,29 @@ def test_a_human_in_the_loop_call_inside_an_ephemeral_child_is_refused_never_a_h
         assert result.status == "completed", result.error
         assert "waits for a human" in result.output and "a sub-agent cannot do" in result.output
         assert executor.list_pending_tool_calls(f"{handle.session_id}-sub-c1") == []
+
+
+def test_orphan_recovery_leaves_child_runs_to_their_parent(
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
+) -> None:
+    """A child run whose workflow is not started yet is its parent's to start (with the parent's
+    stream and the child's mode), never the orphan sweep's, which knows neither."""
+    from helix_dbos.runtime import starts
+
+    for server in _serve(Model()):
+        executor = executor_for(server.base_url)
+        _, researcher = agents(server.base_url)
+        start = starts.child_first_turn(
+            researcher,
+            "orphan-parent-sub-c1",
+            '{"topic": "rain"}',
+            parent_session_id="orphan-parent",
+            root_session_id="orphan-parent",
+            request_key="child:c1",
+            fingerprint=None,
+            metadata=None,
+            now_ms=1,
+        )
+        executor.store.start_run(start)
+        assert executor.recover_orphaned_runs() == []
+        assert DBOS.get_workflow_status("orphan-parent-sub-c1-turn-1") is None
