@@ -93,6 +93,7 @@ from helix_dbos.stream.chunks import (
 from helix_dbos.stream.filters import collect_text, filter_by_type
 from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.sql import SqlStreamManager
+from helix_dbos.sub_agent import SubAgentTool, create_sub_agent_tool, is_sub_agent_tool
 from helix_dbos.tool import FINISH_TOOL_NAME, AbortSignal, Tool, ToolContext, define_tool
 
 __all__ = [
@@ -155,6 +156,7 @@ __all__ = [
     "StreamManager",
     "StreamTruncatedError",
     "StructuredOutputStepResult",
+    "SubAgentTool",
     "SubmitToolResult",
     "SuspendedClientToolOutcome",
     "SystemMessage",
@@ -175,10 +177,12 @@ __all__ = [
     "__version__",
     "anthropic_cache",
     "collect_text",
+    "create_sub_agent_tool",
     "dbos_config_for",
     "define_agent",
     "define_tool",
     "filter_by_type",
+    "is_sub_agent_tool",
     "launch",
     "openai_cache",
     "shutdown",

@@ -292,6 +292,10 @@ class DBOSAgentExecutor:
         run = self.store.get_current_run(session_id)
         if session is None or run is None or session.status != "active" or run.status != "running":
             return False
+        if session.parent_session_id is not None:
+            # A child run (sub-agent, companion) is started by its parent's workflow, which replays
+            # the start on recovery with the child's full input (its parent stream, its mode).
+            return False
         if DBOS.get_workflow_status(run.workflow_id) is not None:
             return False
         agent = self.registry.get(session.agent_type)

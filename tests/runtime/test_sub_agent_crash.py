@@ -1,0 +1,158 @@
+"""Sub-agents across a worker crash: SIGKILL the worker, restart it, check exactly-once (issue 12).
+
+The worker (``sub_agent_worker.py``) runs the ``planner``, which delegates to two ``researcher``
+children in one step; the scripted model lives in this process, so it sees every model call of
+both worker processes, and the children's ``note`` tool appends to a file the test counts. After
+the restart the parent must complete with each child's result exactly once, no child workflow may
+have been started twice, no child tool's side effect may repeat, and no call may dangle.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos.messages import ToolResultMessage
+from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
+from helix_dbos.testing import ScriptedOpenAIServer
+from tests.pg import create_database, unique_name
+from tests.runtime.sub_agent_agents import PLANNER_PROMPT, Model
+
+pytestmark = pytest.mark.postgres
+
+WORKER = Path(__file__).with_name("sub_agent_worker.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = create_database(pg_server_url, unique_name("subcrash"))
+    upgrade(url)
+    yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"sub-{unique_name('s')}"}
+
+
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WORKER), env["url"], base_url, env["session"], *(["--start"] if start else [])]
+    return subprocess.Popen(
+        args,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HELIX_SUBAGENT_EFFECTS": str(env["effects"])},
+    )
+
+
+def _effects(env: dict[str, Any]) -> collections.Counter[str]:
+    path: Path = env["effects"]
+    return collections.Counter(path.read_text().splitlines()) if path.exists() else collections.Counter()
+
+
+def _crash_and_recover(env: dict[str, Any], model: Model, kill_when: Callable[[], bool]) -> None:
+    server = ScriptedOpenAIServer(handler=model)
+    base_url = server.start()
+    first = _spawn(env, base_url, start=True)
+    second = None
+    try:
+        deadline = time.time() + 60
+        while not kill_when():
+            if first.poll() is not None:
+                raise AssertionError(f"worker exited early: {first.stdout.read() if first.stdout else ''}")
+            assert time.time() < deadline, "timed out waiting for the crash point"
+            time.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        second = _spawn(env, base_url, start=False)
+        out, _ = second.communicate(timeout=90)
+        assert second.returncode == 0 and "finished completed" in out, out
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+        server.stop()
+
+
+def _child_completed(env: dict[str, Any], topic: str) -> bool:
+    store = SqlSessionStore(env["url"])
+    try:
+        child = store.load_session(f"{env['session']}-sub-call_{topic}")
+        return child is not None and child.status == "completed"
+    finally:
+        store.close()
+
+
+def _check(env: dict[str, Any]) -> None:
+    """The parent completed with each child's result once; two child workflows; notes once each."""
+    store = SqlSessionStore(env["url"])
+    try:
+        state = store.load_state(env["session"])
+        assert state is not None and state.status == "completed"
+        assert [json.loads(s) for s in state.output["summaries"]] == [
+            {"summary": "about rain"},
+            {"summary": "about snow"},
+        ]
+        assert find_unpaired_tool_call_ids(state.messages) == []
+        results = [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)]
+        assert results == ["call_rain", "call_snow", "finish"]
+        with store.engine.connect() as conn:
+            workflows = (
+                conn.execute(
+                    sa.text("SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE :p ORDER BY 1"),
+                    {"p": f"{env['session']}-sub-%"},
+                )
+                .scalars()
+                .all()
+            )
+        assert workflows == [f"{env['session']}-sub-call_rain-turn-1", f"{env['session']}-sub-call_snow-turn-1"]
+        for topic in ("rain", "snow"):
+            child = store.load_state(f"{env['session']}-sub-call_{topic}")
+            assert child is not None and child.status == "completed"
+            assert find_unpaired_tool_call_ids(child.messages) == []
+            assert [(r.turn, r.status) for r in store.list_runs(child.session_id)] == [(1, "completed")]
+    finally:
+        store.close()
+    assert _effects(env) == {"note rain": 1, "note snow": 1}
+
+
+def test_kill_while_a_child_runs(env: dict[str, Any]) -> None:
+    """The snow researcher's first model call is in flight (and the rain researcher is done) at the kill."""
+    model = Model(hold_topic="snow", hold_seconds=30)
+    _crash_and_recover(env, model, lambda: model.held.is_set() and _child_completed(env, "rain"))
+    _check(env)
+    assert model.calls["snow"] == 3  # the in-flight call once more, then its finish
+    assert model.calls["rain"] == 2  # rain's recorded steps did not run again
+
+
+class _HoldParent(Model):
+    """Holds the planner's model call after its children's results: the kill comes between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parent_held = False
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body["messages"]
+        is_parent = PLANNER_PROMPT in str(messages[0]["content"])
+        if is_parent and any(m["role"] == "tool" for m in messages) and not self.parent_held:
+            self.parent_held = True
+            return {"text": "slow", "delay_seconds": 30}
+        return super().__call__(body)
+
+
+def test_kill_between_the_children_finishing_and_the_parents_next_step(env: dict[str, Any]) -> None:
+    model = _HoldParent()
+    _crash_and_recover(env, model, lambda: model.parent_held)
+    _check(env)
+    assert model.calls == {"rain": 2, "snow": 2}  # no child ran again
