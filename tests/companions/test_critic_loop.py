@@ -22,7 +22,7 @@ from helix_dbos.testing import ScriptedOpenAIServer
 from tests.companions.brain import Brain, call, tool_results, users
 from tests.runtime.conftest import ExecutorFactory
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("litellm_imported")]
 
 
 class Verdict(BaseModel):
