@@ -18,6 +18,7 @@ from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
+from helix_dbos.usage import Budget
 
 HookFn = Callable[..., Awaitable[None] | None]
 
@@ -67,6 +68,8 @@ class AgentConfig(BaseModel):
     stop_when: Callable[[StepResult], bool] | None = None
     """Application-specific stop condition, checked after every step."""
     hooks: AgentHooks = Field(default_factory=AgentHooks)
+    budget: Budget | None = None
+    """Limits on tokens or cost; crossing one suspends the run for an approval (see :class:`Budget`)."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -94,10 +97,12 @@ def define_agent(
     max_steps: int = 20,
     stop_when: Callable[[StepResult], bool] | None = None,
     hooks: AgentHooks | dict[str, HookFn] | None = None,
+    budget: Budget | None = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
+    ``budget`` limits what each run (or the session) may spend before a human must approve more.
     """
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
         raise DefinitionError(
@@ -141,6 +146,8 @@ def define_agent(
         hook_set = hooks if isinstance(hooks, AgentHooks) else AgentHooks(**(hooks or {}))
     except ValueError as exc:
         raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
+    if budget is not None and not isinstance(budget, Budget):
+        raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
     return AgentConfig(
         name=name,
         description=description,
@@ -152,4 +159,5 @@ def define_agent(
         max_steps=max_steps,
         stop_when=stop_when,
         hooks=hook_set,
+        budget=budget,
     )

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from helix_dbos.messages import Message, UserInputMessage
+from helix_dbos.usage import UsageSummary
 
 SessionStatus = Literal["active", "completed", "failed", "interrupted", "paused"]
 """Status as stored on the session."""
@@ -122,6 +123,9 @@ class AgentResult(_Data):
     error: str | None = None
     suspended: dict[str, Any] | None = None
     """Routing info while suspended, e.g. ``{"tool_call_ids": [...]}``."""
+    usage: UsageSummary | None = None
+    """What the run used and cost: tokens by kind, USD, LLM and tool calls, durations (a helix-dbos
+    addition; ``None`` when the result did not come from a store that records usage)."""
 
 
 class AgentInput(_Data):

@@ -16,6 +16,8 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.hitl_check("writer") == "writer.hitl.check"
     assert step_names.hitl_park("writer") == "writer.hitl.park"
     assert step_names.hitl_resumed("writer") == "writer.hitl.resumed"
+    assert step_names.budget_start("writer") == "writer.budget.start"
+    assert step_names.budget_register("writer") == "writer.budget.register"
 
 
 def test_names_embed_agent_and_tool_names_verbatim() -> None:
@@ -29,6 +31,8 @@ def test_the_module_lists_every_name_it_defines() -> None:
     assert sorted(step_names.__all__) == [
         "FAIL_RUN",
         "approval_gate",
+        "budget_register",
+        "budget_start",
         "finalize",
         "hitl_check",
         "hitl_park",
