@@ -359,14 +359,22 @@ def _answer_finish_call(run: RunContext, plan: StepProcessingPlan) -> None:
 def _record_llm_usage(run: RunContext, step_result: StepResult, duration_ms: float | None) -> None:
     """The step's LLM call, and apart from it (``success=False``) the attempts billed before it.
 
+    A call that ended in an error is its failed attempts (the last one carries the call's
+    duration), or one empty failed record when no attempt was billed (a 429, a refused connection).
     Built from the step's recorded output, so a replay records the same rows, which the commit's
     key turns into no-ops.
     """
-    for failed in step_result.failed_attempts_usage:
-        run.pending_usage.append(_llm_record(run, failed, success=False, duration_ms=None))
+    failed = list(step_result.failed_attempts_usage)
+    if isinstance(step_result, ErrorStepResult):
+        failed = failed or [step_result.usage or TokenUsage()]
+        for i, usage in enumerate(failed):
+            last = i == len(failed) - 1
+            run.pending_usage.append(_llm_record(run, usage, success=False, duration_ms=duration_ms if last else None))
+        return
+    for usage in failed:
+        run.pending_usage.append(_llm_record(run, usage, success=False, duration_ms=None))
     usage = step_result.usage or TokenUsage()
-    success = not isinstance(step_result, ErrorStepResult)
-    run.pending_usage.append(_llm_record(run, usage, success=success, duration_ms=duration_ms))
+    run.pending_usage.append(_llm_record(run, usage, success=True, duration_ms=duration_ms))
 
 
 def _llm_record(run: RunContext, usage: TokenUsage, *, success: bool, duration_ms: float | None) -> UsageRecord:
