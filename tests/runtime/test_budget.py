@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 from helix_dbos import LiteLLMAdapter, define_agent, define_tool
 from helix_dbos.errors import ToolCallAlreadyAnsweredError
+from helix_dbos.llm.litellm import import_litellm
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.stream.chunks import StreamChunk, ToolApprovalRequestChunk
-from helix_dbos.llm.litellm import import_litellm
 from helix_dbos.testing import ScriptedOpenAIServer
 from helix_dbos.usage import Budget
 from tests.runtime.conftest import ExecutorFactory
@@ -100,7 +100,12 @@ def test_crossing_suspends_and_approving_continues_with_the_raised_limit(
 
     continued = executor.submit_tool_result(
         handle.session_id,
-        {"kind": "approval-response", "tool_call_id": call.tool_call_id, "approved": True, "arguments_digest": call.arguments_digest},
+        {
+            "kind": "approval-response",
+            "tool_call_id": call.tool_call_id,
+            "approved": True,
+            "arguments_digest": call.arguments_digest,
+        },
     )
     assert continued is not None and continued.run_id == handle.run_id  # hot: the same run goes on
     result = handle.result(timeout_seconds=60)
@@ -153,7 +158,12 @@ def test_a_wrong_digest_is_refused_and_a_mismatched_answer_never_approves(
     with pytest.raises(HelixError) as refused:
         executor.submit_tool_result(
             handle.session_id,
-            {"kind": "approval-response", "tool_call_id": call.tool_call_id, "approved": True, "arguments_digest": "0" * 64},
+            {
+                "kind": "approval-response",
+                "tool_call_id": call.tool_call_id,
+                "approved": True,
+                "arguments_digest": "0" * 64,
+            },
         )
     assert refused.value.code == "state_conflict"
     with pytest.raises(HelixError) as wrong_kind:
