@@ -7,22 +7,26 @@ scripted server through the real LiteLLM adapter). The server lives in this proc
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helix_dbos import SqlSessionStore
+from helix_dbos import SqlSessionStore, upgrade
 from helix_dbos.testing import ScriptedOpenAIServer
 from helix_dbos.usage import summarize_usage
-from tests.runtime.test_crash_recovery import (
-    BASELINE_LLM_CALLS,
-    Model,
-    _crash_and_recover,
-    _effects,
-    crash_env,  # noqa: F401 - the fixture
-)
+from tests.pg import create_database, unique_name
+from tests.runtime.test_crash_recovery import BASELINE_LLM_CALLS, Model, _crash_and_recover, _effects
 
 pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def crash_env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = create_database(pg_server_url, unique_name("crash"))
+    upgrade(url)
+    yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"crash-{unique_name('s')}"}
 
 
 def _check_counted_once(env: dict[str, Any], server: ScriptedOpenAIServer) -> None:
