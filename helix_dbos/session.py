@@ -181,7 +181,13 @@ SubmitToolResultAdapter: TypeAdapter[SubmitToolResult] = TypeAdapter(SubmitToolR
 
 
 class RetryOptions(_Data):
-    """Options of ``retry`` (seed 002 ``RetryOptions``)."""
+    """Options of ``retry`` (seed 002 ``RetryOptions``).
+
+    The seeds' ``usage_store`` has no counterpart here because on DBOS it is always on: every run,
+    a retried one included, records its usage in the session store under its own run id, with the
+    step commits. ``handle.usage()`` on the handle ``retry`` returns is the retried run's;
+    ``handle.session_usage()`` keeps the abandoned run's billed usage in the session's total.
+    """
 
     checkpoint_id: str | None = None
     """The checkpoint to restore; the latest by default. An unknown id is an error, never a fallback."""

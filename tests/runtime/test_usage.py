@@ -16,7 +16,6 @@ from pydantic import BaseModel
 from helix_dbos import LiteLLMAdapter, define_agent, define_tool
 from helix_dbos.llm.litellm import import_litellm
 from helix_dbos.testing import ScriptedOpenAIServer
-from helix_dbos.usage import UsageSummary
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres
@@ -208,33 +207,30 @@ def test_client_tool_wait_is_recorded(server: ScriptedOpenAIServer, make_executo
     assert (summary.tool_calls, summary.llm_calls) == (1, 2)  # the client's result is a tool result
 
 
-def test_the_rollup_is_pure_and_keeps_failed_attempts_apart() -> None:
-    from helix_dbos.store.base import UsageRecord
-    from helix_dbos.usage import summarize_usage
-
-    summary = summarize_usage(
-        [
-            UsageRecord(kind="llm", name="m", step=1, input_tokens=10, output_tokens=2, value=5.0, cost_usd=0.5),
-            UsageRecord(kind="llm", name="m", step=2, input_tokens=7, output_tokens=1, success=False, cost_usd=0.25),
-            UsageRecord(kind="llm", name="m", step=3, input_tokens=1, output_tokens=1, value=1.0),
-            UsageRecord(kind="tool", name="t", step=1, value=3.0),
-            UsageRecord(kind="tool", name="t", step=1, value=4.0, success=False),
-            UsageRecord(kind="client_tool_wait_ms", name="c", step=2, value=250.0),
-        ]
+def test_a_retried_run_has_its_own_usage_and_the_failed_one_stays_counted(
+    server: ScriptedOpenAIServer, make_executor: ExecutorFactory
+) -> None:
+    """The seeds' ``RetryOptions.usage_store`` on DBOS: every run (a retry is a new run) records its
+    usage in the session store under its own run id; nothing to pass."""
+    server.add(
+        {"tool_calls": [("get_weather", {})], "raw_arguments": "{", "usage": usage(300, 4)},  # billed, unusable
+        {"text": "Sunny.", "usage": usage(310, 3)},
     )
-    assert summary == UsageSummary(
-        input_tokens=11,
-        output_tokens=3,
-        total_tokens=14,
-        cost_usd=0.5,
-        unpriced_llm_calls=1,
-        llm_calls=2,
-        llm_duration_ms=6.0,
-        tool_calls=2,
-        failed_tool_calls=1,
-        tool_duration_ms=7.0,
-        client_tool_waits=1,
-        client_tool_wait_ms=250.0,
-        failed={"llm_calls": 1, "input_tokens": 7, "output_tokens": 1, "cost_usd": 0.25},
+    agent = define_agent(
+        "usage-retry",
+        system_prompt="Be brief.",
+        llm_config={"model": PRICED, "api_base": server.base_url, "api_key": "test", "max_retries": 0},
+        tools=[weather],
     )
-    assert (summary.billed_tokens, summary.billed_cost_usd) == (22, 0.75)
+    executor = make_executor(LiteLLMAdapter(), [agent])
+    first = executor.execute(agent, "Paris?")
+    failed = first.result(timeout_seconds=60)
+    assert failed.status == "failed" and failed.usage is not None
+    assert (failed.usage.llm_calls, failed.usage.failed.input_tokens) == (0, 300)
+    retried = first.retry()
+    result = retried.result(timeout_seconds=60)
+    assert result.status == "completed" and result.usage is not None
+    assert (result.usage.input_tokens, result.usage.failed.llm_calls) == (310, 0)  # the retried run alone
+    session = retried.session_usage()
+    assert (session.input_tokens, session.failed.input_tokens) == (310, 300)  # the failed run was billed too
+    assert session.billed_tokens == sum(u["total_tokens"] for u in server.usage_sent)
