@@ -94,6 +94,7 @@ from helix_dbos.stream.filters import collect_text, filter_by_type
 from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 from helix_dbos.tool import FINISH_TOOL_NAME, AbortSignal, Tool, ToolContext, define_tool
+from helix_dbos.usage import Budget, UsageSummary
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -110,6 +111,7 @@ __all__ = [
     "AgentResult",
     "AgentState",
     "AssistantMessage",
+    "Budget",
     "CanResumeResult",
     "CompletedOutcome",
     "DBOSAgentExecutor",
@@ -169,6 +171,7 @@ __all__ = [
     "ToolHookPayload",
     "ToolResultMessage",
     "ToolStartChunk",
+    "UsageSummary",
     "UserInputMessage",
     "UserMessage",
     "__version__",
