@@ -227,7 +227,6 @@ class ServiceOperations:
             output=jsonable(result.output),
             error=_safe_error(result.error),
             suspended=result.suspended,
-            usage=result.usage,
         )
 
     def interrupt(self, session_id: str, reason: str | None) -> InterruptAccepted:

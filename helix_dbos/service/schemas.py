@@ -205,8 +205,6 @@ class RunResultView(_Response):
     """The run was aborted (``status`` is then ``failed``); not resumable."""
     abort_reason: str | None = None
     """The reason given to ``abort``, if any."""
-    usage: UsageSummary | None = None
-    """What this run used and cost."""
 
 
 class InterruptAccepted(_Response):
