@@ -18,6 +18,7 @@ from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
+from helix_dbos.usage import Budget
 
 HookFn = Callable[..., Awaitable[None] | None]
 
@@ -92,6 +93,8 @@ class AgentConfig(BaseModel):
     hooks: AgentHooks = Field(default_factory=AgentHooks)
     persistent_agents: tuple[PersistentAgentConfig, ...] = ()
     """Companions this agent can spawn and consult through the auto-injected ``companion__*`` tools."""
+    budget: Budget | None = None
+    """Limits on tokens or cost; crossing one suspends the run for an approval (see :class:`Budget`)."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -124,10 +127,12 @@ def define_agent(
     stop_when: Callable[[StepResult], bool] | None = None,
     hooks: AgentHooks | dict[str, HookFn] | None = None,
     persistent_agents: Sequence[PersistentAgentConfig] = (),
+    budget: Budget | None = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
+    ``budget`` limits what each run (or the session) may spend before a human must approve more.
     """
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
         raise DefinitionError(
@@ -172,6 +177,8 @@ def define_agent(
     except ValueError as exc:
         raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
     companions = _check_persistent_agents(name, persistent_agents)
+    if budget is not None and not isinstance(budget, Budget):
+        raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
     return AgentConfig(
         name=name,
         description=description,
@@ -184,6 +191,7 @@ def define_agent(
         stop_when=stop_when,
         hooks=hook_set,
         persistent_agents=companions,
+        budget=budget,
     )
 
 

@@ -291,7 +291,7 @@ def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> Non
     """
     expected = "client-tool-result" if row.kind == "client" else "approval-response"
     if parsed.kind != expected:
-        what = "a client-executed tool" if row.kind == "client" else "an approval request"
+        what = {"client": "a client-executed tool", "budget": "a budget approval"}.get(row.kind, "an approval request")
         raise HelixError(
             f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
             code="state_conflict",

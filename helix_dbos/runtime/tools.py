@@ -154,7 +154,11 @@ def _pending_kinds(run: RunContext, calls: list[ParsedToolCall]) -> dict[str, Hi
     check: CheckStepOutput = DBOS.run_step(
         {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls]
     )
-    return {call_id: row["kind"] for call_id, row in check["rows"].items()}
+    kinds: dict[str, HitlKind] = {}
+    for call_id, row in check["rows"].items():
+        if row["kind"] != "budget":  # a budget call is never one of the transcript's tool calls
+            kinds[call_id] = row["kind"]
+    return kinds
 
 
 def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBatch) -> None:
@@ -211,6 +215,7 @@ def _resolve_hitl(
     if wait != "resolved":
         return "suspended" if wait == "parked" else wait
     run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))
+    record_waits(run, [(h.tool.name, rows[h.call.id]) for h in hitl])
     approved = _answers_to_results(hitl, rows, results)
     _run_phase(run, approved, results)
     run.applied_pending.extend(h.call.id for h in hitl)
@@ -298,6 +303,22 @@ def _client_result(call: ParsedToolCall, submission: dict[str, Any]) -> ToolStep
     return {**error_result(call, None), "success": True, "result": submission.get("result")}
 
 
+def record_waits(run: RunContext, answered: list[tuple[str, PendingRow]]) -> None:
+    """One ``client_tool_wait_ms`` record per answered (or timed-out) human call.
+
+    The value is the time from its durable registration to its durable answer (the seeds'
+    ``CLIENT_TOOL_WAIT_MS``), parks included. From the recorded rows, so a replay records the same values.
+    """
+    for name, row in answered:
+        if row["answered_at"] is None:
+            continue
+        waited = float(max(0, int(row["answered_at"]) - int(row["created_at"])))
+        success = row["status"] != "expired"
+        run.pending_usage.append(
+            UsageRecord(kind="client_tool_wait_ms", name=name, step=run.step, value=waited, success=success)
+        )
+
+
 # --- chunks and results -----------------------------------------------------------------------------
 
 
@@ -380,4 +401,4 @@ def _after_tool_payload(
     )
 
 
-__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls", "sub_agent_tool_calls"]
+__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls", "record_waits", "sub_agent_tool_calls"]

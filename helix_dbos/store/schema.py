@@ -36,7 +36,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -189,6 +189,7 @@ usage = sa.Table(
     sa.Column("value", sa.Float(), nullable=True),
     sa.Column("success", sa.Boolean(), nullable=False),
     sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("cost_usd", sa.Float(), nullable=True),
 )
 
 pending_tool_calls = sa.Table(

@@ -48,7 +48,7 @@ from helix_dbos.store.base import (
     StartRun,
     StartRunResult,
     StepCommit,
-    UsageRecord,
+    UsageRow,
 )
 from helix_dbos.store.commit import commit_step
 from helix_dbos.store.engine import begin_read, begin_write, create_engine_for, dialect_for
@@ -465,13 +465,30 @@ class SqlSessionStore:
             return read_refs(conn, session_id)
 
     @retrying
-    def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
-        """Return the usage records of the session (or of one run), in commit order."""
-        stmt = sa.select(usage).where(usage.c.session_id == session_id)
-        if run_id is not None:
-            stmt = stmt.where(usage.c.run_id == run_id)
-        stmt = stmt.order_by(usage.c.created_at, usage.c.run_id, usage.c.step, usage.c.ordinal)
+    def get_usage(
+        self, session_id: str, *, run_id: str | None = None, include_children: bool = False
+    ) -> list[UsageRow]:
+        """Return the usage records of the session (or of one run), in commit order.
+
+        ``include_children`` adds the records of every session below it (sub-agents, found through
+        ``parent_session_id``, level by level), so a rollup covers the work the session delegated.
+        """
         with begin_read(self._engine) as conn:
+            session_ids = [session_id]
+            if include_children:
+                level = [session_id]
+                while level:
+                    level = list(
+                        conn.execute(
+                            sa.select(sessions.c.session_id).where(sessions.c.parent_session_id.in_(level))
+                        ).scalars()
+                    )
+                    level = [s for s in level if s not in session_ids]  # a cycle would be a bug; never loop
+                    session_ids.extend(level)
+            stmt = sa.select(usage).where(usage.c.session_id.in_(session_ids))
+            if run_id is not None:
+                stmt = stmt.where(usage.c.run_id == run_id)
+            stmt = stmt.order_by(usage.c.created_at, usage.c.run_id, usage.c.step, usage.c.ordinal)
             return [usage_record(row) for row in conn.execute(stmt)]
 
 
