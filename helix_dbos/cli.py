@@ -71,6 +71,17 @@ def _queue(spec: str | None) -> RunQueue | None:
         raise typer.Exit(2) from None
 
 
+def _configure_logging() -> None:
+    """Lifecycle logs on stderr for the long-running commands (``HELIX_LOG_LEVEL``, ``HELIX_LOG_FORMAT``)."""
+    from helix_dbos.observability.log_setup import configure_logging
+
+    try:
+        configure_logging()
+    except ValueError as exc:
+        typer.echo(f"helix-dbos: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def _url(database_url: str | None) -> str:
     from helix_dbos.runtime.launch import default_database_url
 
@@ -309,6 +320,7 @@ def worker(
     """
     from helix_dbos.runtime.launch import launch, shutdown
 
+    _configure_logging()
     url = _url(database_url)
     loaded = load_agents(agents)
     run_queue = _queue(queue)
@@ -398,6 +410,7 @@ def serve(
         raise typer.Exit(2) from None
     if allow_unauthenticated and not is_loopback(host):
         typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
+    _configure_logging()
     url = _url(database_url)
     loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None

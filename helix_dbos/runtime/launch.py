@@ -39,6 +39,7 @@ from sqlalchemy.pool import NullPool
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
+from helix_dbos.observability.otlp import configure_otlp_from_env
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
@@ -204,6 +205,7 @@ def launch(
     """
     if not execute and queue is None:
         raise ValueError("launch(execute=False) needs a queue: without one, runs start in the process that asks")
+    configure_otlp_from_env()  # HELIX_OTLP_ENDPOINT: spans to an OTLP backend, unless the app set a provider
     url = database_url or default_database_url()
     if url.startswith("sqlite:"):
         _prepare_sqlite(url)
