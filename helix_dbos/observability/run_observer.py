@@ -180,8 +180,12 @@ class RunObserver:
                 self.replayed_steps += 1
 
     @contextmanager
-    def hitl_wait(self, call_ids: Sequence[str]) -> Iterator[HitlWait]:
-        """Around a wait for human answers; a wait re-run under replay gets no span."""
+    def hitl_wait(self, call_ids: Sequence[str], *, continuation: bool = False) -> Iterator[HitlWait]:
+        """Around a wait for human answers; a wait re-run under replay gets no span.
+
+        ``continuation``: the wait of a run that continues a suspended one, for the answers that
+        resumed it (its start was already logged as ``run_resumed``).
+        """
         span = None
         if self.traced and not self.replaying:
             span = tracer().start_span(
@@ -192,6 +196,7 @@ class RunObserver:
                         **self._ids,
                         "helix.step": self._current_step,
                         "helix.tool_call_ids": list(call_ids),
+                        "helix.hitl.continuation": continuation,
                         "gen_ai.tool.call.id": call_ids[0] if len(call_ids) == 1 else None,
                     }
                 ),
@@ -202,7 +207,7 @@ class RunObserver:
         finally:
             if span is not None:
                 span.end()
-        if wait.outcome == "resolved" and not self.replaying:
+        if wait.outcome == "resolved" and not continuation and not self.replaying:
             lifecycle.log_event(
                 "run_resumed",
                 self.info.session_id,
@@ -418,7 +423,7 @@ class _NoopObserver(RunObserver):
         """Nothing to count."""
 
     @contextmanager
-    def hitl_wait(self, call_ids: Sequence[str]) -> Iterator[HitlWait]:
+    def hitl_wait(self, call_ids: Sequence[str], *, continuation: bool = False) -> Iterator[HitlWait]:
         """No span."""
         yield HitlWait(None)
 

@@ -187,7 +187,7 @@ def _resolve_hitl(
     """
     previous = run.request.previous_run_id if resuming else run.who.run_id
     call_ids = [h.call.id for h in hitl]
-    with observe.current().hitl_wait(call_ids) as waiting:
+    with observe.current().hitl_wait(call_ids, continuation=resuming) as waiting:
         wait, rows = await_answers(
             run.who,
             call_ids,
