@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.cli_input import check_database_url, explain, load_agents
+from helix_dbos.cli_input import check_database_url, configure_cli_logging, explain, load_agents
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.executor import DBOSAgentExecutor
@@ -46,7 +46,6 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option("--database-url", envvar="HELIX_DATABASE_URL", help="SQLAlchemy URL (PostgreSQL or SQLite)."),
 ]
-
 
 QueueSpec = Annotated[
     str | None,
@@ -68,17 +67,6 @@ def _queue(spec: str | None) -> RunQueue | None:
         return RunQueue.parse(spec)
     except ValueError as exc:
         typer.echo(f"helix-dbos: bad --queue {spec!r}: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-
-def _configure_logging() -> None:
-    """Lifecycle logs on stderr for the long-running commands (``HELIX_LOG_LEVEL``, ``HELIX_LOG_FORMAT``)."""
-    from helix_dbos.observability.log_setup import configure_logging
-
-    try:
-        configure_logging()
-    except ValueError as exc:
-        typer.echo(f"helix-dbos: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -320,7 +308,6 @@ def worker(
     """
     from helix_dbos.runtime.launch import launch, shutdown
 
-    _configure_logging()
     url = _url(database_url)
     loaded = load_agents(agents)
     run_queue = _queue(queue)
@@ -329,6 +316,7 @@ def worker(
         from helix_dbos.service.server import load_object
 
         adapter = load_object(llm_adapter)
+    configure_cli_logging()
     executor = launch(
         url,
         agents=loaded,
@@ -410,10 +398,10 @@ def serve(
         raise typer.Exit(2) from None
     if allow_unauthenticated and not is_loopback(host):
         typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
-    _configure_logging()
     url = _url(database_url)
     loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
+    configure_cli_logging()
     typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
     run_server(
         agents=loaded,

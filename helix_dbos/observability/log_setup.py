@@ -2,7 +2,8 @@
 
 A library leaves handlers to its host application; a command line is the application, so
 ``serve`` and ``worker`` call :func:`configure_logging`: one handler on the ``helix_dbos`` logger
-tree (not the root, so uvicorn's and DBOS's own handlers are untouched), at ``HELIX_LOG_LEVEL``
+tree (not the root, so uvicorn's and DBOS's own handlers are untouched; records still propagate,
+so an agents module that configures the root logger sees them too), at ``HELIX_LOG_LEVEL``
 (default ``INFO``: the lifecycle logs show), as text or, with ``HELIX_LOG_FORMAT=json``, one JSON
 object per line carrying the records' structured fields (``event``, ``session_id``, ``run_id``, ...).
 """
@@ -45,7 +46,21 @@ class JsonFormatter(logging.Formatter):
 
 
 class _HelixHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Marks the handler :func:`configure_logging` installed, so a second call replaces it."""
+    """The handler :func:`configure_logging` installs (a second call replaces it).
+
+    Without an explicit stream it writes to whatever ``sys.stderr`` is at the time of each record,
+    so a command run in-process by a test runner that swaps stderr never leaves a closed stream behind.
+    """
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        super().__init__(stream or sys.stderr)
+        self._follow_stderr = stream is None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record`` (to the current ``sys.stderr`` unless a stream was given)."""
+        if self._follow_stderr:
+            self.stream = sys.stderr
+        super().emit(record)
 
 
 def configure_logging(level: str | None = None, fmt: str | None = None, stream: IO[str] | None = None) -> None:
@@ -60,14 +75,13 @@ def configure_logging(level: str | None = None, fmt: str | None = None, stream: 
         raise ValueError(f"unknown log level {level_name!r} (DEBUG, INFO, WARNING, ERROR)")
     if format_name not in ("text", "json"):
         raise ValueError(f"unknown log format {format_name!r} (text or json)")
-    handler = _HelixHandler(stream or sys.stderr)
+    handler = _HelixHandler(stream)
     handler.setFormatter(JsonFormatter() if format_name == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger("helix_dbos")
     for old in [h for h in root.handlers if isinstance(h, _HelixHandler)]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level_name)
-    root.propagate = False  # the command owns the process: one copy of each line
 
 
 __all__ = ["LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "JsonFormatter", "configure_logging"]

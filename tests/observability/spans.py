@@ -59,15 +59,26 @@ def tree(records: list[dict[str, Any]]) -> str:
     ids = {r["span_id"] for r in records}
     for r in sorted(records, key=lambda r: r["start"]):
         by_parent.setdefault(r["parent_id"] if r["parent_id"] in ids else None, []).append(r)
-    keys = ("helix.step", "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.usage.input_tokens",
-            "gen_ai.usage.output_tokens", "helix.status", "helix.recovered", "helix.previous_run_id",
-            "helix.hitl.outcome")
+    keys = (
+        "helix.step",
+        "gen_ai.tool.name",
+        "gen_ai.tool.call.id",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "helix.status",
+        "helix.recovered",
+        "helix.previous_run_id",
+        "helix.hitl.outcome",
+    )
     lines: list[str] = []
 
     def walk(parent: int | None, depth: int) -> None:
         for r in by_parent.get(parent, []):
-            shown = {k.split(".")[-1] if k.startswith("helix.") else k: r["attributes"][k]
-                     for k in keys if k in r["attributes"]}
+            shown = {
+                k.split(".")[-1] if k.startswith("helix.") else k: r["attributes"][k]
+                for k in keys
+                if k in r["attributes"]
+            }
             extra = " ".join(f"{k}={v}" for k, v in shown.items())
             lines.append(f"{'  ' * depth}{r['name']}" + (f"  [{extra}]" if extra else ""))
             walk(r["span_id"], depth + 1)

@@ -42,7 +42,11 @@ def test_a_run_logs_start_each_committed_step_and_completion(
     agent = define_agent("logged", system_prompt="w", llm_config="openai/fake", tools=[tool])
     executor = make_executor(
         MockLLMAdapter(
-            [calls(("t1", "get_weather", {"city": "Paris"})), calls(("t2", "get_weather", {"city": "Lima"})), text("ok")]
+            [
+                calls(("t1", "get_weather", {"city": "Paris"})),
+                calls(("t2", "get_weather", {"city": "Lima"})),
+                text("ok"),
+            ]
         ),
         [agent],
     )
@@ -73,7 +77,9 @@ location = define_tool("get_location", description="Ask the browser", input_sche
 def test_suspension_and_both_kinds_of_resume_are_logged(
     make_executor: ExecutorFactory, lifecycle: pytest.LogCaptureFixture
 ) -> None:
-    agent = define_agent("hitl-logged", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[location])
+    agent = define_agent(
+        "hitl-logged", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[location]
+    )
     model = MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results])
     executor = make_executor(model, [agent], hot_window_seconds=0.3)
     handle = executor.execute(agent, "where?")
@@ -95,7 +101,6 @@ def test_suspension_and_both_kinds_of_resume_are_logged(
     assert suspended.waiting_for == ["c1"] and suspended.run_id == handle.run_id  # type: ignore[attr-defined]
     assert resumed.run_id == continued.run_id and resumed.previous_run_id == handle.run_id  # type: ignore[attr-defined]
     assert f"previous_run_id={handle.run_id}" in resumed.getMessage()
-
 
 
 def test_a_hot_wait_answered_in_time_logs_a_resume_of_the_same_run(
@@ -144,7 +149,6 @@ def test_json_format_carries_the_structured_fields() -> None:
         for handler in list(root.handlers):
             root.removeHandler(handler)
         root.setLevel(logging.NOTSET)
-        root.propagate = True
     (line,) = stream.getvalue().splitlines()
     record = json.loads(line)
     assert record["event"] == "run_started" and record["session_id"] == "s" and record["run_id"] == "r"

@@ -137,11 +137,15 @@ location = define_tool("get_location", description="Ask the browser", input_sche
 
 def test_a_hot_hitl_wait_is_a_span_of_its_step(make_executor: ExecutorFactory, spans: InMemorySpanExporter) -> None:
     agent = define_agent("asker", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[location])
-    executor = make_executor(MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent])
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
     handle = executor.execute(agent, "where am I?")
     wait_for(lambda: [c.tool_call_id for c in executor.list_pending_tool_calls(handle.session_id)] == ["c1"])
     time.sleep(0.2)
-    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Lyon"})
+    executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Lyon"}
+    )
     assert handle.result().status == "completed"
     found = records(spans, handle.session_id)
     (wait,) = by_name(found, "helix.hitl.wait")
@@ -157,7 +161,10 @@ def test_suspend_and_resume_are_linked_in_one_trace(
 ) -> None:
     removed: list[str] = []
     tool = define_tool(
-        "delete_file", input_schema=CityIn, execute=lambda i, c: removed.append(i.city) or {"ok": 1}, require_approval=True
+        "delete_file",
+        input_schema=CityIn,
+        execute=lambda i, c: removed.append(i.city) or {"ok": 1},
+        require_approval=True,
     )
     agent = define_agent("janitor", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[tool])
     executor = make_executor(
