@@ -197,7 +197,8 @@ def launch(
     Runs of this executor that were in flight when the process last died are recovered by DBOS
     shortly after launch (:func:`recovering_runs` lists them); runs orphaned between their store
     write and their workflow start are started here. Without ``llm_adapter``, models are called
-    through :func:`default_llm_adapter`.
+    through :func:`default_llm_adapter`. With ``HELIX_OTLP_ENDPOINT`` set (and no tracer provider
+    installed by the application), runs' spans are exported there (:mod:`helix_dbos.observability.otlp`).
 
     With a ``queue`` (:class:`~helix_dbos.runtime.queues.RunQueue`), runs are enqueued on it rather
     than started here, and this process also runs queued runs unless ``execute=False`` (an API-only
