@@ -32,6 +32,7 @@ TRACER_NAME = "helix_dbos"
 
 _provider: TracerProvider | None = None
 _tracer: Tracer | None = None
+_global: tuple[TracerProvider, Tracer] | None = None
 
 
 def instrument(tracer_provider: TracerProvider | None = None) -> None:
@@ -53,9 +54,13 @@ def tracer() -> Tracer:
         if _tracer is None:
             _tracer = _provider.get_tracer(TRACER_NAME, __version__)
         return _tracer
-    # The global getter returns a proxy until the application installs a provider, then the real
-    # one; asking each time costs a dict lookup and follows a provider installed after import.
-    return trace.get_tracer(TRACER_NAME, __version__)
+    # The global provider is a proxy until the application installs one; looking it up each time
+    # follows a provider installed after import, and the tracer is made once per provider.
+    global _global
+    provider = trace.get_tracer_provider()
+    if _global is None or _global[0] is not provider:
+        _global = (provider, provider.get_tracer(TRACER_NAME, __version__))
+    return _global[1]
 
 
 def tracing_active() -> bool:
