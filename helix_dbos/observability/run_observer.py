@@ -89,7 +89,8 @@ class LLMCall:
                     "gen_ai.usage.input_tokens": usage.input_tokens,
                     "gen_ai.usage.output_tokens": usage.output_tokens,
                     "gen_ai.usage.cache_read.input_tokens": usage.cached_input_tokens,
-                    "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
+                    # the GenAI conventions have no reasoning-token attribute (yet): ours, not theirs
+                    "helix.usage.reasoning_tokens": usage.reasoning_tokens,
                 }
             )
         self.span.set_attributes(clean_attributes(attributes))

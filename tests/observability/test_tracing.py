@@ -114,6 +114,7 @@ def test_a_run_with_tool_calls_is_one_span_tree(make_executor: ExecutorFactory, 
     assert first["gen_ai.provider.name"] == "openai"
     assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (100, 20)
     assert first["gen_ai.usage.cache_read.input_tokens"] == 7
+    assert first["helix.usage.reasoning_tokens"] == 0
     assert first["gen_ai.response.finish_reasons"] == ("tool_use",)
 
     tools = {t["attributes"]["gen_ai.tool.call.id"]: t for t in by_name(found, "execute_tool")}
