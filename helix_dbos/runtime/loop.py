@@ -20,6 +20,8 @@ from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import extract_error_message, public_error_message
+from helix_dbos.observability.run_observer import RunInfo, observe_run
+from helix_dbos.observability.run_observer import current as observe_current
 from helix_dbos.orchestration.message_builder import (
     SKIPPED_BY_FINISH_MESSAGE,
     create_assistant_message,
@@ -94,7 +96,37 @@ class _Toolbox:
 
 
 def run_agent_loop(request: RunRequest) -> RunSummary:
-    """Run (or, under replay, re-run deterministically) one agent run to its end.
+    """Run (or, under replay, re-run deterministically) one agent run to its end, observed.
+
+    The run's spans and lifecycle logs (:mod:`helix_dbos.observability`) only observe: nothing
+    here decides anything from them.
+    """
+    with observe_run(_run_info(request)) as observer:
+        try:
+            summary = _run_observed(request)
+        except BaseException:
+            observer.close("abandoned")  # cancelled, or this process is exiting: recovery continues the trace
+            raise
+        observer.close(summary.status, error=summary.error, pending_ids=summary.pending_tool_call_ids)
+        return summary
+
+
+def _run_info(request: RunRequest) -> RunInfo:
+    agent = services.current().registry.get(request.agent_name)
+    return RunInfo(
+        session_id=request.session_id,
+        run_id=request.run_id,
+        agent=request.agent_name,
+        model=agent.llm_config.model if agent is not None else "",
+        turn=request.turn,
+        mode=request.mode,
+        previous_run_id=request.previous_run_id,
+        workflow_id=request.workflow_id,
+    )
+
+
+def _run_observed(request: RunRequest) -> RunSummary:
+    """The run, with its failure recorded when something unexpected escapes the loop.
 
     An unexpected exception (a bug, an unregistered agent) must not leave the session ``active``
     forever: it is recorded as a failed run, in a step, and reported as the run's error.
@@ -253,6 +285,7 @@ def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) 
         applied,
         llm_hooks,
     )
+    observe_current().llm_step_returned(run.step)  # tells a replayed step from one that ran here
     return out
 
 

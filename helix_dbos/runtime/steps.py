@@ -33,6 +33,7 @@ from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import ProcessExiting, extract_error_message
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.messages import Message
+from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.aio import background_loop
@@ -97,9 +98,11 @@ def llm_step(
     around the model call, inside this step, so a recovered run does not fire them again.
     """
     rt = services.current()
+    observer = observe.current()
     commit: CommitOutput | None = None
     if pending is not None:
         result = rt.store.commit_step(pending.model_copy(update={"now_ms": now_ms()}))
+        observer.committed(pending.step_count, result.applied)
         commit = _commit_output(result)
         if applied_pending:
             rt.store.pending.mark_applied(who.session_id, applied_pending)
@@ -148,11 +151,13 @@ def llm_step(
     if hooks:
         fire(hooks, "before_llm_call", call, rt.logger)
     started = time.perf_counter()
-    try:
-        step_result = background_loop.run(rt.llm.generate_step(request))
-    except Exception as exc:
-        raise_if_exiting(exc)
-        raise
+    with observer.llm_call(step, agent.llm_config.model) as traced:
+        try:
+            step_result = background_loop.run(rt.llm.generate_step(request))
+        except Exception as exc:
+            raise_if_exiting(exc)
+            raise
+        traced.done(step_result)
     if is_error_step(step_result) and process_exiting():
         raise ProcessExiting(f"process exiting; not recording the model call's error: {step_result.error}")
     if hooks:
@@ -288,14 +293,16 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
         rt.logger,
     )
     started = time.perf_counter()
-    try:
-        result = _run_execute(tool, tool_input, ctx)
-        output["success"] = True
-        output["result"] = to_jsonable_python(result)
-    except Exception as exc:
-        raise_if_exiting(exc)
-        output["error"] = f"Tool '{tool.name}' failed: {extract_error_message(exc)}"
-        result = None
+    with observe.current().tool_call(call.id, tool.name) as traced:
+        try:
+            result = _run_execute(tool, tool_input, ctx)
+            output["success"] = True
+            output["result"] = to_jsonable_python(result)
+        except Exception as exc:
+            raise_if_exiting(exc)
+            output["error"] = f"Tool '{tool.name}' failed: {extract_error_message(exc)}"
+            result = None
+        traced.done(output["success"], output["error"])
     output["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
     writes = tracker.get_step_writes()
     output["writes"] = StepWritesAdapter.dump_python(writes, mode="json")
@@ -370,6 +377,13 @@ def finalize_step(
             error=commit.error,
             now_ms=stamp,
         )
+    observe.current().finalized(
+        payload.status,
+        step_count=commit.step_count,
+        applied=result.applied,
+        error=payload.error,
+        pending_ids=(payload.extra or {}).get("pending_tool_call_ids", []),
+    )
     publish_outcome(payload.status, payload.output, payload.error, who, payload.extra)
     hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
     if hook is not None:
@@ -395,6 +409,7 @@ def fail_run_step(session_id: str, run_id: str, error: str) -> FailRunStepOutput
         operation="recording a failed run",
     )
     DBOS.set_event(OUTCOME_EVENT, {"status": "failed", "output": None, "error": error})
+    observe.current().failed(error)
     return {"error": error}
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from dbos import DBOS, StepOptions
 
 from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
+from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, create_tool_result_message
 from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
 from helix_dbos.runtime import step_names
@@ -204,14 +205,17 @@ def _resolve_hitl(
     Returns how the batch stops when the answers did not all come (parked, aborted, interrupted).
     """
     previous = run.request.previous_run_id if resuming else run.who.run_id
-    wait, rows = await_answers(
-        run.who,
-        [h.call.id for h in hitl],
-        registration,
-        hooks=run.hooks,
-        resumed_hook=run.wants("on_agent_resumed"),
-        previous_run_id=previous,
-    )
+    call_ids = [h.call.id for h in hitl]
+    with observe.current().hitl_wait(call_ids, continuation=resuming) as waiting:
+        wait, rows = await_answers(
+            run.who,
+            call_ids,
+            registration,
+            hooks=run.hooks,
+            resumed_hook=run.wants("on_agent_resumed"),
+            previous_run_id=previous,
+        )
+        waiting.done(wait)
     if wait != "resolved":
         return "suspended" if wait == "parked" else wait
     run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))

@@ -32,6 +32,7 @@ LAYERS_BELOW = {
     "store": {"runtime", "service", "llm", "cli", "demo"},
     "stream": {"runtime", "service", "llm", "cli", "demo"},
     "runtime": {"service", "cli"},
+    "observability": {"runtime", "service", "store", "stream", "llm", "cli", "demo"},
 }
 """For each package, the top-level packages/modules it must never import (imports go downwards)."""
 
