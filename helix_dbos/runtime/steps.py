@@ -97,10 +97,11 @@ def llm_step(
     rt = services.current()
     commit: CommitOutput | None = None
     if pending is not None:
-        result = commit_with_chunks(rt, who, pending.model_copy(update={"now_ms": now_ms()}))
+        applied = applied_pending or []
+        result = commit_with_chunks(
+            rt, who, pending.model_copy(update={"now_ms": now_ms(), "applied_tool_call_ids": applied})
+        )
         commit = _commit_output(result)
-        if applied_pending:
-            rt.store.pending.mark_applied(who.session_id, applied_pending)
         if not result.applied:
             # Our commit was already there: an earlier attempt of this very step got past it and
             # died, possibly mid-stream. Tell readers to drop what it streamed.
@@ -377,9 +378,8 @@ def finalize_step(
     """Commit the last iteration with the final status, then fire the completion hook exactly once."""
     rt = services.current()
     stamp = now_ms()
-    result = commit_with_chunks(rt, who, commit.model_copy(update={"now_ms": stamp}))
-    if applied_pending:
-        rt.store.pending.mark_applied(who.session_id, applied_pending)
+    applied = applied_pending or []
+    result = commit_with_chunks(rt, who, commit.model_copy(update={"now_ms": stamp, "applied_tool_call_ids": applied}))
     if not result.applied and commit.session_status is not None and commit.run_status is not None:
         # This step was already committed by the LLM step (an interrupt stops before the model call),
         # so the final status needs its own write. finish_run is idempotent, like the commit.
