@@ -107,12 +107,10 @@ class StreamStorage:
                 unique.append(item)
         status = next((item.status for item in reversed(items) if item.status is not None), None)
         reserved = len(unique)
-        params = {"sid": stream_id, "n": reserved, "status": status, "now": now}
-        row = conn.execute(self.dialect.append_statement, params).first()
-        if row is None:
+        appended = self.dialect.append_chunks(conn, stream_id, unique, status, now)
+        if appended is None:
             return False
-        base = int(row[0]) - reserved
-        stored = self.dialect.insert_chunks(conn, stream_id, base, unique, now)
+        base, stored = appended
         if stored is not None:
             # Some keys were stored already (a replay). The row lock is still ours, so close the
             # holes they left: move the new rows down, lowest first, and give the numbers back.
