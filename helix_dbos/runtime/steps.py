@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,7 +31,7 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
-from helix_dbos.errors import ProcessExiting, extract_error_message
+from helix_dbos.errors import HelixError, ProcessExiting, extract_error_message
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.messages import Message
 from helix_dbos.observability import run_observer as observe
@@ -46,6 +47,7 @@ from helix_dbos.runtime.hooks import (
     ToolHookPayload,
     fire,
 )
+from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import (
     CommitOutput,
     FailRunStepOutput,
@@ -101,11 +103,12 @@ def llm_step(
     observer = observe.current()
     commit: CommitOutput | None = None
     if pending is not None:
-        result = rt.store.commit_step(pending.model_copy(update={"now_ms": now_ms()}))
+        applied = applied_pending or []
+        result = commit_with_chunks(
+            rt, who, pending.model_copy(update={"now_ms": now_ms(), "applied_tool_call_ids": applied})
+        )
         observer.committed(pending.step_count, result.applied)
         commit = _commit_output(result)
-        if applied_pending:
-            rt.store.pending.mark_applied(who.session_id, applied_pending)
         if not result.applied:
             # Our commit was already there: an earlier attempt of this very step got past it and
             # died, possibly mid-stream. Tell readers to drop what it streamed.
@@ -169,6 +172,36 @@ def llm_step(
         "step_result": _dump_step_result(step_result),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def commit_with_chunks(rt: RuntimeServices, who: RunIdentity, commit: StepCommit) -> CommitResult:
+    """``store.commit_step``, storing the run's queued stream chunks in the same transaction.
+
+    The chunks the workflow wrote since the previous commit (checkpoint, tool start and end, ...)
+    would otherwise cost a stream transaction of their own every batching window. When the store
+    and the durable stream share an engine they ride along; otherwise (in-memory stream, separate
+    databases) the flusher stores them as before. A failed commit hands the chunks back to the
+    flusher. An error that is not the commit's own (a chunk the database refuses) must not cost
+    the step its commit: the step is committed again without the chunks, and the flusher isolates
+    the bad one as it always does.
+    """
+    joint: Callable[[StepCommit, Callable[[Any], None]], CommitResult] | None = getattr(
+        rt.store, "commit_step_with", None
+    )
+    held = None if joint is None else rt.streams.hold(who.stream_id, getattr(rt.store, "engine", None))
+    if joint is None or held is None:
+        return rt.store.commit_step(commit)
+    stored = False
+    try:
+        result: CommitResult = joint(commit, held.write)
+        stored = True
+    except HelixError:
+        raise
+    except Exception:
+        return rt.store.commit_step(commit)
+    finally:
+        held.release(stored=stored)
+    return result
 
 
 def _commit_output(result: CommitResult) -> CommitOutput:
@@ -362,9 +395,8 @@ def finalize_step(
     """Commit the last iteration with the final status, then fire the completion hook exactly once."""
     rt = services.current()
     stamp = now_ms()
-    result = rt.store.commit_step(commit.model_copy(update={"now_ms": stamp}))
-    if applied_pending:
-        rt.store.pending.mark_applied(who.session_id, applied_pending)
+    applied = applied_pending or []
+    result = commit_with_chunks(rt, who, commit.model_copy(update={"now_ms": stamp, "applied_tool_call_ids": applied}))
     if not result.applied and commit.session_status is not None and commit.run_status is not None:
         # This step was already committed by the LLM step (an interrupt stops before the model call),
         # so the final status needs its own write. finish_run is idempotent, like the commit.

@@ -224,6 +224,9 @@ class StepCommit(_Data):
     checkpoint_status: AgentStatus = "running"
     """The status recorded on the checkpoint (and reported by ``CheckpointMeta.status``)."""
     now_ms: int
+    applied_tool_call_ids: list[str] = Field(default_factory=list)
+    """Pending calls (``PendingCallStore``) whose answers this commit turns into tool results:
+    marked ``applied`` in the same transaction, as :meth:`PendingCallStore.mark_applied` would."""
 
 
 class CommitResult(_Data):

@@ -19,10 +19,11 @@ their own modules, and what PostgreSQL and SQLite spell differently in ``postgre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from helix_dbos.checkpoint import Checkpoint
 from helix_dbos.errors import SessionAlreadyExistsError, SessionNotFoundError
@@ -364,6 +365,16 @@ class SqlSessionStore:
     def commit_step(self, commit: StepCommit) -> CommitResult:
         """Commit one loop iteration atomically and idempotently (``helix_dbos.store.commit``)."""
         return commit_step(self._engine, self._dialect, commit)
+
+    @retrying
+    def commit_step_with(self, commit: StepCommit, also: Callable[[Connection], object]) -> CommitResult:
+        """:meth:`commit_step`, with ``also(conn)`` run in the same transaction, after the commit's writes.
+
+        For writers on this store's :attr:`engine` that want their rows committed (or rolled back)
+        with the step, at no transaction of their own: the runtime stores a run's queued stream
+        chunks this way. ``also`` runs again if the transaction is retried.
+        """
+        return commit_step(self._engine, self._dialect, commit, also=also)
 
     @retrying
     def finish_run(
