@@ -10,6 +10,8 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── AgentNotResumableError          state_not_resumable
     ├── AgentMismatchError              state_agent_mismatch  the session belongs to another agent
     ├── SessionNotFoundError            state_session_not_found
+    ├── CheckpointNotFoundError         state_checkpoint_not_found  not a checkpoint of that session
+    ├── ForkConflictError               state_conflict        the fork's new session id is taken by another session
     ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
     ├── DatabaseNotMigratedError        framework_internal_error    run `helix-dbos db upgrade`
@@ -180,10 +182,11 @@ class DefinitionError(HelixError, ValueError):
 class AgentAlreadyRunningError(HelixError):
     """A run is already in flight for this session: sessions are single-writer."""
 
-    def __init__(self, session_id: str, current_status: str) -> None:
+    def __init__(
+        self, session_id: str, current_status: str, hint: str = "wait for it to finish, or interrupt it first"
+    ) -> None:
         super().__init__(
-            f"Session {session_id!r} already has a run in flight (status {current_status!r}); "
-            "wait for it to finish, or interrupt it first",
+            f"Session {session_id!r} already has a run in flight (status {current_status!r}); {hint}",
             code="state_already_running",
             retryable=False,
         )
@@ -231,6 +234,24 @@ class SessionNotFoundError(HelixError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id!r} does not exist", code="state_session_not_found")
         self.session_id = session_id
+
+
+class CheckpointNotFoundError(HelixError):
+    """The session has no checkpoint with this id (or no checkpoint at all, when none was named)."""
+
+    def __init__(self, session_id: str, checkpoint_id: str | None) -> None:
+        what = f"Checkpoint {checkpoint_id!r} does not exist in" if checkpoint_id else "There is no checkpoint in"
+        super().__init__(f"{what} session {session_id!r}", code="state_checkpoint_not_found")
+        self.session_id = session_id
+        self.checkpoint_id = checkpoint_id
+
+
+class ForkConflictError(HelixError):
+    """``fork(..., new_session_id=...)`` names a session that exists and is not that same fork."""
+
+    def __init__(self, new_session_id: str, detail: str) -> None:
+        super().__init__(f"Cannot fork into session {new_session_id!r}: {detail}", code="state_conflict")
+        self.new_session_id = new_session_id
 
 
 class InvalidTextError(HelixError, ValueError):
