@@ -182,16 +182,14 @@ class DefinitionError(HelixError, ValueError):
 class AgentAlreadyRunningError(HelixError):
     """A run is already in flight for this session: sessions are single-writer."""
 
-    def __init__(
-        self, session_id: str, current_status: str, hint: str = "wait for it to finish, or interrupt it first"
-    ) -> None:
+    def __init__(self, session_id: str, current_status: str, hint: str = "") -> None:
         super().__init__(
-            f"Session {session_id!r} already has a run in flight (status {current_status!r}); {hint}",
+            f"Session {session_id!r} already has a run in flight (status {current_status!r}); "
+            f"{hint or 'wait for it to finish, or interrupt it first'}",
             code="state_already_running",
             retryable=False,
         )
-        self.session_id = session_id
-        self.current_status = current_status
+        self.session_id, self.current_status = session_id, current_status
 
 
 class AgentNotResumableError(HelixError):
@@ -237,13 +235,12 @@ class SessionNotFoundError(HelixError):
 
 
 class CheckpointNotFoundError(HelixError):
-    """The session has no checkpoint with this id (or no checkpoint at all, when none was named)."""
+    """The session has no checkpoint with this id (or none at all, when no id was given)."""
 
     def __init__(self, session_id: str, checkpoint_id: str | None) -> None:
         what = f"Checkpoint {checkpoint_id!r} does not exist in" if checkpoint_id else "There is no checkpoint in"
         super().__init__(f"{what} session {session_id!r}", code="state_checkpoint_not_found")
         self.session_id = session_id
-        self.checkpoint_id = checkpoint_id
 
 
 class ForkConflictError(HelixError):
@@ -251,7 +248,6 @@ class ForkConflictError(HelixError):
 
     def __init__(self, new_session_id: str, detail: str) -> None:
         super().__init__(f"Cannot fork into session {new_session_id!r}: {detail}", code="state_conflict")
-        self.new_session_id = new_session_id
 
 
 class InvalidTextError(HelixError, ValueError):

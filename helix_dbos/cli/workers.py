@@ -117,13 +117,13 @@ def worker(
         llm_adapter=adapter,
         takeover_after_seconds=takeover_after,
     )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # before "worker up": a SIGTERM after it stops cleanly
     console.print(
         f"worker up: agents={[a.name for a in loaded]} executor_id={executor.executor_id}"
         + (f" queue={run_queue.name}" if run_queue else ""),
         soft_wrap=True,
     )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         _watch_recovery(executor, stop)
         while not stop.wait(0.5):
