@@ -51,7 +51,8 @@ db_app = new_app("Database schema management.")
 sessions_app = new_app("Inspect sessions: list them, show one (runs, step timeline, usage, transcript).")
 app.add_typer(db_app, name="db")
 app.add_typer(sessions_app, name="sessions")
-console = Console()
+console = Console(soft_wrap=True)
+"""Soft-wrapped: long lines (ids, JSON, messages) are left whole for the terminal to wrap, never folded."""
 
 
 def plain_help(text: str) -> str:

@@ -11,9 +11,12 @@ This module is deliberately the only reader: when the executor grows a usage sum
 
 from __future__ import annotations
 
-import contextlib
+import functools
+import importlib.util
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from helix_dbos.store.base import SessionStore, UsageRecord
@@ -88,16 +91,32 @@ def summarise(records: Iterable[UsageRecord]) -> dict[int, StepUsage]:
 
 
 def llm_cost_usd(record: UsageRecord) -> float | None:
-    """The USD cost of one LLM call from LiteLLM's local cost map, or ``None`` when it is not known."""
+    """The USD cost of one LLM call from LiteLLM's local cost map, or ``None`` when it is not known.
+
+    The map is read as the JSON file LiteLLM ships (``model_prices_and_context_window_backup.json``),
+    not by importing LiteLLM: the import costs seconds of CPU, too much for a listing. Cached input
+    tokens are priced at the model's cache-read price where it has one.
+    """
     if record.name.startswith("helix/"):  # the built-in scripted models cost nothing and are not in the map
         return 0.0
-    try:
-        import litellm
-    except ImportError:
+    prices = _cost_map().get(record.name) or _cost_map().get(record.name.partition("/")[2])
+    if not isinstance(prices, dict) or "input_cost_per_token" not in prices:
         return None
-    with contextlib.suppress(Exception):  # an unknown model: no price, not an error
-        prompt, completion = litellm.cost_per_token(
-            model=record.name, prompt_tokens=record.input_tokens, completion_tokens=record.output_tokens
-        )
-        return float(prompt) + float(completion)
-    return None
+    input_price = float(prices["input_cost_per_token"])
+    cached_price = float(prices.get("cache_read_input_token_cost", input_price))
+    output_price = float(prices.get("output_cost_per_token", 0.0))
+    cached = min(record.cached_input_tokens, record.input_tokens)
+    return (record.input_tokens - cached) * input_price + cached * cached_price + record.output_tokens * output_price
+
+
+@functools.cache
+def _cost_map() -> dict[str, Any]:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        return {}
+    path = Path(spec.origin).parent / "model_prices_and_context_window_backup.json"
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
