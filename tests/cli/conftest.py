@@ -99,7 +99,7 @@ def cli_sessions(cli_database: str) -> Iterator[str]:
 
 def cli_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("HELIX_DATABASE_URL", "HELIX_EXECUTOR_ID")}
-    env.update(PYTHONPATH=str(REPO), COLUMNS="60", **extra)
+    env.update({"PYTHONPATH": str(REPO), "COLUMNS": "60", **extra})
     return env
 
 
