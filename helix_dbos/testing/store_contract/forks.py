@@ -19,7 +19,7 @@ def _fork(store: SessionStore, checkpoint_id: str, new_session_id: str = "f1", *
             checkpoint_id=checkpoint_id,
             new_session_id=new_session_id,
             now_ms=now(),
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
     )
 
