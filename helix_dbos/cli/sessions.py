@@ -8,7 +8,7 @@ scripts. ``show`` prints message previews; ``--messages`` (or ``--full``) prints
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from rich.markup import escape
@@ -25,11 +25,13 @@ from helix_dbos.cli.common import (
     print_table,
     sessions_app,
 )
+from helix_dbos.cli.inputs import CliError
 from helix_dbos.cli.render import duration_text, iso_utc, local_time, status_style
 from helix_dbos.cli.timeline import RunTimeline, build_timeline, totals
 from helix_dbos.cli.usage_view import ToolCallUsage, usage_by_step
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.messages import Message
+from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import PendingToolCall, SessionRecord
 
 __all__ = ["session_json", "sessions_list", "sessions_show"]
@@ -63,15 +65,17 @@ def sessions_list(
     database_url: DatabaseUrl = None,
     status: Annotated[
         str | None,
-        typer.Option(help="Only sessions in this status (active, completed, failed, interrupted)."),
+        typer.Option(help="Only sessions in this status (active, completed, failed, interrupted, paused)."),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, most recently updated first.")] = 20,
     as_json: JsonOutput = False,
 ) -> None:
     """List recent sessions, most recently updated first."""
+    if status is not None and status not in get_args(SessionStatus):
+        raise CliError(f"unknown --status {status!r}: use one of {', '.join(get_args(SessionStatus))}", exit_code=2)
     store = open_store(database_url)
     try:
-        found = store.list_sessions(status=status, limit=limit)  # type: ignore[arg-type]
+        found = store.list_sessions(status=status, limit=limit)  # type: ignore[arg-type]  # checked above
     finally:
         store.close()
     if as_json:

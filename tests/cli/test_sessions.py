@@ -124,6 +124,10 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
     assert listed and all(set(item) == SESSION_KEYS for item in listed)
     assert all(ISO_UTC.match(item["updated_at"]) for item in listed)
     assert json.loads(_ok("sessions", "list", "--json", "--status", "failed", url=cli_sessions)) == []
+    bad = run_cli("sessions", "list", "--status", "running", "--database-url", cli_sessions)
+    assert bad.returncode == 2 and bad.stderr.splitlines() == [
+        "helix-dbos: unknown --status 'running': use one of active, completed, failed, interrupted, paused"
+    ]
     shown = json.loads(_ok("sessions", "show", "cli-done", "--json", url=cli_sessions))
     assert set(shown) == SESSION_KEYS | {"output", "custom_state", "totals", "runs", "pending_tool_calls"}
     assert set(shown["runs"][0]) == {
