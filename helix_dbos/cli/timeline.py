@@ -113,12 +113,15 @@ def build_timeline(
 
 
 def _owner(timelines: list[RunTimeline], at_ms: int) -> RunTimeline | None:
-    """The run that was in flight at ``at_ms``: the last one started at or before it."""
+    """The run that was in flight at ``at_ms``: the last one started at or before it.
+
+    ``None`` before the first run: a fork's checkpoint at its branch point belongs to no run of its own.
+    """
     owner: RunTimeline | None = None
     for timeline in timelines:
         if timeline.run.started_at <= at_ms:
             owner = timeline
-    return owner if owner is not None else (timelines[0] if timelines else None)
+    return owner
 
 
 def totals(steps: Sequence[StepUsage]) -> dict[str, Any]:

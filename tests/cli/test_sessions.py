@@ -16,7 +16,6 @@ import re
 import litellm
 import pytest
 
-from helix_dbos.store.base import UsageRecord
 from tests.cli.conftest import LONG_TEXT, MODEL, USAGE, run_cli
 
 ISO_LOCAL = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d")
@@ -158,19 +157,3 @@ def test_an_unknown_session_is_one_line_with_a_hint(cli_sessions: str, args: lis
     assert proc.stderr.splitlines() == [
         "helix-dbos: Session 'nope' does not exist: helix-dbos sessions list shows the sessions there are"
     ]
-
-
-def test_usage_rows_are_read_in_one_place() -> None:
-    """The per-step figures come from ``usage_view.summarise`` alone (the seam for a usage summary)."""
-    from helix_dbos.cli.usage_view import summarise
-
-    steps = summarise(
-        [
-            UsageRecord(kind="llm", name=MODEL, step=1, input_tokens=10, output_tokens=2),
-            UsageRecord(kind="tool", name="lookup", step=1, value=4.5),
-            UsageRecord(kind="llm", name="no-such/model", step=2, input_tokens=5, success=False),
-        ]
-    )
-    assert steps[1].input_tokens == 10 and steps[1].cost_usd is not None and steps[1].cost_usd > 0
-    assert [(t.name, t.duration_ms) for t in steps[1].tool_calls] == [("lookup", 4.5)]
-    assert steps[2].cost_usd is None and steps[2].failed_llm_calls == 1  # unknown model: no price, no guess
