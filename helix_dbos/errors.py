@@ -11,6 +11,8 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── AgentNotResumableError          state_not_resumable
     ├── AgentMismatchError              state_agent_mismatch  the session belongs to another agent
     ├── SessionNotFoundError            state_session_not_found
+    ├── CheckpointNotFoundError         state_checkpoint_not_found  not a checkpoint of that session
+    ├── ForkConflictError               state_conflict        the fork's new session id is taken by another session
     ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
     ├── DatabaseNotMigratedError        framework_internal_error    run `helix-dbos db upgrade`
@@ -194,15 +196,14 @@ class SubAgentDefinitionError(DefinitionError):
 class AgentAlreadyRunningError(HelixError):
     """A run is already in flight for this session: sessions are single-writer."""
 
-    def __init__(self, session_id: str, current_status: str) -> None:
+    def __init__(self, session_id: str, current_status: str, hint: str = "") -> None:
         super().__init__(
             f"Session {session_id!r} already has a run in flight (status {current_status!r}); "
-            "wait for it to finish, or interrupt it first",
+            f"{hint or 'wait for it to finish, or interrupt it first'}",
             code="state_already_running",
             retryable=False,
         )
-        self.session_id = session_id
-        self.current_status = current_status
+        self.session_id, self.current_status = session_id, current_status
 
 
 class AgentNotResumableError(HelixError):
@@ -245,6 +246,22 @@ class SessionNotFoundError(HelixError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session {session_id!r} does not exist", code="state_session_not_found")
         self.session_id = session_id
+
+
+class CheckpointNotFoundError(HelixError):
+    """The session has no checkpoint with this id (or none at all, when no id was given)."""
+
+    def __init__(self, session_id: str, checkpoint_id: str | None) -> None:
+        what = f"Checkpoint {checkpoint_id!r} does not exist in" if checkpoint_id else "There is no checkpoint in"
+        super().__init__(f"{what} session {session_id!r}", code="state_checkpoint_not_found")
+        self.session_id = session_id
+
+
+class ForkConflictError(HelixError):
+    """``fork(..., new_session_id=...)`` names a session that exists and is not that same fork."""
+
+    def __init__(self, new_session_id: str, detail: str) -> None:
+        super().__init__(f"Cannot fork into session {new_session_id!r}: {detail}", code="state_conflict")
 
 
 class InvalidTextError(HelixError, ValueError):

@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from helix_dbos.cli import app
-from helix_dbos.cli_input import explain
+from helix_dbos.cli.inputs import explain
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.store import SqlSessionStore
 from tests.cli_process import CliProcess
@@ -48,7 +48,10 @@ def test_cli_commands_on_the_embedded_default(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "run " in shown.stdout and "no pending tool calls" in shown.stdout and "Paris" in shown.stdout
     missing = _cli(tmp_path, "sessions", "show", "nope")
-    assert missing.returncode == 1 and "no session" in missing.stdout
+    assert missing.returncode == 1 and missing.stdout == "", missing.stdout
+    assert missing.stderr.strip() == (
+        "helix-dbos: Session 'nope' does not exist: helix-dbos sessions list shows the sessions there are"
+    )
     recovered = _cli(tmp_path, "recover", "--executor-id", "ghost-worker")
     assert recovered.returncode == 0 and "re-enqueued 0 run(s)" in recovered.stdout, recovered.stdout + recovered.stderr
 

@@ -138,6 +138,29 @@ def heal_unpaired_finish(messages: Sequence[Message]) -> list[ToolResultMessage]
     ]
 
 
+NOT_ANSWERED_IN_FORK_MESSAGE = (
+    "Tool call was not answered: the session was forked from a checkpoint taken while it waited for this call."
+)
+"""The tool error closing a call a fork copied without its answer (a fork copies no pending call)."""
+
+
+def close_unpaired_for_fork(messages: Sequence[Message]) -> list[ToolResultMessage]:
+    """Results to append to a forked transcript so that no tool call is left without one.
+
+    A checkpoint taken while a run waited on a client tool or an approval holds the call but not
+    its answer; the fork does not inherit the wait, so each such call gets a tool error (and an
+    unpaired ``__finish__`` its usual acknowledgement). Empty for a transcript with every call paired.
+    """
+    return [
+        synthesize_finish_tool_result(call_id)
+        if name == FINISH_TOOL_NAME
+        else create_tool_result_message(
+            tool_call_id=call_id, tool_name=name, success=False, error=NOT_ANSWERED_IN_FORK_MESSAGE
+        )
+        for call_id, name in find_unpaired_tool_call_ids(messages)
+    ]
+
+
 def output_requirement_section(tool_name: str) -> str:
     """The system-prompt section telling the model which tool completes the task (seed 003)."""
     return (

@@ -45,7 +45,7 @@ from helix_dbos.orchestration.state_operations import (
     input_messages,
     normalize_agent_input,
 )
-from helix_dbos.runtime import children, services, starts, workers
+from helix_dbos.runtime import children, forks, services, starts, workers
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, check_submission_fits, parse_submission, wake_run
@@ -72,6 +72,7 @@ from helix_dbos.session import (
     SubmitToolResult,
 )
 from helix_dbos.store.base import (
+    ForkResult,
     PendingToolCall,
     RunRecord,
     SessionRecord,
@@ -611,6 +612,26 @@ class DBOSAgentExecutor:
             functools.partial(
                 self.retry, session_id, checkpoint_id=checkpoint_id, message=message, hooks=hooks, priority=priority
             )
+        )
+
+    def fork(
+        self, session_id: str, checkpoint_id: str | None = None, *, new_session_id: str | None = None
+    ) -> ForkResult:
+        """Branch a new session from a checkpoint of ``session_id`` (the latest by default).
+
+        The fork has its own transcript (up to the checkpoint), custom state and stream, and is idle:
+        ``execute(agent, message, session_id=fork.session_id)`` continues it, ``retry(fork.session_id)``
+        replays the step after the checkpoint. With ``new_session_id`` a repeat returns the same fork.
+        Rules (unknown ids, a run in flight, a taken id): :mod:`helix_dbos.runtime.forks`.
+        """
+        return forks.fork_session(self.store, self.streams, session_id, checkpoint_id, new_session_id=new_session_id)
+
+    async def fork_async(
+        self, session_id: str, checkpoint_id: str | None = None, *, new_session_id: str | None = None
+    ) -> ForkResult:
+        """Async twin of :meth:`fork`."""
+        return await asyncio.to_thread(
+            functools.partial(self.fork, session_id, checkpoint_id, new_session_id=new_session_id)
         )
 
     def _start_next_run(

@@ -36,6 +36,7 @@ from helix_dbos.service.routes import (
     RouteContext,
     chat_router,
     control_router,
+    forks_router,
     health_router,
     hitl_router,
     queue_router,
@@ -127,7 +128,15 @@ def create_app(
         sse_send_timeout_seconds=sse_send_timeout_seconds,
         max_result_wait_seconds=max_result_wait_seconds,
     )
-    for router in (sessions_router, streams_router, control_router, hitl_router, chat_router, queue_router):
+    for router in (
+        sessions_router,
+        streams_router,
+        control_router,
+        forks_router,
+        hitl_router,
+        chat_router,
+        queue_router,
+    ):
         app.include_router(router(context))
     install_openapi(app, agent_names=lambda: executor.registry.names())
     return app

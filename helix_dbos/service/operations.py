@@ -29,6 +29,8 @@ from helix_dbos.service.schemas import (
     AbortAccepted,
     CanResumeView,
     ChatRequest,
+    ForkRequest,
+    ForkView,
     InterruptAccepted,
     PendingToolCallView,
     ResumeRequest,
@@ -155,6 +157,19 @@ class ServiceOperations:
             session_id, checkpoint_id=body.checkpoint_id, message=body.message, priority=body.priority
         )
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
+
+    def fork(self, session_id: str, body: ForkRequest) -> ForkView:
+        result = self.executor.fork(session_id, body.checkpoint_id, new_session_id=body.new_session_id)
+        return ForkView(
+            session_id=result.session_id,
+            created=result.created,
+            source_session_id=result.source_session_id,
+            checkpoint_id=result.checkpoint_id,
+            fork_checkpoint_id=result.fork_checkpoint_id,
+            status=result.session.status,
+            step_count=result.session.step_count,
+            message_count=result.session.message_count,
+        )
 
     def snapshot(self, session_id: str) -> SessionSnapshot:
         session = self.require_session(session_id)

@@ -69,6 +69,15 @@ class RetryRequest(_Request):
     priority: Priority | None = None
 
 
+class ForkRequest(_Request):
+    """``POST /v1/sessions/{id}/fork``: branch a new session from a checkpoint of this one."""
+
+    checkpoint_id: Annotated[str, Field(min_length=1, max_length=400)] | None = None
+    """Default: the latest checkpoint (refused while a run is in flight: name one then)."""
+    new_session_id: SessionId | None = None
+    """The fork's id; a repeat with the same id answers with the same fork. Default: a new id."""
+
+
 class InterruptRequest(_Request):
     """``POST .../interrupt``: ask the run to stop cleanly at its next step (it stays resumable)."""
 
@@ -102,6 +111,24 @@ class RunAccepted(_Response):
     """The run's status when the response was written (usually ``running``)."""
     stream_url: str
     """Where to read the session's chunks (SSE)."""
+
+
+class ForkView(_Response):
+    """A fork: a new, idle session branched from a checkpoint of another."""
+
+    session_id: str
+    """The fork's session id: continue it with ``POST /v1/runs`` (``session_id``) or ``.../retry``."""
+    created: bool
+    """False when an identical earlier request made this fork (nothing was written)."""
+    source_session_id: str
+    checkpoint_id: str
+    """The source's checkpoint the fork branched from."""
+    fork_checkpoint_id: str
+    """The fork's own checkpoint at the branch point."""
+    status: SessionStatus
+    """``completed`` (continue with a new message, or retry), or ``failed`` (retry)."""
+    step_count: int
+    message_count: int
 
 
 class ChatAccepted(_Response):
@@ -244,6 +271,8 @@ __all__ = [
     "CanResumeView",
     "ChatAccepted",
     "ChatRequest",
+    "ForkRequest",
+    "ForkView",
     "HealthView",
     "InterruptAccepted",
     "InterruptRequest",

@@ -8,7 +8,7 @@ PostgreSQL and SQLite. Modules, one concept each:
 - ``engine``: engines, ``begin_read`` / ``begin_write``, ``now_ms``, ``dialect_for``;
 - ``dialect``, ``postgres``, ``sqlite``: what the two backends spell differently;
 - ``sessions`` (the facade and session rows), ``status``, ``runs``, ``commit``, ``checkpoints``,
-  ``transcript``, ``rows``: the session store;
+  ``transcript``, ``rows``: the session store; ``fork``: a session branched from a checkpoint;
 - ``hitl``: pending tool calls; ``workers``: heartbeats;
 - ``schema``, ``migrate``, ``migrations/``: tables and their alembic revisions;
 - ``codec``: the reversible JSON escape; ``retry``: transient-error retry.
@@ -20,6 +20,8 @@ from helix_dbos.store.base import (
     CasResult,
     CommitResult,
     Delivery,
+    ForkResult,
+    ForkSession,
     PaginatedCheckpoints,
     PaginatedMessages,
     PendingCallStore,
@@ -52,6 +54,8 @@ __all__ = [
     "CasResult",
     "CommitResult",
     "Delivery",
+    "ForkResult",
+    "ForkSession",
     "PaginatedCheckpoints",
     "PaginatedMessages",
     "PendingCallStore",

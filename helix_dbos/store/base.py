@@ -43,6 +43,10 @@ class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+FORK_METADATA_KEY = "helix_fork"
+"""Key of a fork's session ``metadata``: its source ``session_id``, ``checkpoint_id``, and ``fork_checkpoint_id``."""
+
+
 class SessionRecord(_Data):
     """A session row, without its messages."""
 
@@ -74,6 +78,12 @@ class SessionRecord(_Data):
     created_at: int
     """Milliseconds since the epoch."""
     updated_at: int
+
+    @property
+    def forked_from(self) -> dict[str, Any] | None:
+        """Where a fork was branched from (``session_id``, ``checkpoint_id``, ...); ``None`` for an original."""
+        source = (self.metadata or {}).get(FORK_METADATA_KEY)
+        return dict(source) if isinstance(source, dict) else None
 
 
 class RunRecord(_Data):
@@ -238,6 +248,39 @@ class CommitResult(_Data):
     interrupt_requested: bool = False
     """Whether an interrupt is pending for the session (read in the same transaction)."""
     interrupt_reason: str | None = None
+
+
+class ForkSession(_Data):
+    """What :meth:`SessionStore.fork_session` writes: a new session branched from a checkpoint."""
+
+    source_session_id: str
+    checkpoint_id: str
+    """A checkpoint of the source session (resolved by the caller: "the latest" moves)."""
+    new_session_id: str
+    status: SessionStatus = "completed"
+    """The fork's status: idle, so ``execute`` (``completed``) or ``retry`` (``failed``) continues it."""
+    extra_messages: list[Message] = Field(default_factory=list)
+    """Appended after the copied transcript (results closing calls the checkpoint left unanswered)."""
+    now_ms: int
+
+
+class ForkResult(_Data):
+    """What :meth:`SessionStore.fork_session` did (or found done by an identical earlier request)."""
+
+    session: SessionRecord
+    """The fork as it is now (a repeat returns it with whatever ran in it since)."""
+    source_session_id: str
+    checkpoint_id: str
+    """The source checkpoint the fork was branched from."""
+    fork_checkpoint_id: str
+    """The fork's own checkpoint at the branch point (``retry`` on the fork starts from it)."""
+    created: bool
+    """False when the same fork already existed: nothing was written."""
+
+    @property
+    def session_id(self) -> str:
+        """The fork's session id."""
+        return self.session.session_id
 
 
 # human-in-the-loop and workers ---------------------------------------------------------------------
@@ -517,6 +560,21 @@ class SessionStore(Protocol):
 
     def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
         """Checkpoint summaries, newest first."""
+        ...
+
+    def fork_session(self, request: ForkSession) -> ForkResult:
+        """Branch a new session from a checkpoint of another, in one transaction.
+
+        The fork gets its own copy of the transcript up to the checkpoint (plus ``extra_messages``),
+        the checkpoint's custom state, output and error, its own stream id (its session id), one
+        checkpoint of its own at the branch point, and no runs, usage, pending calls or child
+        refs: nothing it shares with the source can change under either. The source is not written.
+
+        Idempotent by ``new_session_id``: when that session already is a fork of the same source
+        checkpoint, it is returned with ``created=False``. Raises :class:`SessionNotFoundError`
+        (no source), :class:`CheckpointNotFoundError` (not a checkpoint of the source) or
+        :class:`ForkConflictError` (``new_session_id`` is another session).
+        """
         ...
 
     # sub-sessions and usage ---------------------------------------------------------------------

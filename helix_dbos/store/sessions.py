@@ -37,11 +37,14 @@ from helix_dbos.session import (
     session_status_to_agent_status,
 )
 from helix_dbos.store import checkpoints as checkpoint_reads
+from helix_dbos.store import fork as fork_ops
 from helix_dbos.store import runs as run_ops
 from helix_dbos.store import status as status_ops
 from helix_dbos.store.base import (
     CasResult,
     CommitResult,
+    ForkResult,
+    ForkSession,
     PaginatedCheckpoints,
     PaginatedMessages,
     RunRecord,
@@ -440,6 +443,11 @@ class SqlSessionStore:
     def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
         """Return checkpoint summaries, newest first (by time, then step)."""
         return checkpoint_reads.list_checkpoints(self._engine, session_id, offset=offset, limit=limit)
+
+    @retrying
+    def fork_session(self, request: ForkSession) -> ForkResult:
+        """Branch a new session from a checkpoint of another (``helix_dbos.store.fork``)."""
+        return fork_ops.fork_session(self._engine, self._dialect, request)
 
     # sub-sessions and usage -------------------------------------------------------------------
 

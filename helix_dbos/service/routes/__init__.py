@@ -14,6 +14,7 @@ Route                                        Seeds' operation / executor call
 ``POST /v1/sessions/{id}/retry``             ``retry`` (seed 002 ``RetryOptions``)
 ``POST /v1/sessions/{id}/interrupt``         ``/interrupt``: ``interrupt``
 ``POST /v1/sessions/{id}/abort``             ``/abort``: ``abort``
+``POST /v1/sessions/{id}/fork``              ``fork`` (a session branched from a checkpoint)  (forks)
 ``POST /v1/sessions/{id}/tool-results``      ``/submit-tool-result``: ``submit_tool_result`` (hitl)
 ``POST /v1/chat``                            chat handler ``POST /chat``                 (chat)
 ``GET  /v1/chat/{id}/stream``                ``GET /chat/{sessionId}/stream`` (current run)
@@ -31,6 +32,7 @@ The order in which the app includes the routers is the order of the OpenAPI docu
 from helix_dbos.service.routes.chat import chat_router
 from helix_dbos.service.routes.context import RouteContext
 from helix_dbos.service.routes.control import control_router
+from helix_dbos.service.routes.forks import forks_router
 from helix_dbos.service.routes.health import health_router
 from helix_dbos.service.routes.hitl import hitl_router
 from helix_dbos.service.routes.queue import queue_router
@@ -41,6 +43,7 @@ __all__ = [
     "RouteContext",
     "chat_router",
     "control_router",
+    "forks_router",
     "health_router",
     "hitl_router",
     "queue_router",

@@ -26,18 +26,26 @@ Requires pytest (a test dependency, not a dependency of helix-dbos); this module
 ``helix_dbos.testing``'s ``__init__`` for that reason.
 """
 
+from helix_dbos.testing.store_contract.forks import ForkContract
 from helix_dbos.testing.store_contract.hitl import PendingCallContract
 from helix_dbos.testing.store_contract.runs import RunContract
 from helix_dbos.testing.store_contract.sessions import SessionContract
 from helix_dbos.testing.store_contract.steps import StepContract
 
-__all__ = ["PendingCallContract", "RunContract", "SessionContract", "SessionStoreContract", "StepContract"]
+__all__ = [
+    "ForkContract",
+    "PendingCallContract",
+    "RunContract",
+    "SessionContract",
+    "SessionStoreContract",
+    "StepContract",
+]
 
 
-class SessionStoreContract(SessionContract, RunContract, StepContract, PendingCallContract):
+class SessionStoreContract(SessionContract, RunContract, StepContract, PendingCallContract, ForkContract):
     """The whole contract as pytest test methods over a ``store`` fixture the subclass's module provides.
 
     Each test expects an empty store (no sessions). Subclass it as ``Test<Something>`` so that
     pytest collects it; this base class itself is not collected. The parts (``SessionContract``,
-    ``RunContract``, ``StepContract``, ``PendingCallContract``) can be subclassed alone.
+    ``RunContract``, ``StepContract``, ``PendingCallContract``, ``ForkContract``) can be subclassed alone.
     """

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.errors import HelixError
+from helix_dbos.errors import CheckpointNotFoundError, HelixError, SessionNotFoundError
 
 DEMO_AGENTS = "helix_dbos.demo:demo_agent"
 """What ``--agents demo`` stands for: the demo agent on the built-in scripted model."""
@@ -66,6 +66,10 @@ def explain(exc: BaseException) -> CliError | None:
         return CliError(f"cannot use this database URL ({_first_line(exc)}): {_URL_HINT}", exit_code=2)
     if isinstance(exc, sa_exc.DBAPIError):
         return CliError(_describe_database_error(exc))
+    if isinstance(exc, SessionNotFoundError):
+        return CliError(f"{exc.message}: helix-dbos sessions list shows the sessions there are")
+    if isinstance(exc, CheckpointNotFoundError):
+        return CliError(f"{exc.message}: helix-dbos sessions show {exc.session_id} lists its checkpoints")
     if isinstance(exc, HelixError):
         return CliError(exc.message)
     if isinstance(exc, OSError) and exc.filename:  # e.g. a SQLite path under a regular file

@@ -1,0 +1,84 @@
+"""``helix-dbos serve``: the HTTP + SSE service (``helix_dbos.service``) from the command line."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from helix_dbos.cli.common import AGENTS_HELP, DatabaseUrl, QueueSpec, app, friendly, parse_queue, resolve_url
+from helix_dbos.cli.inputs import configure_cli_logging, load_agents
+
+__all__ = ["serve"]
+
+
+@app.command()
+@friendly
+def serve(
+    agents: Annotated[
+        str,
+        typer.Option(help=AGENTS_HELP),
+    ],
+    database_url: DatabaseUrl = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    executor_id: Annotated[
+        str | None,
+        typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live server, stable across its restarts."),
+    ] = None,
+    token: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--token",
+            help="A bearer token clients must send (repeatable). Default: HELIX_API_TOKENS, comma-separated.",
+        ),
+    ] = None,
+    allow_unauthenticated: Annotated[
+        bool, typer.Option("--allow-unauthenticated", help="Serve without authentication, on purpose.")
+    ] = False,
+    llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
+    hot_window_seconds: Annotated[float | None, typer.Option(hidden=True)] = None,
+    queue: QueueSpec = None,
+    execute: Annotated[
+        bool, typer.Option("--execute/--no-execute", help="Also run agents here (--no-execute needs --queue).")
+    ] = True,
+) -> None:
+    """Serve agents over HTTP + SSE (PostgreSQL-only mode: one database URL; SQLite for local use).
+
+    Refuses to start unless --token (or HELIX_API_TOKENS) or --allow-unauthenticated is given. Any
+    number of servers and workers may share one PostgreSQL database. With --queue, runs are
+    enqueued for the workers; --no-execute then leaves running them to the workers alone.
+    """
+    run_queue = parse_queue(queue)
+    if not execute and run_queue is None:
+        typer.echo("helix-dbos serve: --no-execute needs --queue (or HELIX_RUN_QUEUE): nothing would run", err=True)
+        raise typer.Exit(2)
+    from helix_dbos.errors import ServiceAuthConfigError
+    from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
+
+    tokens = list(token or []) or tokens_from_env()
+    try:
+        check_auth(tokens, allow_unauthenticated)
+    except ServiceAuthConfigError as exc:
+        typer.echo(f"helix-dbos serve: {exc.message}. Use --token TOKEN (or HELIX_API_TOKENS=t1,t2).", err=True)
+        raise typer.Exit(2) from None
+    if allow_unauthenticated and not is_loopback(host):
+        typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
+    url = resolve_url(database_url)
+    loaded = load_agents(agents)
+    adapter = load_object(llm_adapter) if llm_adapter else None
+    configure_cli_logging()
+    typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
+    run_server(
+        agents=loaded,
+        database_url=url,
+        host=host,
+        port=port,
+        executor_id=executor_id,
+        tokens=tokens,
+        allow_unauthenticated=allow_unauthenticated,
+        llm_adapter=adapter,
+        hot_window_seconds=hot_window_seconds,
+        queue=run_queue,
+        execute=execute,
+    )

@@ -1,0 +1,251 @@
+"""Workers and recovery: ``worker``, ``recover`` and ``queue-status``.
+
+``worker`` and ``recover --agents`` say which runs they recover at start-up (those a killed
+process left in flight) and how each ended.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from helix_dbos.agent import AgentConfig
+from helix_dbos.cli.common import (
+    AGENTS_HELP,
+    DatabaseUrl,
+    QueueSpec,
+    app,
+    console,
+    friendly,
+    open_store,
+    parse_queue,
+    resolve_url,
+)
+from helix_dbos.cli.demo_run import report_recovered
+from helix_dbos.cli.inputs import configure_cli_logging, load_agents
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.executor import DBOSAgentExecutor
+
+__all__ = ["queue_status", "recover", "worker"]
+
+
+def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threading.Thread | None:
+    """Name the runs being recovered now, and report each one's end from one background thread.
+
+    The thread reads run records, not DBOS events: after a crash with hundreds of runs in flight
+    that is one indexed query per half second, not a waiting thread per run.
+    """
+    from helix_dbos.runtime.launch import recovering_runs
+
+    runs = recovering_runs(executor)
+    for run in runs:
+        session = executor.store.load_session(run.session_id)
+        agent_name = session.agent_type if session is not None else "?"
+        console.print(f"recovering session {run.session_id} (run {run.run_id}, agent {agent_name})", soft_wrap=True)
+    if not runs:
+        return None
+
+    def report() -> None:
+        waiting = {run.run_id for run in runs}
+        while waiting and not stop.wait(0.5):
+            try:
+                still = _running_run_ids(executor)
+                for run_id in sorted(waiting - still):
+                    ended = executor.store.get_run(run_id)
+                    if ended is not None:
+                        report_recovered(ended, ended)
+                    waiting.discard(run_id)
+            except Exception:  # the database is away: try again next round
+                continue
+
+    thread = threading.Thread(target=report, name="helix-recovery-report", daemon=True)
+    thread.start()
+    return thread
+
+
+def _running_run_ids(executor: DBOSAgentExecutor) -> set[str]:
+    running: set[str] = set()
+    after: str | None = None
+    while page := executor.store.list_running_runs(after_run_id=after, limit=1000):
+        running.update(run.run_id for run in page)
+        after = page[-1].run_id
+    return running
+
+
+@app.command()
+@friendly
+def worker(
+    agents: Annotated[
+        str,
+        typer.Option(help=AGENTS_HELP),
+    ],
+    database_url: DatabaseUrl = None,
+    executor_id: Annotated[
+        str | None,
+        typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live worker, stable across its restarts."),
+    ] = None,
+    queue: QueueSpec = None,
+    llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
+    takeover_after: Annotated[
+        float, typer.Option(hidden=True, help="Seconds before a silent worker's runs move.")
+    ] = 30.0,
+) -> None:
+    """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped.
+
+    With --queue it runs the runs any server or worker enqueued there, within the queue's limits.
+    """
+    from helix_dbos.runtime.launch import launch, shutdown
+
+    url = resolve_url(database_url)
+    loaded = load_agents(agents)
+    run_queue = parse_queue(queue)
+    adapter = None
+    if llm_adapter:
+        from helix_dbos.service.server import load_object
+
+        adapter = load_object(llm_adapter)
+    configure_cli_logging()
+    executor = launch(
+        url,
+        agents=loaded,
+        executor_id=executor_id,
+        queue=run_queue,
+        llm_adapter=adapter,
+        takeover_after_seconds=takeover_after,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # before "worker up": a SIGTERM after it stops cleanly
+    console.print(
+        f"worker up: agents={[a.name for a in loaded]} executor_id={executor.executor_id}"
+        + (f" queue={run_queue.name}" if run_queue else ""),
+        soft_wrap=True,
+    )
+    try:
+        _watch_recovery(executor, stop)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        left = shutdown(executor)
+        if left:
+            console.print(
+                f"{len(left)} run(s) still in flight: they resume when executor {executor.executor_id} starts again"
+            )
+
+
+@app.command("queue-status")
+@friendly
+def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None) -> None:
+    """Show a run queue's depth and how many runs each worker is running."""
+    from dbos import DBOSClient
+
+    from helix_dbos.runtime.launch import dbos_system_database_url
+    from helix_dbos.runtime.queues import RunQueue, queue_status
+
+    run_queue = parse_queue(queue) or RunQueue()
+    client = DBOSClient(system_database_url=dbos_system_database_url(resolve_url(database_url)))
+    try:
+        status = queue_status(client, run_queue)
+    finally:
+        client.destroy()
+    console.print(f"queue {status.name}: {status.enqueued} waiting, {status.running} running", soft_wrap=True)
+    for worker_id, running in status.running_by_worker.items():
+        console.print(f"  {worker_id}: {running} running", soft_wrap=True)
+
+
+@app.command()
+@friendly
+def recover(
+    executor_id: Annotated[list[str], typer.Option("--executor-id", help="Executor id of a worker that is gone.")],
+    database_url: DatabaseUrl = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(help="Run the recovered runs here with these agents (module:attribute, or demo), and wait."),
+    ] = None,
+) -> None:
+    """Re-run the in-flight runs of workers that will not come back.
+
+    Puts their runs back on DBOS's queue, where any live worker or server with their agents picks
+    them up (any executor id); workers also do this on their own once a worker's heartbeat is older
+    than takeover_after_seconds. With --agents, this command runs them itself and reports how each
+    ended. Runs already waiting on the queue are listed too.
+    """
+    from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+    from helix_dbos.runtime.recovery import requeue_pending_runs
+
+    url = resolve_url(database_url)
+    if agents is not None:
+        _recover_here(url, list(executor_id), load_agents(agents))
+        return
+    from dbos import DBOSClient
+
+    store = open_store(database_url)  # first: a missing or unmigrated database is reported as such
+    try:
+        system_url = dbos_system_database_url(url)
+        requeued: list[str] = []
+        queued: list[str] = []
+        if not system_url.startswith("sqlite:") or Path(system_url.removeprefix("sqlite:///")).exists():
+            client = DBOSClient(system_database_url=system_url)
+            try:
+                requeued, queued = requeue_pending_runs(client, list(executor_id), APPLICATION_VERSION)
+            finally:
+                client.destroy()
+        _print_requeued(store, list(executor_id), requeued, queued)
+        if requeued or queued:
+            console.print(_worker_hint(store))
+    finally:
+        store.close()
+
+
+def _print_requeued(store: Any, executor_ids: list[str], requeued: list[str], queued: list[str]) -> None:
+    console.print(f"re-enqueued {len(requeued)} run(s) of {', '.join(executor_ids)}", soft_wrap=True)
+    for label, workflow_ids in (("re-enqueued", requeued), ("waiting in the queue", queued)):
+        for workflow_id in workflow_ids:
+            run = store.get_run(workflow_id)
+            session = run.session_id if run is not None else "?"
+            console.print(f"  {label}: session {session} (run {workflow_id})", soft_wrap=True)
+
+
+def _worker_hint(store: Any) -> str:
+    import time
+
+    live = [w.executor_id for w in store.workers.list_workers() if w.heartbeat_at > time.time() * 1000 - 30_000]
+    if live:
+        return f"live workers that will pick them up: {', '.join(sorted(live))}"
+    return (
+        "no live worker: start one with their agents (helix-dbos worker --agents ...), "
+        "or run them here with helix-dbos recover --agents ..."
+    )
+
+
+def _recover_here(url: str, executor_ids: list[str], loaded: list[AgentConfig]) -> None:
+    from dbos import DBOS
+
+    from helix_dbos.runtime.handle import AgentExecutionHandle
+    from helix_dbos.runtime.launch import launch, shutdown
+    from helix_dbos.runtime.recovery import requeue_pending_runs
+
+    executor = launch(url, agents=loaded, executor_id="helix-dbos-recover")
+    failed = 0
+    try:
+        requeued, queued = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
+        _print_requeued(executor.store, executor_ids, requeued, queued)
+        for workflow_id in [*requeued, *queued]:
+            run = executor.store.get_run(workflow_id)
+            session = executor.store.load_session(run.session_id) if run is not None else None
+            if run is None or session is None or executor.registry.get(session.agent_type) is None:
+                console.print(f"  skipped {workflow_id}: its agent is not among --agents", soft_wrap=True)
+                continue
+            result = AgentExecutionHandle(executor, run, session.agent_type).result()
+            report_recovered(run, result)
+            failed += result.status == "failed"
+    finally:
+        shutdown(executor)
+    if failed:
+        raise typer.Exit(1)
