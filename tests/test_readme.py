@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README, flags=re.S | re.M)
 CRASH_BLOCKS = [b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "kill -9" in b]
+INSPECT_BLOCKS = [b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "sessions list --json |" in b]
 
 
 def _env() -> dict[str, str]:
@@ -96,6 +97,17 @@ def test_readme_crash_demo_recovers_the_killed_session(tmp_path: Path) -> None:
     assert killed is not None, proc.stdout
     assert f"recovered session {killed.group(1)}: completed" in proc.stdout, proc.stdout
     assert "status: completed" in proc.stdout
+
+
+def test_readme_inspection_block_runs(tmp_path: Path) -> None:
+    """The CLI block that looks at what the demo did (list, show, tail, fork), run as written."""
+    assert len(INSPECT_BLOCKS) == 1
+    script = "set -e\n" + INSPECT_BLOCKS[0].replace("helix-dbos ", f"{sys.executable} -m helix_dbos.cli ")
+    script = script.replace("python -c", f"{sys.executable} -c")
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "get_weather" in proc.stdout  # show's timeline and tail's tool calls name the demo's tool
+    assert "-b" in proc.stdout  # the fork's session id
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
