@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README, flags=re.S | re.M)
 CRASH_BLOCKS = [b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "kill -9" in b]
-INSPECT_BLOCKS = [b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "sessions list --json |" in b]
+INSPECT_BLOCKS = [
+    b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "sessions list --json |" in b
+]
 
 
 def _env() -> dict[str, str]:
