@@ -73,6 +73,7 @@ from helix_dbos.session import (
 )
 from helix_dbos.store.base import (
     ForkResult,
+    PaginatedCheckpoints,
     PendingToolCall,
     RunRecord,
     SessionRecord,
@@ -696,6 +697,10 @@ class DBOSAgentExecutor:
     def get_session(self, session_id: str) -> SessionRecord | None:
         """The session's store record (status, turn, abort and interrupt details), without messages."""
         return self.store.load_session(session_id)
+
+    def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
+        """The session's checkpoints, oldest first: the points :meth:`fork` can branch from."""
+        return self.store.list_checkpoints(session_id, offset=offset, limit=limit)
 
     def list_pending_tool_calls(self, session_id: str) -> list[PendingToolCall]:
         """The session's tool calls still waiting for a client result or an approval, oldest first."""

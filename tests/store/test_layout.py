@@ -1,6 +1,7 @@
 """The store's seams, pinned: an interface module imports no implementation, and nothing reaches
 across modules for private names. (A review found ``store/base.py`` importing the SQL classes, so
-that no other store could exist; these tests keep it from coming back.)
+that no other store could exist; these tests keep it from coming back.) Module length is
+``tests/unit/test_architecture.py``'s rule, with its reasoned exceptions.
 """
 
 from __future__ import annotations
@@ -61,8 +62,3 @@ def test_no_private_names_across_modules(path: Path) -> None:
 def test_the_store_depends_on_no_upper_layer(path: Path) -> None:
     upper = ("helix_dbos.runtime", "helix_dbos.service", "helix_dbos.stream", "helix_dbos.cli", "helix_dbos.llm")
     assert [m for m, _ in imports_of(path) if m.startswith(upper)] == []
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
-def test_modules_stay_readable(path: Path) -> None:
-    assert len(path.read_text(encoding="utf-8").splitlines()) <= 600
