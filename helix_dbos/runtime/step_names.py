@@ -90,6 +90,11 @@ def companion_terminate(agent: str) -> str:
     return f"{agent}.companion.terminate"
 
 
+def skills_catalog(agent: str) -> str:
+    """Resolve the run's skills catalog (the system-prompt fragment) from the agent's provider."""
+    return f"{agent}.skills.catalog"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
@@ -106,5 +111,6 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "skills_catalog",
     "tool",
 ]
