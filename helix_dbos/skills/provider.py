@@ -95,14 +95,17 @@ SkillsConfig = SkillProvider | Sequence[SkillDefinition]
 
 
 def to_skill_provider(skills: SkillsConfig | None) -> SkillProvider | None:
-    """The provider for an agent's ``skills`` setting (``None`` stays ``None``: skills off)."""
+    """The provider for an agent's ``skills`` setting; ``None`` (skills off) for ``None`` or ``[]``.
+
+    An empty list is the seeds' "empty skill set": a total no-op, no catalog and no skill tools.
+    """
     if skills is None:
         return None
     if isinstance(skills, SkillProvider):
         return skills
     if isinstance(skills, (str, bytes)) or not isinstance(skills, Sequence):
         raise DefinitionError(f"skills must be a SkillProvider or a list of define_skill(...) results, got {skills!r}")
-    return in_code_skill_provider(list(skills))
+    return in_code_skill_provider(list(skills)) if len(skills) else None
 
 
 __all__ = ["InCodeSkillProvider", "SkillProvider", "SkillsConfig", "in_code_skill_provider", "to_skill_provider"]

@@ -138,6 +138,7 @@ def test_define_agent_accepts_a_list_or_a_provider_and_checks_preload_names(tmp_
 
 def test_skill_tools_are_injected_only_with_skills() -> None:
     assert LOAD_SKILL_TOOL_NAME not in tools_of(agent())
+    assert agent(skills=[]).skills is None  # an empty skill set is a total no-op
     names = [t.name for t in build_effective_tools(agent(skills=IN_CODE_SKILLS))]
     assert names == [LOAD_SKILL_TOOL_NAME, READ_SKILL_FILE_TOOL_NAME]
     schema = tools_of(agent(skills=IN_CODE_SKILLS))[READ_SKILL_FILE_TOOL_NAME].json_schema()
