@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
+from helix_dbos.memory.config import MemoryConfig
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
 
@@ -92,6 +93,9 @@ class AgentConfig(BaseModel):
     hooks: AgentHooks = Field(default_factory=AgentHooks)
     persistent_agents: tuple[PersistentAgentConfig, ...] = ()
     """Companions this agent can spawn and consult through the auto-injected ``companion__*`` tools."""
+    memory: MemoryConfig | None = None
+    """Memories injected (once each per session) before a turn's first model call; see :mod:`helix_dbos.memory`.
+    Not inherited: a sub-agent or companion has only the memory its own definition names."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -124,6 +128,7 @@ def define_agent(
     stop_when: Callable[[StepResult], bool] | None = None,
     hooks: AgentHooks | dict[str, HookFn] | None = None,
     persistent_agents: Sequence[PersistentAgentConfig] = (),
+    memory: MemoryConfig | None = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
@@ -172,6 +177,8 @@ def define_agent(
     except ValueError as exc:
         raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
     companions = _check_persistent_agents(name, persistent_agents)
+    if memory is not None and not isinstance(memory, MemoryConfig):
+        raise DefinitionError(f"agent {name!r}: memory must be a MemoryConfig, got {memory!r}")
     return AgentConfig(
         name=name,
         description=description,
@@ -184,6 +191,7 @@ def define_agent(
         stop_when=stop_when,
         hooks=hook_set,
         persistent_agents=companions,
+        memory=memory,
     )
 
 

@@ -51,6 +51,7 @@ from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.companions import deliver_notices
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
+from helix_dbos.runtime.memory import inject_memories
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import FinalizeStepOutput, LLMStepOutput
@@ -122,6 +123,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
         return early
     for message in request.resume_messages:
         run.append(message)
+    inject_memories(run)
     # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
     # an interrupt that arrives before the first model call is honoured too.
     pending: StepCommit | None = run.pending_commit()
