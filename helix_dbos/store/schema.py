@@ -297,6 +297,12 @@ memories = sa.Table(
     ),
 )
 
+MEMORIES_FTS_INDEX = "ix_helix_memories_fts"
+"""The GIN index on ``to_tsvector('english', content)`` that revision 0006 creates on PostgreSQL only.
+
+An expression index on one backend, so it is not declared on the table above (autogenerate cannot
+compare it); ``tests/store/test_migrations.py`` checks it exists on PostgreSQL instead."""
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,

@@ -64,7 +64,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop ``helix_memories`` (the vector extension stays: other tables may use it)."""
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP INDEX IF EXISTS ix_helix_memories_fts")
+        op.execute("DROP INDEX IF EXISTS ix_helix_memories_fts")  # schema.MEMORIES_FTS_INDEX
     op.drop_index("ix_helix_memories_pending", table_name="helix_memories")
     op.drop_index("ix_helix_memories_namespace_created_at", table_name="helix_memories")
     op.drop_table("helix_memories")
