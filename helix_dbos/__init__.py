@@ -96,6 +96,7 @@ from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 from helix_dbos.sub_agent import SubAgentTool, create_sub_agent_tool, is_sub_agent_tool
 from helix_dbos.tool import FINISH_TOOL_NAME, AbortSignal, Tool, ToolContext, define_tool
+from helix_dbos.usage import Budget, UsageSummary
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -112,6 +113,7 @@ __all__ = [
     "AgentResult",
     "AgentState",
     "AssistantMessage",
+    "Budget",
     "CanResumeResult",
     "CompletedOutcome",
     "DBOSAgentExecutor",
@@ -176,6 +178,7 @@ __all__ = [
     "ToolHookPayload",
     "ToolResultMessage",
     "ToolStartChunk",
+    "UsageSummary",
     "UserInputMessage",
     "UserMessage",
     "__version__",

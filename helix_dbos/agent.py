@@ -19,6 +19,7 @@ from helix_dbos.llm.config import LLMConfig
 from helix_dbos.memory.config import MemoryConfig
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
+from helix_dbos.usage import Budget
 
 HookFn = Callable[..., Awaitable[None] | None]
 
@@ -96,6 +97,8 @@ class AgentConfig(BaseModel):
     memory: MemoryConfig | None = None
     """Memories injected (once each per session) before a turn's first model call; see :mod:`helix_dbos.memory`.
     Not inherited: a sub-agent or companion has only the memory its own definition names."""
+    budget: Budget | None = None
+    """Limits on tokens or cost; crossing one suspends the run for an approval (see :class:`Budget`)."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -129,10 +132,12 @@ def define_agent(
     hooks: AgentHooks | dict[str, HookFn] | None = None,
     persistent_agents: Sequence[PersistentAgentConfig] = (),
     memory: MemoryConfig | None = None,
+    budget: Budget | None = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
+    ``budget`` limits what each run (or the session) may spend before a human must approve more.
     """
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
         raise DefinitionError(
@@ -179,6 +184,8 @@ def define_agent(
     companions = _check_persistent_agents(name, persistent_agents)
     if memory is not None and not isinstance(memory, MemoryConfig):
         raise DefinitionError(f"agent {name!r}: memory must be a MemoryConfig, got {memory!r}")
+    if budget is not None and not isinstance(budget, Budget):
+        raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
     return AgentConfig(
         name=name,
         description=description,
@@ -192,6 +199,7 @@ def define_agent(
         hooks=hook_set,
         persistent_agents=companions,
         memory=memory,
+        budget=budget,
     )
 
 

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.cli_input import check_database_url, explain, load_agents
+from helix_dbos.cli_input import check_database_url, configure_cli_logging, explain, load_agents
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.executor import DBOSAgentExecutor
@@ -46,7 +46,6 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option("--database-url", envvar="HELIX_DATABASE_URL", help="SQLAlchemy URL (PostgreSQL or SQLite)."),
 ]
-
 
 QueueSpec = Annotated[
     str | None,
@@ -317,6 +316,7 @@ def worker(
         from helix_dbos.service.server import load_object
 
         adapter = load_object(llm_adapter)
+    configure_cli_logging()
     executor = launch(
         url,
         agents=loaded,
@@ -401,6 +401,7 @@ def serve(
     url = _url(database_url)
     loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
+    configure_cli_logging()
     typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
     run_server(
         agents=loaded,

@@ -33,6 +33,7 @@ _EXTRA_OF_MODULE = {
     "starlette": "server",
     "sse_starlette": "server",
     "uvicorn": "server",
+    "opentelemetry": "otel",
 }
 
 
@@ -161,4 +162,14 @@ def _import(module_name: str) -> Any:
         ) from None
 
 
-__all__ = ["DEMO_AGENTS", "CliError", "check_database_url", "explain", "load_agents"]
+def configure_cli_logging() -> None:
+    """Lifecycle logs on stderr for ``serve`` and ``worker`` (``HELIX_LOG_LEVEL``, ``HELIX_LOG_FORMAT``)."""
+    from helix_dbos.observability.log_setup import configure_logging
+
+    try:
+        configure_logging()
+    except ValueError as exc:
+        raise CliError(f"{exc}: fix HELIX_LOG_LEVEL / HELIX_LOG_FORMAT", exit_code=2) from None
+
+
+__all__ = ["DEMO_AGENTS", "CliError", "check_database_url", "configure_cli_logging", "explain", "load_agents"]

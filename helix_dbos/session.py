@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from helix_dbos.messages import Message, UserInputMessage
+from helix_dbos.usage import UsageSummary
 
 SessionStatus = Literal["active", "completed", "failed", "interrupted", "paused"]
 """Status as stored on the session."""
@@ -122,6 +123,9 @@ class AgentResult(_Data):
     error: str | None = None
     suspended: dict[str, Any] | None = None
     """Routing info while suspended, e.g. ``{"tool_call_ids": [...]}``."""
+    usage: UsageSummary | None = None
+    """What the run used and cost: tokens by kind, USD, LLM and tool calls, durations (a helix-dbos
+    addition; ``None`` when the result did not come from a store that records usage)."""
 
 
 class AgentInput(_Data):
@@ -177,7 +181,13 @@ SubmitToolResultAdapter: TypeAdapter[SubmitToolResult] = TypeAdapter(SubmitToolR
 
 
 class RetryOptions(_Data):
-    """Options of ``retry`` (seed 002 ``RetryOptions``)."""
+    """Options of ``retry`` (seed 002 ``RetryOptions``).
+
+    The seeds' ``usage_store`` has no counterpart here because on DBOS it is always on: every run,
+    a retried one included, records its usage in the session store under its own run id, with the
+    step commits. ``handle.usage()`` on the handle ``retry`` returns is the retried run's;
+    ``handle.session_usage()`` keeps the abandoned run's billed usage in the session's total.
+    """
 
     checkpoint_id: str | None = None
     """The checkpoint to restore; the latest by default. An unknown id is an error, never a fallback."""

@@ -45,6 +45,11 @@ class TokenUsage(BaseModel):
     """Input tokens served from the provider's prompt cache (included in ``input_tokens``)."""
     reasoning_tokens: int = 0
     """Output tokens spent on reasoning (included in ``output_tokens``)."""
+    cost_usd: float | None = None
+    """What the call cost in US dollars, from LiteLLM's local cost map at the time of the call;
+    ``None`` when the model is not in the map (or the adapter does not price calls)."""
+    model: str | None = None
+    """The model that answered, as the adapter called it (``None``: the agent's configured model)."""
 
     @property
     def total_tokens(self) -> int:
@@ -57,6 +62,8 @@ class TokenUsage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd,
+            model=self.model if self.model == other.model else None,
         )
 
 
@@ -106,6 +113,10 @@ class _StepResultBase(BaseModel):
 
     usage: TokenUsage | None = None
     """Token usage of the step, when the provider reported it (a helix-dbos addition)."""
+    failed_attempts_usage: list[TokenUsage] = Field(default_factory=list)
+    """Usage of earlier attempts of this same call that the provider billed but the adapter could
+    not use and retried (e.g. tool-call JSON that does not parse). Recorded apart from ``usage``,
+    as failed attempts: the tokens were spent, but they bought no step (a helix-dbos addition)."""
 
 
 class TextStepResult(_StepResultBase):

@@ -189,6 +189,54 @@ def print_statements(name: str, tally: Tally, top: int) -> None:
         print(f"    {calls / runs:6.2f}  {' '.join(query.split())[:150]}")
 
 
+def observed(run: Any) -> Any:
+    """``run`` with helix-dbos's tracing and lifecycle logs on while any call of it is in flight.
+
+    Spans go through the SDK's batch processor to an exporter that drops them (the cost of making
+    and queueing spans, not of a network); lifecycle records are formatted and written to /dev/null.
+    Switched on and off around each block of calls, so the other systems' runs stay unobserved.
+    """
+    import logging
+    import os
+    import threading
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from helix_dbos.observability import instrument
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    lifecycle = logging.getLogger("helix_dbos.lifecycle")
+    handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the benchmark
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    lifecycle.addHandler(handler)
+    lifecycle.propagate = False
+    lock, in_flight = threading.Lock(), [0]
+
+    def wrapped() -> Any:
+        with lock:
+            in_flight[0] += 1
+            if in_flight[0] == 1:
+                instrument(provider)
+                lifecycle.setLevel(logging.INFO)
+        try:
+            return run()
+        finally:
+            with lock:
+                in_flight[0] -= 1
+                if in_flight[0] == 0:
+                    instrument(None)
+                    lifecycle.setLevel(logging.WARNING)
+
+    lifecycle.setLevel(logging.WARNING)
+    return wrapped
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=40)
@@ -201,6 +249,11 @@ def main() -> None:
     )
     parser.add_argument("--stream-delay", type=float, default=None, help="the durable stream's batch_max_delay")
     parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--observe",
+        action="store_true",
+        help="also run helix-dbos traced (SDK provider, batch processor, discarding exporter), lifecycle logs on",
+    )
     args = parser.parse_args()
 
     with bench_database(args.database_url, "bench") as url:
@@ -218,6 +271,8 @@ def main() -> None:
             f"background {background:.1f} commits/s while idle (subtracted)"
         )
         systems = {"bare DBOS": run_bare, "helix-dbos": lambda: run_helix(executor)}
+        if args.observe:
+            systems["helix-dbos observed"] = observed(lambda: run_helix(executor))
         for concurrency in (1, args.concurrency):
             tallies = {name: Tally() for name in systems}
             per_round = max(1, args.runs // args.rounds)
@@ -235,6 +290,12 @@ def main() -> None:
                 f"mean {statistics.fmean(h.samples) / statistics.fmean(b.samples):5.2f}x  "
                 f"xacts {h.commits / max(b.commits, 1):5.2f}x  CPU {h.cpu / max(b.cpu, 1e-9):5.2f}x"
             )
+            if args.observe:
+                o = tallies["helix-dbos observed"]
+                print(
+                    f"  observed/unobserved: p50 {statistics.median(o.samples) / statistics.median(h.samples):5.2f}x  "
+                    f"CPU/run {o.cpu / len(o.samples) * 1000:5.1f} vs {h.cpu / len(h.samples) * 1000:5.1f} ms"
+                )
             if args.statements:
                 for name, tally in tallies.items():
                     print_statements(name, tally, args.statements)

@@ -1,6 +1,6 @@
 """Memories in PostgreSQL: full-text search with ``tsvector``, vector search with pgvector when installed.
 
-The table (``helix_memories``) comes with the store's migrations (revision 0006). Full-text search is
+The table (``helix_memories``) comes with the store's migrations (revision 0007). Full-text search is
 ``to_tsvector('english', content) @@ to_tsquery('english', :query)`` (the query's words OR-ed), ranked by
 ``ts_rank``, backed by a GIN index on the same expression. Embeddings are stored as JSON arrays; when
 the ``vector`` extension is installed (Debian: ``postgresql-15-pgvector``), the store reads them as

@@ -56,7 +56,7 @@ from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
 from helix_dbos.runtime.steps import OUTCOME_EVENT, RunIdentity
 from helix_dbos.session import SubSessionRef
-from helix_dbos.store.base import SessionStore, StartRun, UsageRecord
+from helix_dbos.store.base import SessionStore, StartRun, UsageRow
 from helix_dbos.store.engine import now_ms
 
 ChildMode = Literal["ephemeral", "persistent"]
@@ -323,7 +323,7 @@ def running_children(store: SessionStore, session_id: str) -> list[SubSessionRef
     return [ref for ref in store.get_sub_session_refs(session_id) if ref.status == "running"]
 
 
-def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
+def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | None = None) -> list[UsageRow]:
     """The session's usage records followed by its children's, depth first (all of a tree's spend).
 
     With ``run_id``: that run's records and those of the children it started (children opened

@@ -78,12 +78,13 @@ from helix_dbos.store.base import (
     SessionStore,
     StartRun,
     SubmitOutcome,
-    UsageRecord,
+    UsageRow,
 )
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.memory import InMemoryStreamManager
+from helix_dbos.usage import UsageSummary, summarize_usage
 from helix_dbos.validation import check_text
 
 _MAX_LOCAL_HANDLES = 4096
@@ -700,12 +701,36 @@ class DBOSAgentExecutor:
         except AwaitedWorkflowCancelledError:
             session = self.store.load_session(run.session_id)
             error = session.error if session is not None and session.error else "cancelled"
-            return AgentResult(status="failed", error=error)
-        return to_result(self.registry.get(agent_name), outcome)
+            result = AgentResult(status="failed", error=error)
+        else:
+            result = to_result(self.registry.get(agent_name), outcome)
+        result.usage = self.get_usage_summary(run.session_id, run_id=run.run_id)
+        return result
+
+    def get_usage_summary(
+        self, session_id: str, run_id: str | None = None, *, include_children: bool = True
+    ) -> UsageSummary:
+        """What a session (with its sub-agents' sessions) or one of its runs used and cost.
+
+        From the usage recorded with each step commit; ``include_children=False`` leaves the
+        sub-agents' sessions out. A run's usage counts that run only (its sub-agents have sessions
+        of their own). Unknown session or run: an empty summary.
+        """
+        if run_id is not None:
+            include_children = False
+        return summarize_usage(self.store.get_usage(session_id, run_id=run_id, include_children=include_children))
+
+    async def get_usage_summary_async(
+        self, session_id: str, run_id: str | None = None, *, include_children: bool = True
+    ) -> UsageSummary:
+        """Async twin of :meth:`get_usage_summary`."""
+        return await asyncio.to_thread(
+            functools.partial(self.get_usage_summary, session_id, run_id, include_children=include_children)
+        )
 
     def get_usage(
         self, session_id: str, *, run_id: str | None = None, include_children: bool = False
-    ) -> list[UsageRecord]:
+    ) -> list[UsageRow]:
         """The session's usage records (or one run's), with its children's when ``include_children``.
 
         Children are sub-agents and companions, recursively; with ``run_id``, those that run

@@ -29,6 +29,7 @@ from helix_dbos.session import (
 )
 from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord
 from helix_dbos.stream.chunks import StreamChunk
+from helix_dbos.usage import UsageSummary
 
 
 class RunControl(Protocol):
@@ -45,6 +46,10 @@ class RunControl(Protocol):
     async def read_stream(self, session_id: str, from_sequence: int = 0) -> AsyncIterator[StreamChunk] | None: ...
 
     def abort(self, session_id: str, reason: str | None = None) -> None: ...
+
+    def get_usage_summary(
+        self, session_id: str, run_id: str | None = None, *, include_children: bool = True
+    ) -> UsageSummary: ...
 
     def can_resume(self, session_id: str) -> CanResumeResult: ...
 
@@ -130,6 +135,14 @@ class AgentExecutionHandle:
             reason = session.interrupt_context.reason if session and session.interrupt_context else None
             return InterruptedOutcome(final_state=state, reason=reason)
         return FailedOutcome(final_state=state, error=result.error or "failed")
+
+    def usage(self) -> UsageSummary:
+        """What this run has used and cost so far (committed steps; final once the run ended)."""
+        return self._executor.get_usage_summary(self.session_id, self.run_id)
+
+    def session_usage(self, *, include_children: bool = True) -> UsageSummary:
+        """What the whole session has used and cost, every run (and its sub-agents') included."""
+        return self._executor.get_usage_summary(self.session_id, include_children=include_children)
 
     def abort(self, reason: str | None = None) -> None:
         """Abort this run's session (see :meth:`DBOSAgentExecutor.abort`)."""

@@ -42,6 +42,7 @@ from pydantic import ValidationError
 from helix_dbos.agent import AgentHooks
 from helix_dbos.errors import HelixError
 from helix_dbos.logger import Logger
+from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.tool_batch import HitlRequest
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.aio import background_loop
@@ -164,6 +165,7 @@ def check_step(who: RunIdentity, call_ids: list[str], hot_deadline_ms: int | Non
 
 def _check(who: RunIdentity, call_ids: list[str], now: int, hot_deadline_ms: int | None) -> CheckStepOutput:
     """The check (inside a step): one read of rows and session; a write only to expire or park."""
+    observe.current().executing()  # a check that runs here (not replayed) may be a recovery's first step
     pending = services.current().store.pending
     rows, session = pending.get_with_session(who.session_id, call_ids)
     due = [r.tool_call_id for r in rows if r.status == "pending" and r.deadline_ms is not None and r.deadline_ms <= now]
@@ -291,7 +293,7 @@ def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> Non
     """
     expected = "client-tool-result" if row.kind == "client" else "approval-response"
     if parsed.kind != expected:
-        what = "a client-executed tool" if row.kind == "client" else "an approval request"
+        what = {"client": "a client-executed tool", "budget": "a budget approval"}.get(row.kind, "an approval request")
         raise HelixError(
             f"Tool call {parsed.tool_call_id!r} is {what}; submit a {expected!r}, not a {parsed.kind!r}",
             code="state_conflict",

@@ -39,6 +39,7 @@ from sqlalchemy.pool import NullPool
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
+from helix_dbos.observability.otlp import configure_otlp_from_env
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
@@ -196,7 +197,8 @@ def launch(
     Runs of this executor that were in flight when the process last died are recovered by DBOS
     shortly after launch (:func:`recovering_runs` lists them); runs orphaned between their store
     write and their workflow start are started here. Without ``llm_adapter``, models are called
-    through :func:`default_llm_adapter`.
+    through :func:`default_llm_adapter`. With ``HELIX_OTLP_ENDPOINT`` set (and no tracer provider
+    installed by the application), runs' spans are exported there (:mod:`helix_dbos.observability.otlp`).
 
     With a ``queue`` (:class:`~helix_dbos.runtime.queues.RunQueue`), runs are enqueued on it rather
     than started here, and this process also runs queued runs unless ``execute=False`` (an API-only
@@ -204,6 +206,7 @@ def launch(
     """
     if not execute and queue is None:
         raise ValueError("launch(execute=False) needs a queue: without one, runs start in the process that asks")
+    configure_otlp_from_env()  # HELIX_OTLP_ENDPOINT: spans to an OTLP backend, unless the app set a provider
     url = database_url or default_database_url()
     if url.startswith("sqlite:"):
         _prepare_sqlite(url)

@@ -20,6 +20,8 @@ from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import extract_error_message, public_error_message
+from helix_dbos.observability.run_observer import RunInfo, observe_run
+from helix_dbos.observability.run_observer import current as observe_current
 from helix_dbos.orchestration.message_builder import (
     SKIPPED_BY_FINISH_MESSAGE,
     create_assistant_message,
@@ -48,6 +50,7 @@ from helix_dbos.orchestration.stop_checker import (
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 from helix_dbos.runtime.abort import durable_stop_reason
+from helix_dbos.runtime.budget import BudgetAnswer, BudgetTracker
 from helix_dbos.runtime.companions import deliver_notices
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
@@ -94,7 +97,37 @@ class _Toolbox:
 
 
 def run_agent_loop(request: RunRequest) -> RunSummary:
-    """Run (or, under replay, re-run deterministically) one agent run to its end.
+    """Run (or, under replay, re-run deterministically) one agent run to its end, observed.
+
+    The run's spans and lifecycle logs (:mod:`helix_dbos.observability`) only observe: nothing
+    here decides anything from them.
+    """
+    with observe_run(_run_info(request)) as observer:
+        try:
+            summary = _run_observed(request)
+        except BaseException:
+            observer.close("abandoned")  # cancelled, or this process is exiting: recovery continues the trace
+            raise
+        observer.close(summary.status, error=summary.error, pending_ids=summary.pending_tool_call_ids)
+        return summary
+
+
+def _run_info(request: RunRequest) -> RunInfo:
+    agent = services.current().registry.get(request.agent_name)
+    return RunInfo(
+        session_id=request.session_id,
+        run_id=request.run_id,
+        agent=request.agent_name,
+        model=agent.llm_config.model if agent is not None else "",
+        turn=request.turn,
+        mode=request.mode,
+        previous_run_id=request.previous_run_id,
+        workflow_id=request.workflow_id,
+    )
+
+
+def _run_observed(request: RunRequest) -> RunSummary:
+    """The run, with its failure recorded when something unexpected escapes the loop.
 
     An unexpected exception (a bug, an unregistered agent) must not leave the session ``active``
     forever: it is recorded as a failed run, in a step, and reported as the run's error.
@@ -118,11 +151,17 @@ def _run_loop(request: RunRequest) -> RunSummary:
     run = _open_run(rt, request)
     toolbox = _Toolbox.of(run.agent)
     _fire_agent_start(run)
+    budget = BudgetTracker.start(run)
     early = _answer_outstanding(run, toolbox)
+    if early is None and budget is not None:
+        early = _after_budget(run, budget.answer_open_call(run))
     if early is not None:
         return early
     for message in request.resume_messages:
         run.append(message)
+    ended = _check_budget(run, budget)
+    if ended is not None:
+        return ended
     inject_memories(run)
     # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
     # an interrupt that arrives before the first model call is honoured too.
@@ -137,6 +176,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
             run.step -= 1
             return _finish(run, "interrupted", error=None, reason=out.get("interrupt_reason"))
         step_result = StepResultAdapter.validate_python(out["step_result"])
+        _record_llm_usage(run, step_result, out.get("duration_ms"))
         ended = _process_step(run, toolbox, step_result)
         if ended is not None:
             return ended
@@ -144,7 +184,41 @@ def _run_loop(request: RunRequest) -> RunSummary:
             step_result, run.step, toolbox.stop_config
         ):
             return _stop(run, step_result, toolbox.finish_name)
+        ended = _check_budget(run, budget)
+        if ended is not None:
+            return ended
         pending = run.pending_commit()
+
+
+def _check_budget(run: RunContext, budget: BudgetTracker | None) -> RunSummary | None:
+    """Between steps: past a limit, ask for more (see :mod:`.budget`); ends the run unless approved."""
+    if budget is None:
+        return None
+    crossing = budget.crossing(run)
+    if crossing is None:
+        return None
+    run.rt.logger.info(
+        f"[helix-dbos] {crossing.message()}; waiting for approval", {"run_id": run.who.run_id, "step": run.step}
+    )
+    return _after_budget(run, budget.ask(run, crossing))
+
+
+def _after_budget(run: RunContext, answer: BudgetAnswer | None) -> RunSummary | None:
+    """End the run as a budget answer says: suspended (parked), failed (denied), stopped; or go on."""
+    if answer is None:
+        return None
+    outcome, error = answer.outcome, answer.error
+    if outcome == "approved":
+        return None
+    if outcome == "suspended":
+        return _finish(run, "suspended_client_tool", pending_ids=[answer.call_id])
+    if outcome == "interrupted":
+        return _finish(run, "interrupted", reason="interrupted while waiting for a budget approval")
+    if outcome == "aborted":
+        return _finish(run, "failed", error=durable_stop_reason(run.rt.store, run.who.session_id) or "aborted")
+    message = error or "Budget exceeded and more spending was not approved"
+    run.emit(ErrorChunk(**run.chunk_base(), error=message, recoverable=False))
+    return _finish(run, "failed", error=message)
 
 
 def _open_run(rt: RuntimeServices, request: RunRequest) -> RunContext:
@@ -213,12 +287,12 @@ def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) 
         applied,
         llm_hooks,
     )
+    observe_current().llm_step_returned(run.step)  # tells a replayed step from one that ran here
     return out
 
 
 def _process_step(run: RunContext, toolbox: _Toolbox, step_result: StepResult) -> RunSummary | None:
     """Apply the model's step: its message, its finish call, its tools. Ends the run when it must."""
-    _record_llm_usage(run, step_result)
     plan = plan_step_processing(step_result, output_schema=run.agent.output_schema, logger=run.rt.logger)
     if plan.assistant_message_plan is not None:
         run.append(create_assistant_message(plan.assistant_message_plan))
@@ -326,19 +400,39 @@ def _answer_finish_call(run: RunContext, plan: StepProcessingPlan) -> list[Parse
     return delegated
 
 
-def _record_llm_usage(run: RunContext, step_result: StepResult) -> None:
+def _record_llm_usage(run: RunContext, step_result: StepResult, duration_ms: float | None) -> None:
+    """The step's LLM call, and apart from it (``success=False``) the attempts billed before it.
+
+    A call that ended in an error is its failed attempts (the last one carries the call's
+    duration), or one empty failed record when no attempt was billed (a 429, a refused connection).
+    Built from the step's recorded output, so a replay records the same rows, which the commit's
+    key turns into no-ops.
+    """
+    failed = list(step_result.failed_attempts_usage)
+    if isinstance(step_result, ErrorStepResult):
+        failed = failed or [step_result.usage or TokenUsage()]
+        for i, usage in enumerate(failed):
+            last = i == len(failed) - 1
+            run.pending_usage.append(_llm_record(run, usage, success=False, duration_ms=duration_ms if last else None))
+        return
+    for usage in failed:
+        run.pending_usage.append(_llm_record(run, usage, success=False, duration_ms=None))
     usage = step_result.usage or TokenUsage()
-    run.pending_usage.append(
-        UsageRecord(
-            kind="llm",
-            name=run.agent.llm_config.model,
-            step=run.step,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cached_input_tokens=usage.cached_input_tokens,
-            reasoning_tokens=usage.reasoning_tokens,
-            success=not isinstance(step_result, ErrorStepResult),
-        )
+    run.pending_usage.append(_llm_record(run, usage, success=True, duration_ms=duration_ms))
+
+
+def _llm_record(run: RunContext, usage: TokenUsage, *, success: bool, duration_ms: float | None) -> UsageRecord:
+    return UsageRecord(
+        kind="llm",
+        name=usage.model or run.agent.llm_config.model,
+        step=run.step,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cached_input_tokens=usage.cached_input_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        value=duration_ms,
+        success=success,
+        cost_usd=usage.cost_usd,
     )
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from dbos import DBOS
 
+from helix_dbos.observability import lifecycle
+from helix_dbos.observability.run_observer import executor_id
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
 from helix_dbos.store.base import RunRecord, SessionStore
 
@@ -43,6 +45,15 @@ def requeue_pending_runs(lister: Any, executor_ids: list[str], app_version: str)
         # a run started locally goes to DBOS's internal queue, which every process dequeues.
         queue_name = status.queue_name if status.queue_name and not status.queue_name.startswith("_dbos") else None
         lister.resume_workflow(status.workflow_id, queue_name=queue_name)
+    if pending:
+        lifecycle.log_event(
+            "runs_requeued",
+            None,
+            None,
+            dead_executor_ids=executor_ids,
+            by_executor_id=executor_id(),
+            workflow_ids=[w.workflow_id for w in pending],
+        )
     return [w.workflow_id for w in pending], queued
 
 

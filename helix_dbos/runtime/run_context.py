@@ -22,6 +22,7 @@ from helix_dbos.runtime.steps import RunIdentity, hooks_step
 from helix_dbos.session import RunStatus, SessionStatus
 from helix_dbos.store.base import StepCommit, UsageRecord
 from helix_dbos.stream.chunks import CheckpointCreatedChunk, StreamChunk
+from helix_dbos.usage import Budget
 
 FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
 
@@ -60,6 +61,9 @@ class RunRequest(BaseModel):
     child_mode: Literal["ephemeral", "persistent"] | None = None
     """Set on a child run: ``ephemeral`` children refuse human-in-the-loop calls (nobody can answer
     them: the parent waits on the child, and the child's session is not the one clients watch)."""
+    budget: Budget | None = None
+    """The agent's budget when the run started. It decides the budget steps the run takes, so a
+    definition edited while the run is in flight cannot change them on replay."""
 
 
 class RunSummary(BaseModel):
@@ -101,6 +105,8 @@ class RunContext:
         self.committed_count = request.start_message_count
         self.pending_messages: list[Message] = []
         self.pending_usage: list[UsageRecord] = []
+        self.usage_log: list[UsageRecord] = []
+        """This run's usage records already handed to a commit (with ``pending_usage``: all of them)."""
         self.step = 0
         self.last_text: str | None = None
         self.deferred_hooks: list[tuple[str, object]] = []
@@ -164,6 +170,7 @@ class RunContext:
         )
         self.committed_count += len(self.pending_messages)
         self.pending_messages = []
+        self.usage_log.extend(self.pending_usage)
         self.pending_usage = []
         return commit
 

@@ -175,6 +175,7 @@ def run_request(
         resume_messages=resume_messages or [],
         stream_start_sequence=run.stream_start_sequence,
         hook_names=defined_hooks([agent.hooks] if hooks is None else [agent.hooks, hooks]),
+        budget=agent.budget,
     )
 
 

@@ -95,9 +95,21 @@ def companion_terminate(agent: str) -> str:
     return f"{agent}.companion.terminate"
 
 
+def budget_start(agent: str) -> str:
+    """A budgeted run's start: the session's spend and raised limits, and a budget call still open."""
+    return f"{agent}.budget.start"
+
+
+def budget_register(agent: str) -> str:
+    """Record a crossed budget as a pending ``budget`` call and fix the hot-window deadline."""
+    return f"{agent}.budget.register"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
+    "budget_register",
+    "budget_start",
     "child_start",
     "child_wait",
     "companion_open",

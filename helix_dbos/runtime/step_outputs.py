@@ -112,7 +112,7 @@ class PendingRow(TypedDict):
     run_id: str
     workflow_id: str
     tool_name: str
-    kind: Literal["client", "approval"]
+    kind: Literal["client", "approval", "budget"]
     arguments: dict[str, Any]
     arguments_digest: str
     status: Literal["pending", "answered", "expired", "applied", "cancelled"]
@@ -144,6 +144,18 @@ class RegisterStepOutput(TypedDict):
     check: NotRequired[CheckStepOutput]
     """The first check, read in this step (it never parks). Absent from registrations recorded
     before: such a run takes its first check in its own ``hitl.check`` step."""
+
+
+class BudgetStartStepOutput(TypedDict):
+    """``{agent}.budget.start``: what a budgeted run starts from."""
+
+    spent_tokens: int
+    """Billed tokens of the session before this run (``scope="session"``; 0 for ``"run"``)."""
+    spent_cost_usd: float
+    raise_to: dict[str, float]
+    """Limits raised by the session's earlier approvals (``scope="session"``)."""
+    open_call: PendingRow | None
+    """A ``budget`` call the previous run suspended on, still to be answered or applied."""
 
 
 class ParkStepOutput(TypedDict):
@@ -228,6 +240,7 @@ class CompanionStatusOutput(TypedDict):
 
 
 __all__ = [
+    "BudgetStartStepOutput",
     "CheckStepOutput",
     "ChildStartOutput",
     "ChildWaitOutput",

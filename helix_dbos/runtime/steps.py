@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,9 +31,10 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
-from helix_dbos.errors import ProcessExiting, extract_error_message
+from helix_dbos.errors import HelixError, ProcessExiting, extract_error_message
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.messages import Message
+from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.aio import background_loop
@@ -45,6 +47,7 @@ from helix_dbos.runtime.hooks import (
     ToolHookPayload,
     fire,
 )
+from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import (
     CommitOutput,
     FailRunStepOutput,
@@ -97,12 +100,15 @@ def llm_step(
     around the model call, inside this step, so a recovered run does not fire them again.
     """
     rt = services.current()
+    observer = observe.current()
     commit: CommitOutput | None = None
     if pending is not None:
-        result = rt.store.commit_step(pending.model_copy(update={"now_ms": now_ms()}))
+        applied = applied_pending or []
+        result = commit_with_chunks(
+            rt, who, pending.model_copy(update={"now_ms": now_ms(), "applied_tool_call_ids": applied})
+        )
+        observer.committed(pending.step_count, result.applied)
         commit = _commit_output(result)
-        if applied_pending:
-            rt.store.pending.mark_applied(who.session_id, applied_pending)
         if not result.applied:
             # Our commit was already there: an earlier attempt of this very step got past it and
             # died, possibly mid-stream. Tell readers to drop what it streamed.
@@ -148,11 +154,13 @@ def llm_step(
     if hooks:
         fire(hooks, "before_llm_call", call, rt.logger)
     started = time.perf_counter()
-    try:
-        step_result = background_loop.run(rt.llm.generate_step(request))
-    except Exception as exc:
-        raise_if_exiting(exc)
-        raise
+    with observer.llm_call(step, agent.llm_config.model) as traced:
+        try:
+            step_result = background_loop.run(rt.llm.generate_step(request))
+        except Exception as exc:
+            raise_if_exiting(exc)
+            raise
+        traced.done(step_result)
     if is_error_step(step_result) and process_exiting():
         raise ProcessExiting(f"process exiting; not recording the model call's error: {step_result.error}")
     if hooks:
@@ -164,6 +172,36 @@ def llm_step(
         "step_result": _dump_step_result(step_result),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def commit_with_chunks(rt: RuntimeServices, who: RunIdentity, commit: StepCommit) -> CommitResult:
+    """``store.commit_step``, storing the run's queued stream chunks in the same transaction.
+
+    The chunks the workflow wrote since the previous commit (checkpoint, tool start and end, ...)
+    would otherwise cost a stream transaction of their own every batching window. When the store
+    and the durable stream share an engine they ride along; otherwise (in-memory stream, separate
+    databases) the flusher stores them as before. A failed commit hands the chunks back to the
+    flusher. An error that is not the commit's own (a chunk the database refuses) must not cost
+    the step its commit: the step is committed again without the chunks, and the flusher isolates
+    the bad one as it always does.
+    """
+    joint: Callable[[StepCommit, Callable[[Any], None]], CommitResult] | None = getattr(
+        rt.store, "commit_step_with", None
+    )
+    held = None if joint is None else rt.streams.hold(who.stream_id, getattr(rt.store, "engine", None))
+    if joint is None or held is None:
+        return rt.store.commit_step(commit)
+    stored = False
+    try:
+        result: CommitResult = joint(commit, held.write)
+        stored = True
+    except HelixError:
+        raise
+    except Exception:
+        return rt.store.commit_step(commit)
+    finally:
+        held.release(stored=stored)
+    return result
 
 
 def _commit_output(result: CommitResult) -> CommitOutput:
@@ -288,14 +326,16 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
         rt.logger,
     )
     started = time.perf_counter()
-    try:
-        result = _run_execute(tool, tool_input, ctx)
-        output["success"] = True
-        output["result"] = to_jsonable_python(result)
-    except Exception as exc:
-        raise_if_exiting(exc)
-        output["error"] = f"Tool '{tool.name}' failed: {extract_error_message(exc)}"
-        result = None
+    with observe.current().tool_call(call.id, tool.name) as traced:
+        try:
+            result = _run_execute(tool, tool_input, ctx)
+            output["success"] = True
+            output["result"] = to_jsonable_python(result)
+        except Exception as exc:
+            raise_if_exiting(exc)
+            output["error"] = f"Tool '{tool.name}' failed: {extract_error_message(exc)}"
+            result = None
+        traced.done(output["success"], output["error"])
     output["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
     writes = tracker.get_step_writes()
     output["writes"] = StepWritesAdapter.dump_python(writes, mode="json")
@@ -355,9 +395,8 @@ def finalize_step(
     """Commit the last iteration with the final status, then fire the completion hook exactly once."""
     rt = services.current()
     stamp = now_ms()
-    result = rt.store.commit_step(commit.model_copy(update={"now_ms": stamp}))
-    if applied_pending:
-        rt.store.pending.mark_applied(who.session_id, applied_pending)
+    applied = applied_pending or []
+    result = commit_with_chunks(rt, who, commit.model_copy(update={"now_ms": stamp, "applied_tool_call_ids": applied}))
     if not result.applied and commit.session_status is not None and commit.run_status is not None:
         # This step was already committed by the LLM step (an interrupt stops before the model call),
         # so the final status needs its own write. finish_run is idempotent, like the commit.
@@ -370,6 +409,13 @@ def finalize_step(
             error=commit.error,
             now_ms=stamp,
         )
+    observe.current().finalized(
+        payload.status,
+        step_count=commit.step_count,
+        applied=result.applied,
+        error=payload.error,
+        pending_ids=(payload.extra or {}).get("pending_tool_call_ids", []),
+    )
     publish_outcome(payload.status, payload.output, payload.error, who, payload.extra)
     hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
     if hook is not None:
@@ -395,6 +441,7 @@ def fail_run_step(session_id: str, run_id: str, error: str) -> FailRunStepOutput
         operation="recording a failed run",
     )
     DBOS.set_event(OUTCOME_EVENT, {"status": "failed", "output": None, "error": error})
+    observe.current().failed(error)
     return {"error": error}
 
 

@@ -29,6 +29,18 @@ class _Enqueue(Protocol):
     def __call__(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None) -> None: ...
 
 
+class HeldWrites(Protocol):
+    """Queued chunks of one stream handed to a transaction of the store's (see :meth:`RunStreams.hold`)."""
+
+    def write(self, conn: Any) -> None: ...
+
+    def release(self, *, stored: bool) -> None: ...
+
+
+class _Hold(Protocol):
+    def __call__(self, stream_id: str, engine: object) -> HeldWrites | None: ...
+
+
 class RunStreams:
     """Thread-safe facade over a :class:`StreamManager` bound to the background loop."""
 
@@ -36,6 +48,7 @@ class RunStreams:
         self.manager = manager
         self._logger = logger
         self._enqueue: _Enqueue | None = getattr(manager, "enqueue_keyed", None)
+        self._hold: _Hold | None = getattr(manager, "hold_for_transaction", None)
         self._hops = 0  # writes sent through the background loop and not done yet
         self._hops_lock = threading.Lock()
 
@@ -82,6 +95,20 @@ class RunStreams:
             self._hops += 1
         future = asyncio.run_coroutine_threadsafe(self.write_async(stream_id, chunk, dedupe_key), background_loop.loop)
         future.add_done_callback(self._hop_done)
+
+    def hold(self, stream_id: str, engine: object) -> HeldWrites | None:
+        """The stream's queued chunks, to store in a transaction on ``engine`` (a step commit's).
+
+        ``None`` when the manager cannot (the in-memory one, another database) or when writes sent
+        through the background loop are outstanding: they were written before the queued chunks
+        may have been, and would then land after them.
+        """
+        if self._hold is None:
+            return None
+        with self._hops_lock:
+            if self._hops:
+                return None
+        return self._hold(stream_id, engine)
 
     def _hop_done(self, future: Any) -> None:
         with self._hops_lock:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from dbos import DBOS, StepOptions
 
 from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
+from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, create_tool_result_message
 from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
 from helix_dbos.runtime import step_names
@@ -154,7 +155,11 @@ def _pending_kinds(run: RunContext, calls: list[ParsedToolCall]) -> dict[str, Hi
     check: CheckStepOutput = DBOS.run_step(
         {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls]
     )
-    return {call_id: row["kind"] for call_id, row in check["rows"].items()}
+    kinds: dict[str, HitlKind] = {}
+    for call_id, row in check["rows"].items():
+        if row["kind"] != "budget":  # a budget call is never one of the transcript's tool calls
+            kinds[call_id] = row["kind"]
+    return kinds
 
 
 def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBatch) -> None:
@@ -200,17 +205,21 @@ def _resolve_hitl(
     Returns how the batch stops when the answers did not all come (parked, aborted, interrupted).
     """
     previous = run.request.previous_run_id if resuming else run.who.run_id
-    wait, rows = await_answers(
-        run.who,
-        [h.call.id for h in hitl],
-        registration,
-        hooks=run.hooks,
-        resumed_hook=run.wants("on_agent_resumed"),
-        previous_run_id=previous,
-    )
+    call_ids = [h.call.id for h in hitl]
+    with observe.current().hitl_wait(call_ids, continuation=resuming) as waiting:
+        wait, rows = await_answers(
+            run.who,
+            call_ids,
+            registration,
+            hooks=run.hooks,
+            resumed_hook=run.wants("on_agent_resumed"),
+            previous_run_id=previous,
+        )
+        waiting.done(wait)
     if wait != "resolved":
         return "suspended" if wait == "parked" else wait
     run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))
+    record_waits(run, [(h.tool.name, rows[h.call.id]) for h in hitl])
     approved = _answers_to_results(hitl, rows, results)
     _run_phase(run, approved, results)
     run.applied_pending.extend(h.call.id for h in hitl)
@@ -298,6 +307,22 @@ def _client_result(call: ParsedToolCall, submission: dict[str, Any]) -> ToolStep
     return {**error_result(call, None), "success": True, "result": submission.get("result")}
 
 
+def record_waits(run: RunContext, answered: list[tuple[str, PendingRow]]) -> None:
+    """One ``client_tool_wait_ms`` record per answered (or timed-out) human call.
+
+    The value is the time from its durable registration to its durable answer (the seeds'
+    ``CLIENT_TOOL_WAIT_MS``), parks included. From the recorded rows, so a replay records the same values.
+    """
+    for name, row in answered:
+        if row["answered_at"] is None:
+            continue
+        waited = float(max(0, int(row["answered_at"]) - int(row["created_at"])))
+        success = row["status"] != "expired"
+        run.pending_usage.append(
+            UsageRecord(kind="client_tool_wait_ms", name=name, step=run.step, value=waited, success=success)
+        )
+
+
 # --- chunks and results -----------------------------------------------------------------------------
 
 
@@ -380,4 +405,4 @@ def _after_tool_payload(
     )
 
 
-__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls", "sub_agent_tool_calls"]
+__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls", "record_waits", "sub_agent_tool_calls"]

@@ -187,6 +187,7 @@ class ServiceOperations:
                 for call in pending
             ],
             can_resume=CanResumeView(can_resume=verdict.can_resume, reason=verdict.reason),
+            usage=self.executor.get_usage_summary(session_id),
             created_at=session.created_at,
             updated_at=session.updated_at,
         )

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from helix_dbos.messages import UserInputMessage
 from helix_dbos.session import AgentInput, RunStatus, SessionStatus
 from helix_dbos.stream.base import StreamStatus
+from helix_dbos.usage import UsageSummary
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 """Session ids appear in URLs and DBOS workflow ids: letters, digits and ``._:-``, at most 200."""
@@ -130,12 +131,16 @@ class RunView(_Response):
 
 
 class PendingToolCallView(_Response):
-    """A tool call waiting for the client: run it (``client``) or decide on it (``approval``)."""
+    """A call waiting for the client: run it, decide on it, or allow the run to spend more.
+
+    ``client``: run the tool; ``approval``: decide on the call; ``budget``: the run reached its
+    budget (``arguments`` say which limit, what was used and the raise an approval grants).
+    """
 
     tool_call_id: str
     tool_name: str
-    kind: Literal["client", "approval"]
-    """``client``: answer with ``client-tool-result``; ``approval``: with ``approval-response``."""
+    kind: Literal["client", "approval", "budget"]
+    """``client``: answer with ``client-tool-result``; ``approval`` and ``budget``: with ``approval-response``."""
     arguments: dict[str, Any]
     arguments_digest: str
     """Echo it in an ``approval-response`` to bind the decision to exactly these arguments."""
@@ -179,6 +184,8 @@ class SessionSnapshot(_Response):
     can_resume: CanResumeView
     stream: StreamView | None = None
     """``None`` when this server has no stream for the session."""
+    usage: UsageSummary
+    """What the session has used and cost: every run, and its sub-agents' sessions."""
     created_at: int
     updated_at: int
 

@@ -34,6 +34,7 @@ from helix_dbos.store.base import (
     StepCommit,
     SubmitOutcome,
     UsageRecord,
+    UsageRow,
     WorkerRecord,
     WorkerRegistry,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "StepCommit",
     "SubmitOutcome",
     "UsageRecord",
+    "UsageRow",
     "WorkerRecord",
     "WorkerRegistry",
     "begin_read",

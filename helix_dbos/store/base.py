@@ -118,7 +118,11 @@ class PaginatedCheckpoints(_Data):
 
 
 class UsageRecord(_Data):
-    """Token or tool usage of one step (rolled up per session for reporting)."""
+    """What one LLM call, tool call or client wait of a step used (rolled up by ``helix_dbos.usage``).
+
+    Written with the step's commit and keyed by its position in that commit, so a re-executed
+    commit (recovery, a lost acknowledgement) can never count it twice.
+    """
 
     kind: Literal["llm", "tool", "client_tool_wait_ms"]
     name: str
@@ -129,8 +133,22 @@ class UsageRecord(_Data):
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
     value: float | None = None
-    """Duration in ms for ``tool`` / ``client_tool_wait_ms`` records."""
+    """Duration in ms: of the model call (``llm``), of the tool's execution (``tool``), or from the
+    call's durable registration to its durable answer (``client_tool_wait_ms``)."""
     success: bool = True
+    """``False``: an LLM attempt that failed (billed but bought no step), a failed tool call, or a
+    client call that timed out."""
+    cost_usd: float | None = None
+    """``llm``: the call's cost in USD from LiteLLM's cost map; ``None`` when unknown."""
+
+
+class UsageRow(UsageRecord):
+    """A stored :class:`UsageRecord` with the session and run it belongs to (what reads return)."""
+
+    session_id: str
+    run_id: str
+    created_at: int
+    """When the step that recorded it was committed (ms)."""
 
 
 class CasResult(_Data):
@@ -206,6 +224,9 @@ class StepCommit(_Data):
     checkpoint_status: AgentStatus = "running"
     """The status recorded on the checkpoint (and reported by ``CheckpointMeta.status``)."""
     now_ms: int
+    applied_tool_call_ids: list[str] = Field(default_factory=list)
+    """Pending calls (``PendingCallStore``) whose answers this commit turns into tool results:
+    marked ``applied`` in the same transaction, as :meth:`PendingCallStore.mark_applied` would."""
 
 
 class CommitResult(_Data):
@@ -221,7 +242,7 @@ class CommitResult(_Data):
 
 # human-in-the-loop and workers ---------------------------------------------------------------------
 
-PendingKind = Literal["client", "approval"]
+PendingKind = Literal["client", "approval", "budget"]
 PendingStatus = Literal["pending", "answered", "expired", "applied", "cancelled"]
 Delivery = Literal["hot", "parked"]
 
@@ -513,8 +534,13 @@ class SessionStore(Protocol):
         """Return the session's child references."""
         ...
 
-    def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
-        """Usage records of the session (or of one run)."""
+    def get_usage(
+        self, session_id: str, *, run_id: str | None = None, include_children: bool = False
+    ) -> list[UsageRow]:
+        """Usage records of the session (or of one run), in commit order.
+
+        With ``include_children`` also those of its child sessions (``parent_session_id``), at any depth.
+        """
         ...
 
     @property

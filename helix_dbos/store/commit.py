@@ -11,6 +11,8 @@ session, a sequence gap), which raises and rolls back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
@@ -19,34 +21,43 @@ from helix_dbos.errors import ExecutorSupersededError, HelixError, SessionNotFou
 from helix_dbos.store.base import CommitResult, StepCommit
 from helix_dbos.store.dialect import SqlDialect
 from helix_dbos.store.engine import begin_write
+from helix_dbos.store.hitl import mark_applied_in
 from helix_dbos.store.rows import interrupt_reason
 from helix_dbos.store.schema import checkpoints, sessions
 
 __all__ = ["commit_step"]
 
 
-def commit_step(engine: Engine, dialect: SqlDialect, commit: StepCommit) -> CommitResult:
+def commit_step(
+    engine: Engine, dialect: SqlDialect, commit: StepCommit, *, also: Callable[[Connection], object] | None = None
+) -> CommitResult:
     """Commit one loop iteration atomically and idempotently (see the module docstring).
 
     Raises :class:`ExecutorSupersededError` when the session has moved on to another run,
     :class:`SessionNotFoundError`, or a ``HelixError`` on a sequence gap (a runtime bug); all of
-    them roll the commit back.
+    them roll the commit back. ``also(conn)`` runs in the same transaction once the step's writes
+    are in (or found already there): a caller's rows that must commit with the step.
     """
     checkpoint_id = generate_checkpoint_id(commit.session_id, commit.step_count, timestamp_ms=commit.now_ms)
     with begin_write(engine) as conn:
         applied = dialect.apply_step(conn, commit, checkpoint_id)
         if applied is not None:
             requested = applied.interrupt_requested
-            return CommitResult(
+            result = CommitResult.model_construct(
                 checkpoint_id=applied.checkpoint_id,
                 applied=True,
                 interrupt_requested=requested,
                 interrupt_reason=interrupt_reason(applied.interrupt_context) if requested else None,
             )
-        already = _already_committed(conn, commit)
-        if already is None:
-            raise _commit_conflict(conn, commit)
-        return already
+        else:
+            already = _already_committed(conn, commit)
+            if already is None:
+                raise _commit_conflict(conn, commit)
+            result = already
+        mark_applied_in(conn, commit.session_id, commit.applied_tool_call_ids)
+        if also is not None:
+            also(conn)
+        return result
 
 
 def _already_committed(conn: Connection, commit: StepCommit) -> CommitResult | None:

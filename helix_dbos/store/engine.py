@@ -139,7 +139,18 @@ def begin_write(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def begin_read(engine: Engine) -> Iterator[Connection]:
-    """Yield a connection inside a read transaction (a plain ``BEGIN`` on SQLite)."""
+    """Yield a connection for reads: inside a transaction on SQLite (a plain ``BEGIN``, one snapshot).
+
+    On PostgreSQL the connection is in autocommit mode: the store's transactions are READ
+    COMMITTED, where each statement takes its own snapshot whether a transaction surrounds it or
+    not, so ``BEGIN`` and ``COMMIT`` would only cost two round trips per read (the reads that need
+    two statements to agree bound the second by the first, as ``load_state`` does).
+    """
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")  # reset when the connection goes back
+            yield conn
+        return
     with engine.connect() as conn, conn.begin():
         yield conn
 

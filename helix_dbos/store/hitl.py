@@ -36,6 +36,22 @@ from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.rows import run_record, session_record
 from helix_dbos.store.schema import pending_tool_calls, runs, sessions
 
+_MARK_APPLIED = (
+    sa.update(pending_tool_calls)
+    .where(
+        pending_tool_calls.c.session_id == sa.bindparam("sid"),
+        pending_tool_calls.c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
+        pending_tool_calls.c.status.in_(["answered", "expired"]),
+    )
+    .values(status="applied")
+)
+
+
+def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
+    """``answered``/``expired`` -> ``applied`` inside the caller's transaction (a step commit's)."""
+    if tool_call_ids:
+        conn.execute(_MARK_APPLIED, {"sid": session_id, "ids": tool_call_ids})
+
 
 def _row(row: Any) -> PendingToolCall:
     return PendingToolCall.model_validate(dict(row._mapping))
@@ -245,15 +261,7 @@ class SqlPendingCallStore:
         if not tool_call_ids:
             return
         with self._begin() as conn:
-            conn.execute(
-                sa.update(pending_tool_calls)
-                .where(
-                    pending_tool_calls.c.session_id == session_id,
-                    pending_tool_calls.c.tool_call_id.in_(tool_call_ids),
-                    pending_tool_calls.c.status.in_(["answered", "expired"]),
-                )
-                .values(status="applied")
-            )
+            mark_applied_in(conn, session_id, tool_call_ids)
 
     @retrying
     def cancel_open(self, session_id: str) -> list[str]:

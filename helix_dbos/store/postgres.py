@@ -68,12 +68,12 @@ WITH s AS (
     WHERE run_id = :rid AND EXISTS (SELECT 1 FROM s)
 ), u AS (
     INSERT INTO helix_usage (session_id, run_id, step, kind, name, ordinal, input_tokens, output_tokens,
-                             cached_input_tokens, reasoning_tokens, value, success, created_at)
+                             cached_input_tokens, reasoning_tokens, value, success, created_at, cost_usd)
     SELECT :sid, :rid, x.step, x.kind, x.name, x.ordinal, x.input_tokens, x.output_tokens,
-           x.cached_input_tokens, x.reasoning_tokens, x.value, x.success, :now
+           x.cached_input_tokens, x.reasoning_tokens, x.value, x.success, :now, x.cost_usd
     FROM json_to_recordset(CAST(:usage AS json)) AS x(
         step int, kind text, name text, ordinal int, input_tokens bigint, output_tokens bigint,
-        cached_input_tokens bigint, reasoning_tokens bigint, value float8, success boolean)
+        cached_input_tokens bigint, reasoning_tokens bigint, value float8, success boolean, cost_usd float8)
     WHERE EXISTS (SELECT 1 FROM s)
     ON CONFLICT DO NOTHING
 )

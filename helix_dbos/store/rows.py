@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from helix_dbos.messages import Message, MessageAdapter
 from helix_dbos.session import InterruptContext, SubSessionRef
-from helix_dbos.store.base import RunRecord, SessionRecord, UsageRecord
+from helix_dbos.store.base import RunRecord, SessionRecord, UsageRow
 
 __all__ = [
     "TERMINAL_RUN_STATUSES",
@@ -58,12 +58,11 @@ def sub_session_ref(row: sa.Row[Any]) -> SubSessionRef:
     return SubSessionRef.model_validate(data)
 
 
-def usage_record(row: sa.Row[Any]) -> UsageRecord:
-    """A ``helix_usage`` row (without its keys)."""
+def usage_record(row: sa.Row[Any]) -> UsageRow:
+    """A ``helix_usage`` row (without its position in the commit)."""
     data = dict(row._mapping)
-    for key in ("session_id", "run_id", "ordinal", "created_at"):
-        del data[key]
-    return UsageRecord.model_validate(data)
+    del data["ordinal"]
+    return UsageRow.model_validate(data)
 
 
 def interrupt_reason(context: Any) -> str | None:

@@ -23,9 +23,9 @@ Design notes:
 - Produced text (model output, tool results, errors) may hold NUL or lone surrogates, which
   PostgreSQL refuses: JSON documents and the ``EscapedText`` columns store them through the
   reversible escape of :mod:`helix_dbos.store.codec` (the engine's JSON serialiser applies it).
-- Memories (``helix_memories``; revision 0006) belong to
+- Memories (``helix_memories``; revision 0007) belong to
   :class:`helix_dbos.memory.postgres.PostgresMemoryStore`. Full-text search uses a GIN index on
-  ``to_tsvector('english', content)`` that revision 0006 creates on PostgreSQL only (an expression
+  ``to_tsvector('english', content)`` that revision 0007 creates on PostgreSQL only (an expression
   index, so it is not declared here); ``embedding`` is a JSON array that pgvector reads as a
   ``vector`` when the extension is installed.
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
@@ -41,7 +41,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -194,6 +194,7 @@ usage = sa.Table(
     sa.Column("value", sa.Float(), nullable=True),
     sa.Column("success", sa.Boolean(), nullable=False),
     sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("cost_usd", sa.Float(), nullable=True),
 )
 
 pending_tool_calls = sa.Table(
@@ -298,7 +299,7 @@ memories = sa.Table(
 )
 
 MEMORIES_FTS_INDEX = "ix_helix_memories_fts"
-"""The GIN index on ``to_tsvector('english', content)`` that revision 0006 creates on PostgreSQL only.
+"""The GIN index on ``to_tsvector('english', content)`` that revision 0007 creates on PostgreSQL only.
 
 An expression index on one backend, so it is not declared on the table above (autogenerate cannot
 compare it); ``tests/store/test_migrations.py`` checks it exists on PostgreSQL instead."""

@@ -19,10 +19,11 @@ their own modules, and what PostgreSQL and SQLite spell differently in ``postgre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from helix_dbos.checkpoint import Checkpoint
 from helix_dbos.errors import SessionAlreadyExistsError, SessionNotFoundError
@@ -48,7 +49,7 @@ from helix_dbos.store.base import (
     StartRun,
     StartRunResult,
     StepCommit,
-    UsageRecord,
+    UsageRow,
 )
 from helix_dbos.store.commit import commit_step
 from helix_dbos.store.engine import begin_read, begin_write, create_engine_for, dialect_for
@@ -366,6 +367,16 @@ class SqlSessionStore:
         return commit_step(self._engine, self._dialect, commit)
 
     @retrying
+    def commit_step_with(self, commit: StepCommit, also: Callable[[Connection], object]) -> CommitResult:
+        """:meth:`commit_step`, with ``also(conn)`` run in the same transaction, after the commit's writes.
+
+        For writers on this store's :attr:`engine` that want their rows committed (or rolled back)
+        with the step, at no transaction of their own: the runtime stores a run's queued stream
+        chunks this way. ``also`` runs again if the transaction is retried.
+        """
+        return commit_step(self._engine, self._dialect, commit, also=also)
+
+    @retrying
     def finish_run(
         self,
         session_id: str,
@@ -465,13 +476,30 @@ class SqlSessionStore:
             return read_refs(conn, session_id)
 
     @retrying
-    def get_usage(self, session_id: str, *, run_id: str | None = None) -> list[UsageRecord]:
-        """Return the usage records of the session (or of one run), in commit order."""
-        stmt = sa.select(usage).where(usage.c.session_id == session_id)
-        if run_id is not None:
-            stmt = stmt.where(usage.c.run_id == run_id)
-        stmt = stmt.order_by(usage.c.created_at, usage.c.run_id, usage.c.step, usage.c.ordinal)
+    def get_usage(
+        self, session_id: str, *, run_id: str | None = None, include_children: bool = False
+    ) -> list[UsageRow]:
+        """Return the usage records of the session (or of one run), in commit order.
+
+        ``include_children`` adds the records of every session below it (sub-agents, found through
+        ``parent_session_id``, level by level), so a rollup covers the work the session delegated.
+        """
         with begin_read(self._engine) as conn:
+            session_ids = [session_id]
+            if include_children:
+                level = [session_id]
+                while level:
+                    level = list(
+                        conn.execute(
+                            sa.select(sessions.c.session_id).where(sessions.c.parent_session_id.in_(level))
+                        ).scalars()
+                    )
+                    level = [s for s in level if s not in session_ids]  # a cycle would be a bug; never loop
+                    session_ids.extend(level)
+            stmt = sa.select(usage).where(usage.c.session_id.in_(session_ids))
+            if run_id is not None:
+                stmt = stmt.where(usage.c.run_id == run_id)
+            stmt = stmt.order_by(usage.c.created_at, usage.c.run_id, usage.c.step, usage.c.ordinal)
             return [usage_record(row) for row in conn.execute(stmt)]
 
 

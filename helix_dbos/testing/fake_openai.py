@@ -105,6 +105,7 @@ class ScriptedOpenAIServer:
         self._requests: list[dict[str, Any]] = []
         self._request_headers: list[dict[str, str]] = []
         self._tool_call_counter = 0
+        self._usage_sent: list[dict[str, Any]] = []
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -182,6 +183,20 @@ class ScriptedOpenAIServer:
         """How many chat-completions requests arrived (including ones answered with errors)."""
         with self._lock:
             return len(self._requests)
+
+    @property
+    def usage_sent(self) -> list[dict[str, Any]]:
+        """The ``usage`` objects of the responses actually written to a client, in order.
+
+        What a provider would have billed: a response dropped before its usage, or abandoned when
+        the server stopped, is not in it. Sum it to check a run's token accounting.
+        """
+        with self._lock:
+            return [dict(u) for u in self._usage_sent]
+
+    def _record_usage(self, usage: dict[str, Any]) -> None:
+        with self._lock:
+            self._usage_sent.append(dict(usage))
 
     @property
     def remaining(self) -> int:
@@ -303,7 +318,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._send_stream(response, include_usage)
         else:
-            self._send_json(200, self._completion(response), response.headers)
+            completion = self._completion(response)
+            self._send_json(200, completion, response.headers)
+            self.owner._record_usage(completion["usage"])
 
     # -- responses -------------------------------------------------------------------------------
 
@@ -362,6 +379,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:
                 return
+            if chunk is not None and chunk.get("usage") is not None:
+                self.owner._record_usage(chunk["usage"])
 
     def _drop_connection(self) -> None:
         self.wfile.flush()

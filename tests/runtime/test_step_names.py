@@ -23,6 +23,8 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.companion_wait("writer") == "writer.companion.wait"
     assert step_names.companion_terminate("writer") == "writer.companion.terminate"
     assert step_names.memory("writer") == "writer.memory"
+    assert step_names.budget_start("writer") == "writer.budget.start"
+    assert step_names.budget_register("writer") == "writer.budget.register"
 
 
 def test_names_embed_agent_and_tool_names_verbatim() -> None:
@@ -36,6 +38,8 @@ def test_the_module_lists_every_name_it_defines() -> None:
     assert sorted(step_names.__all__) == [
         "FAIL_RUN",
         "approval_gate",
+        "budget_register",
+        "budget_start",
         "child_start",
         "child_wait",
         "companion_open",

@@ -35,6 +35,7 @@ LAYERS_BELOW = {
     "stream": {"runtime", "service", "llm", "cli", "demo"},
     "runtime": {"service", "cli"},
     "memory": {"runtime", "service", "llm", "cli", "demo"},
+    "observability": {"runtime", "service", "store", "stream", "llm", "cli", "demo"},
 }
 """For each package, the top-level packages/modules it must never import (imports go downwards)."""
 

@@ -24,11 +24,18 @@ from helix_dbos.errors import HelixError
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.files import FileKind
+from helix_dbos.llm.litellm.cost import call_cost_usd
 from helix_dbos.llm.litellm.errors import classify_provider_error, retry_delay_seconds
 from helix_dbos.llm.litellm.request import DEFAULT_STRICT_TOOL_PROVIDERS, LiteLLMRequest, build_request
-from helix_dbos.llm.litellm.response import RawResponse, parsed_calls, raw_response_from_completion, step_result
+from helix_dbos.llm.litellm.response import (
+    RawResponse,
+    parsed_calls,
+    raw_response_from_completion,
+    step_result,
+    token_usage,
+)
 from helix_dbos.llm.litellm.streaming import CallbackFailed, StreamAccumulator, notify, stream_was_cut
-from helix_dbos.step_result import ErrorStepResult, StepResult
+from helix_dbos.step_result import ErrorStepResult, StepResult, TokenUsage
 
 __all__ = ["LITELLM_INSTALL_HINT", "LiteLLMAdapter", "import_litellm"]
 
@@ -119,17 +126,22 @@ class LiteLLMAdapter:
         callbacks = input.callbacks or LLMStreamCallbacks()
         max_retries = input.config.max_retries
         attempt = 0
+        billed: list[TokenUsage] = []
+        """Usage of attempts that got a response (so were billed) and then failed; kept apart."""
         while True:
             if _aborted(input):
-                return _cancelled(input)
+                return _cancelled(input, billed)
+            spent: list[TokenUsage] = []
             try:
-                return await self._attempt(litellm, request, input, callbacks)
+                result = await self._attempt(litellm, request, input, callbacks, spent)
+                return result.model_copy(update={"failed_attempts_usage": billed}) if billed else result
             except CallbackFailed as failed:
                 raise failed.error from None
             except _Aborted:
-                return _cancelled(input)
+                return _cancelled(input, billed + spent)
             except Exception as exc:
                 error = classify_provider_error(exc, provider=request.provider)
+            billed.extend(spent)
             if not error.retryable or attempt >= max_retries:
                 self._logger.warning(
                     "LLM call to %s failed after %d attempt(s): [%s] %s",
@@ -138,7 +150,7 @@ class LiteLLMAdapter:
                     error.code,
                     error.message,
                 )
-                return ErrorStepResult(error=error, should_stop=True, stop_reason="error")
+                return ErrorStepResult(error=error, should_stop=True, stop_reason="error", failed_attempts_usage=billed)
             delay = retry_delay_seconds(attempt, error)
             self._logger.info(
                 "LLM call to %s failed (attempt %d of %d): [%s] %s; retrying in %.2fs",
@@ -159,15 +171,24 @@ class LiteLLMAdapter:
         request: LiteLLMRequest,
         input: LLMGenerateInput,
         callbacks: LLMStreamCallbacks,
+        spent: list[TokenUsage],
     ) -> StepResult:
+        """One call; its usage goes into ``spent`` as soon as the response is in.
+
+        So an attempt that fails after that (its output unusable) is still known to have been billed.
+        """
         if self.stream:
             raw, reported = await self._stream(litellm, request, input, callbacks)
         else:
             raw, reported = await self._complete(litellm, request, callbacks), 0
+        model = str(request.kwargs.get("model") or input.config.model)
+        usage = token_usage(raw.usage, model=model, cost_usd=call_cost_usd(litellm, model, raw.usage))
+        if usage is not None:
+            spent.append(usage)
         calls = parsed_calls(raw, request.strict_schemas)
         for call in calls[reported:]:
             await notify(callbacks.tool_call(call))
-        return step_result(raw, calls)
+        return step_result(raw, calls, usage)
 
     async def _complete(self, litellm: Any, request: LiteLLMRequest, callbacks: LLMStreamCallbacks) -> RawResponse:
         raw = raw_response_from_completion(await litellm.acompletion(**request.kwargs))
@@ -221,7 +242,7 @@ def _aborted(input: LLMGenerateInput) -> bool:
     return input.abort_signal is not None and input.abort_signal.aborted
 
 
-def _cancelled(input: LLMGenerateInput) -> ErrorStepResult:
+def _cancelled(input: LLMGenerateInput, billed: list[TokenUsage]) -> ErrorStepResult:
     reason = input.abort_signal.reason if input.abort_signal is not None else None
     error = HelixError(f"LLM call aborted: {reason or 'no reason given'}", code="framework_cancelled", retryable=False)
-    return ErrorStepResult(error=error, should_stop=True, stop_reason="error")
+    return ErrorStepResult(error=error, should_stop=True, stop_reason="error", failed_attempts_usage=billed)

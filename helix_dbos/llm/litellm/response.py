@@ -39,6 +39,7 @@ __all__ = [
     "parsed_calls",
     "raw_response_from_completion",
     "step_result",
+    "token_usage",
 ]
 
 
@@ -110,7 +111,8 @@ def _parse_arguments(call: RawCall, *, truncated_ok: bool) -> Any:
         ) from exc
 
 
-def _token_usage(usage: Any) -> TokenUsage | None:
+def token_usage(usage: Any, *, model: str | None = None, cost_usd: float | None = None) -> TokenUsage | None:
+    """LiteLLM's ``usage`` object as :class:`TokenUsage` (``None`` when the provider sent none)."""
     if usage is None:
         return None
 
@@ -123,6 +125,8 @@ def _token_usage(usage: Any) -> TokenUsage | None:
         output_tokens=count(usage, "completion_tokens"),
         cached_input_tokens=count(getattr(usage, "prompt_tokens_details", None), "cached_tokens"),
         reasoning_tokens=count(getattr(usage, "completion_tokens_details", None), "reasoning_tokens"),
+        cost_usd=cost_usd,
+        model=model,
     )
 
 
@@ -151,10 +155,13 @@ def parsed_calls(raw: RawResponse, strict_schemas: Mapping[str, dict[str, Any]])
     return calls
 
 
-def step_result(raw: RawResponse, calls: list[ParsedToolCall]) -> StepResult:
-    """The step's answer: text alone, or tool and sub-agent calls (split by the sub-agent prefix)."""
+def step_result(raw: RawResponse, calls: list[ParsedToolCall], usage: TokenUsage | None = None) -> StepResult:
+    """The step's answer: text alone, or tool and sub-agent calls (split by the sub-agent prefix).
+
+    ``usage`` is the response's priced usage; without it, the raw usage unpriced.
+    """
     stop_reason: StopReason = map_litellm_finish_reason(raw.finish_reason)
-    usage, thinking = _token_usage(raw.usage), _thinking(raw)
+    usage, thinking = usage or token_usage(raw.usage), _thinking(raw)
     if not calls:
         return TextStepResult(
             content=raw.text,

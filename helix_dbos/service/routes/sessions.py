@@ -47,7 +47,8 @@ def sessions_router(ctx: RouteContext) -> APIRouter:
         response_model=SessionSnapshot,
         tags=["sessions"],
         description="Seeds' `GET /status`: session status, current run, pending tool calls, whether it can "
-        "be resumed, and the stream's status (`active|paused|ended|failed`).",
+        "be resumed, the stream's status (`active|paused|ended|failed`), and `usage`: the tokens, cost, calls and "
+        "durations of every run of the session and of its sub-agents' sessions.",
         responses=read_errors,
     )
     async def get_session(session_id: SessionIdPath) -> SessionSnapshot:

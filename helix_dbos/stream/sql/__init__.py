@@ -14,6 +14,11 @@ Writes
     one, and a chunk waits at most ``batch_max_delay``: a busy run costs a transaction per window,
     not per chunk, and a burst of deltas one per ``batch_max_chunks``. That batching is where the
     throughput comes from: a transaction costs the same for one chunk as for sixty-four.
+    Cheaper still is no transaction at all: a run's step commit takes the chunks its workflow
+    queued since the previous commit and stores them in the commit's own transaction
+    (:meth:`SqlStreamManager.hold_for_transaction`, when the store shares the manager's engine, as
+    ``launch`` builds them), and the stream's end takes its last ones. Such a stream's chunks
+    wait up to ``batch_max_delay`` for that next commit before the flusher stores them itself.
     ``flush()``, ``close()``, ``end_stream``, ``fail_stream``, ``cleanup_to_step``,
     ``reset_stream``, ``get_stream_info`` and reader creation wait for the queue first, so they
     observe every chunk written before them.

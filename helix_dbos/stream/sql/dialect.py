@@ -48,6 +48,22 @@ class StreamDialect(ABC):
         Rows whose ``(stream_id, dedupe_key)`` is already stored are skipped, not refused.
         """
 
+    def append_chunks(
+        self, conn: Connection, stream_id: str, items: list[PendingChunk], status: str | None, now: int
+    ) -> tuple[int, list[int] | None] | None:
+        """Reserve ``len(items)`` sequences on the stream row and insert ``items`` there.
+
+        Returns ``None`` when the stream has ended (nothing written), else ``(base, stored)`` with
+        the chunks numbered ``base + 1, ...`` and ``stored`` as :meth:`insert_chunks` returns it.
+        Two statements here; a dialect may do it in one round trip.
+        """
+        params = {"sid": stream_id, "n": len(items), "status": status, "now": now}
+        row = conn.execute(self.append_statement, params).first()
+        if row is None:
+            return None
+        base = int(row[0]) - len(items)
+        return base, self.insert_chunks(conn, stream_id, base, items, now)
+
     @abstractmethod
     def send_notify(self, conn: Connection, stream_id: str, *, control: bool) -> None:
         """Announce a change of ``stream_id`` when ``conn`` commits (a no-op without ``NOTIFY``)."""

@@ -42,13 +42,15 @@ from helix_dbos.store.retry import RetryPolicy, retry_call
 from helix_dbos.stream.base import StreamStatus
 from helix_dbos.stream.chunks import ErrorChunk, StreamChunk, chunk_to_json
 
-__all__ = ["GAP_CODE", "BatchCommitter", "BatchOutcome", "Flusher", "PendingChunk", "storage_body"]
+__all__ = ["GAP_CODE", "BatchCommitter", "BatchOutcome", "Flusher", "Hold", "PendingChunk", "storage_body"]
 
 _log = logging.getLogger(__name__)
 
 GAP_CODE: Final = "stream_gap"
 """``ErrorChunk.code`` of the marker that stands where chunks are missing from a stream."""
 _INT32 = range(-(2**31), 2**31)
+_PATIENT_LIMIT: Final = 10_000
+"""Patient streams remembered before the set is dropped and rebuilt."""
 
 
 @dataclass(slots=True)
@@ -68,6 +70,10 @@ class PendingChunk:
     """Tells the chunk's writer it was not stored (``None``: no writer to tell, ``write_keyed``)."""
     represents: int = 1
     """How many written chunks this one stands for (a loss marker: the chunks it reports lost)."""
+    queued_at: float = 0.0
+    """``time.monotonic()`` when it was queued."""
+    patient: bool = False
+    """Its stream's commits take its chunks (:meth:`Flusher.take`): it waits for one, up to the delay."""
 
 
 def storage_body(chunk: StreamChunk) -> str:
@@ -78,6 +84,39 @@ def storage_body(chunk: StreamChunk) -> str:
 _Barrier = concurrent.futures.Future[None]
 
 
+@dataclass(eq=False)
+class Hold:
+    """Chunks of one stream taken out of the queue by a caller that commits them itself.
+
+    See :meth:`Flusher.take`. Chunks of the stream written while the hold is out wait in ``late``
+    (never in the queue, so the flusher cannot commit them ahead of the held ones); :meth:`Flusher.release`
+    queues them.
+    """
+
+    stream_id: str
+    items: list[PendingChunk]
+    late: list[PendingChunk] = field(default_factory=list)
+    done: _Barrier = field(default_factory=concurrent.futures.Future)
+
+
+def _after(futures: list[_Barrier], then: Callable[[], _Barrier]) -> _Barrier:
+    """A future that completes when every one of ``futures`` has, and then ``then()``'s has."""
+    outer: _Barrier = concurrent.futures.Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def chain(_: object) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        then().add_done_callback(lambda _f: outer.set_result(None))
+
+    for future in futures:
+        future.add_done_callback(chain)
+    return outer
+
+
 class Flusher:
     """One thread committing queued chunks in batches, in queue order.
 
@@ -86,6 +125,14 @@ class Flusher:
     once when none of that stream's chunks is queued or being committed: a run's start asks about
     its own stream, and must not force a commit of every other run's chunks (under load that cut
     every batching window short).
+
+    A caller with a transaction of its own on the same database (a run's step commit) can
+    :meth:`take` a stream's queued chunks and store them in that transaction, then :meth:`release`
+    them: the chunks cost no transaction of their own. A stream taken once is *patient*: its chunks
+    wait the full ``max_delay`` from when they were queued for the next take, and only then does
+    the flusher commit them, so a run whose steps come faster than that writes its chunks with its
+    step commits and the flusher commits nothing. Other chunks keep the rule above (at once after a
+    quiet spell), and no chunk waits longer than ``max_delay``.
     """
 
     def __init__(
@@ -105,6 +152,9 @@ class Flusher:
         self._last_commit = float("-inf")
         self._per_stream: dict[str, int] = {}  # chunks queued or being committed, by stream
         self._idle = False  # the thread waits for a first chunk (not for a batching window to pass)
+        self._in_flight: set[str] = set()  # streams of the batch being committed
+        self._holds: dict[str, Hold] = {}  # streams whose chunks a caller took (see take)
+        self._patient: set[str] = set()  # streams taken at least once (see take)
 
     def submit(self, item: PendingChunk) -> int:
         """Queue a chunk; returns how many chunks are queued now (for back-pressure)."""
@@ -114,27 +164,100 @@ class Flusher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
+            item.queued_at = time.monotonic()
+            item.patient = item.stream_id in self._patient
+            hold = self._holds.get(item.stream_id)
+            if hold is not None:  # after the held chunks, whatever happens to them
+                hold.late.append(item)
+                return self._chunks
             self._queue.append(item)
             self._chunks += 1
             self._per_stream[item.stream_id] = self._per_stream.get(item.stream_id, 0) + 1
             # Wake the thread only when this chunk changes what it does: it was idle, or the batch
             # is now full. Waking it for every chunk inside a batching window cost a thread switch
-            # (and a GIL hand-off) per chunk, for nothing: it would only go back to waiting.
-            if self._idle or self._chunks >= self._max_chunks:
+            # (and a GIL hand-off) per chunk, for nothing: it would only go back to waiting. A
+            # patient chunk does not wake it either: the idle thread looks every ``max_delay``.
+            if (self._idle and not item.patient) or self._chunks >= self._max_chunks:
                 self._cond.notify()
             return self._chunks
 
     def barrier(self, stream_id: str | None = None) -> _Barrier:
-        """Return a future that completes when everything queued so far (of ``stream_id``) is committed."""
-        barrier: _Barrier = concurrent.futures.Future()
+        """Return a future that completes when everything queued so far (of ``stream_id``) is committed.
+
+        Chunks held by a :meth:`take` count: the barrier also waits for their release, and then for
+        the chunks written meanwhile.
+        """
         with self._cond:
-            if (not self._queue and not self._busy) or (stream_id is not None and stream_id not in self._per_stream):
-                barrier.set_result(None)
-                return barrier
-            self._queue.append(barrier)
-            self._barriers += 1
-            self._cond.notify()
+            holds = [h.done for sid, h in self._holds.items() if stream_id is None or sid == stream_id]
+            queued = self._queue_barrier(stream_id)
+        if not holds:
+            return queued
+        return _after([queued, *holds], lambda: self._queue_barrier_locked(stream_id))
+
+    def _queue_barrier_locked(self, stream_id: str | None) -> _Barrier:
+        with self._cond:
+            return self._queue_barrier(stream_id)
+
+    def _queue_barrier(self, stream_id: str | None) -> _Barrier:
+        """The barrier over the queue alone (the lock is held)."""
+        barrier: _Barrier = concurrent.futures.Future()
+        if (not self._queue and not self._busy) or (stream_id is not None and stream_id not in self._per_stream):
+            barrier.set_result(None)
+            return barrier
+        self._queue.append(barrier)
+        self._barriers += 1
+        self._cond.notify()
         return barrier
+
+    def take(self, stream_id: str) -> Hold | None:
+        """Take ``stream_id``'s queued chunks for the caller to store in its own transaction.
+
+        Returns ``None`` (the flusher keeps the chunks) when the stream already has a hold, has
+        chunks in the batch being committed (they must get the lower sequences), or a barrier is
+        queued (it must see the chunks ahead of it committed). Otherwise the returned hold has the
+        chunks, possibly none, in queue order; the caller must :meth:`release` it. The stream is
+        patient from now on (see the class docstring).
+        """
+        with self._cond:
+            if self._stopping or self._barriers or stream_id in self._in_flight or stream_id in self._holds:
+                return None
+            if stream_id not in self._patient:
+                if len(self._patient) >= _PATIENT_LIMIT:
+                    self._patient.clear()  # a hint: losing it costs a transaction, not correctness
+                self._patient.add(stream_id)
+            items: list[PendingChunk] = []
+            if self._per_stream.get(stream_id):
+                kept: deque[PendingChunk | _Barrier] = deque()
+                for item in self._queue:
+                    if isinstance(item, PendingChunk) and item.stream_id == stream_id:
+                        items.append(item)
+                    else:
+                        kept.append(item)
+                self._queue = kept
+                self._chunks -= len(items)
+                del self._per_stream[stream_id]
+            hold = Hold(stream_id, items)
+            self._holds[stream_id] = hold
+            return hold
+
+    def release(self, hold: Hold, *, stored: bool) -> None:
+        """End a :meth:`take`: ``stored`` says the caller committed the held chunks.
+
+        Chunks not stored go back to the queue, ahead of the ones written meanwhile, for the
+        flusher to commit (with its retries and isolation) as if they had never been taken.
+        """
+        back = hold.late if stored else [*hold.items, *hold.late]
+        with self._cond:
+            self._holds.pop(hold.stream_id, None)
+            if back and not self._stopping:
+                self._queue.extend(back)
+                self._chunks += len(back)
+                self._per_stream[hold.stream_id] = self._per_stream.get(hold.stream_id, 0) + len(back)
+                self._cond.notify()
+                back = []
+        if back:  # the flusher is stopping: commit them here rather than drop them
+            self._commit(back)
+        hold.done.set_result(None)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Commit what is queued, then stop the thread."""
@@ -148,18 +271,8 @@ class Flusher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._idle = True
-                    self._cond.wait()
-                self._idle = False
-                if not self._queue:
+                if not self._wait_for_batch():
                     return
-                deadline = self._last_commit + self._max_delay
-                while self._chunks < self._max_chunks and not self._barriers and not self._stopping:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._cond.wait(remaining)
                 batch: list[PendingChunk] = []
                 barriers: list[_Barrier] = []
                 while self._queue and len(batch) < self._max_chunks:
@@ -171,6 +284,7 @@ class Flusher:
                 self._chunks -= len(batch)
                 self._barriers -= len(barriers)
                 self._busy = True
+                self._in_flight = {item.stream_id for item in batch}
             self._last_commit = time.monotonic()
             try:
                 if batch:
@@ -180,6 +294,7 @@ class Flusher:
             finally:
                 with self._cond:
                     self._busy = False
+                    self._in_flight = set()
                     for item in batch:
                         left = self._per_stream[item.stream_id] - 1
                         if left:
@@ -188,6 +303,35 @@ class Flusher:
                             del self._per_stream[item.stream_id]
                 for barrier in barriers:
                     barrier.set_result(None)
+
+    def _wait_for_batch(self) -> bool:
+        """Wait (holding the lock) until a batch is due; ``False`` when stopping with nothing queued.
+
+        A batch is due when it is full, a barrier waits, the window since the last commit has
+        passed, or (patient chunks) ``max_delay`` has passed since the oldest was queued. Takes can
+        empty the queue meanwhile: then it waits for a first chunk again.
+        """
+        while True:
+            while not self._queue and not self._stopping:
+                self._idle = True
+                # Timed once streams are patient: their chunks do not wake this thread (submit).
+                self._cond.wait(self._max_delay if self._patient else None)
+            self._idle = False
+            if not self._queue:
+                return False
+            if self._chunks >= self._max_chunks or self._barriers or self._stopping:
+                return True
+            head = self._queue[0]
+            deadline = self._last_commit + self._max_delay
+            if isinstance(head, PendingChunk) and head.patient:
+                impatient = any(isinstance(i, PendingChunk) and not i.patient for i in self._queue)
+                deadline = head.queued_at + self._max_delay
+                if impatient:
+                    deadline = min(deadline, self._last_commit + self._max_delay)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            self._cond.wait(remaining)
 
 
 # committing a batch -------------------------------------------------------------------------------
@@ -252,6 +396,10 @@ class BatchCommitter:
             else:
                 outcome.stored.add(stream_id)
         return outcome
+
+    def has_loss(self, stream_id: str) -> bool:
+        """Whether chunks of ``stream_id`` were lost and the marker saying so is not stored yet."""
+        return stream_id in self._losses
 
     def pending_loss_marker(self, stream_id: str) -> PendingChunk | None:
         """The marker for chunks of ``stream_id`` lost to an outage and not yet marked, if any."""

@@ -15,16 +15,16 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Final
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import HelixError
 from helix_dbos.store import codec
-from helix_dbos.store.engine import create_engine_for
+from helix_dbos.store.engine import create_engine_for, now_ms
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy
 from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamStatus
 from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, StreamChunk
-from helix_dbos.stream.sql.flusher import BatchCommitter, Flusher, PendingChunk, storage_body
+from helix_dbos.stream.sql.flusher import BatchCommitter, Flusher, Hold, PendingChunk, storage_body
 from helix_dbos.stream.sql.listen import Listener, dispatch
 from helix_dbos.stream.sql.reader import ReaderHost, SqlStreamReader
 from helix_dbos.stream.sql.signals import Signals
@@ -34,7 +34,7 @@ from helix_dbos.stream.sql.writer import SqlStreamWriter
 if TYPE_CHECKING:
     from helix_dbos.stream.base import StreamManager
 
-__all__ = ["SqlStreamManager"]
+__all__ = ["HeldChunks", "SqlStreamManager"]
 
 _log = logging.getLogger(__name__)
 
@@ -193,6 +193,21 @@ class SqlStreamManager:
         if self._queue(stream_id, chunk, dedupe_key=dedupe_key, run_id=run_id, on_failure=None):
             self._flusher.barrier().result()
 
+    def hold_for_transaction(self, stream_id: str, engine: object) -> HeldChunks | None:
+        """Take ``stream_id``'s queued chunks to store in a transaction of the caller's on ``engine``.
+
+        A run's step commit stores the chunks its workflow wrote since the previous commit this way,
+        so they cost no transaction of their own. ``None`` when that cannot be done safely: another
+        engine, chunks of the stream already being committed, a flush waiting, chunks lost to an
+        outage still to be reported. The caller must call :meth:`HeldChunks.write` inside its
+        transaction and :meth:`HeldChunks.release` after it, committed or not; chunks not stored go
+        back to the flusher. Chunks the stream gets meanwhile wait for the release, so order holds.
+        """
+        if engine is not self._engine or self._closed or self._committer.has_loss(stream_id):
+            return None
+        hold = self._flusher.take(stream_id)
+        return None if hold is None else HeldChunks(self, hold)
+
     async def _enqueue(
         self,
         stream_id: str,
@@ -239,14 +254,18 @@ class SqlStreamManager:
         """Store ``batch`` (runs on the flusher thread; ``sql.flusher`` says what happens on errors)."""
         outcome = self._committer.commit(batch)
         for stream_id, items in outcome.ended.items():
-            self._set_local(stream_id, "ended")
-            error = _ended_error(stream_id)
-            _log.warning("stream flusher: dropped %d chunk(s): %s", len(items), error.message)
-            for item in items:
-                if item.on_failure is not None:
-                    item.on_failure(error)
+            self._refused(stream_id, items)
         for stream_id in outcome.stored:
             self._signals.bump(stream_id)
+
+    def _refused(self, stream_id: str, items: list[PendingChunk]) -> None:
+        """Chunks the stream refused because it had ended: tell their writers, cache the end."""
+        self._set_local(stream_id, "ended")
+        error = _ended_error(stream_id)
+        _log.warning("stream flusher: dropped %d chunk(s): %s", len(items), error.message)
+        for item in items:
+            if item.on_failure is not None:
+                item.on_failure(error)
 
     # readers ------------------------------------------------------------------------------------
 
@@ -304,12 +323,23 @@ class SqlStreamManager:
 
     async def _terminate(self, stream_id: str, status: StreamStatus, error: str | None) -> None:
         self._check_open()
+        stored_error = None if error is None else codec.escape_text(error)
+        held = self.hold_for_transaction(stream_id, self._engine)
+        if held is not None:  # the stream's last chunks and its end in one transaction
+            try:
+                await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error, held.write)
+            except BaseException:
+                held.release(stored=False)  # back to the flusher; the end is written below, after them
+            else:
+                held.release(stored=True)
+                self._set_local(stream_id, "ended")
+                self._signals.bump(stream_id)
+                return
         await self._flush_stream(stream_id)
         marker = self._committer.pending_loss_marker(stream_id)
         if marker is not None:  # chunks lost to an outage: say so before the end
             self._flusher.submit(marker)
             await self._flush_stream(stream_id)
-        stored_error = None if error is None else codec.escape_text(error)
         await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error)
         self._set_local(stream_id, "ended")
         self._signals.bump(stream_id)
@@ -397,6 +427,35 @@ class SqlStreamManager:
 
     def _on_notify(self, payload: str) -> None:
         dispatch(payload, self._signals)
+
+
+class HeldChunks:
+    """A stream's queued chunks, stored in another writer's transaction (``hold_for_transaction``)."""
+
+    def __init__(self, manager: SqlStreamManager, hold: Hold) -> None:
+        self._manager = manager
+        self._hold = hold
+        self._ended = False
+
+    def __len__(self) -> int:
+        return len(self._hold.items)
+
+    def write(self, conn: Connection) -> None:
+        """Store the chunks through ``conn`` (inside the caller's transaction; again if it is retried)."""
+        items = self._hold.items
+        if items:
+            self._ended = not self._manager._storage.append(conn, self._hold.stream_id, items, now_ms())
+
+    def release(self, *, stored: bool) -> None:
+        """After the caller's transaction: ``stored`` if it committed (with :meth:`write` in it)."""
+        manager, hold = self._manager, self._hold
+        manager._flusher.release(hold, stored=stored)
+        if not stored or not hold.items:
+            return
+        if self._ended:
+            manager._refused(hold.stream_id, hold.items)
+        else:
+            manager._signals.bump(hold.stream_id)
 
 
 def _ended_error(stream_id: str) -> HelixError:

@@ -47,6 +47,24 @@ RETURNING sequence
 
 _NOTIFY: Final = sa.text("SELECT pg_notify(:channel, :payload)")
 
+_APPEND_CHUNKS: Final = """
+WITH st AS ({append}), ins AS (
+    INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at)
+    SELECT :sid, st.latest_sequence - :n + t.ord, t.x ->> 0, CAST(t.x -> 2 ->> 'step' AS INTEGER),
+           t.x -> 2 ->> 'type', t.x -> 2, t.x ->> 1, :now
+    FROM st, json_array_elements(CAST(:rows AS JSON)) WITH ORDINALITY AS t(x, ord)
+    ON CONFLICT (stream_id, dedupe_key) DO NOTHING
+    RETURNING sequence
+)
+SELECT (SELECT latest_sequence FROM st), (SELECT count(*) FROM ins)
+"""
+"""The append upsert and the chunk insert as one statement: one round trip per batch.
+
+The insert reads the reserved sequences from the upsert's ``RETURNING`` row, so a stream that
+has ended (no row) gets no chunks. Only the count of inserted rows comes back; when some keys
+were stored already (a replay, rare) their sequences are read in a second statement.
+"""
+
 
 class PostgresStreamDialect(StreamDialect):
     """PostgreSQL: see the module docstring. ``notify=False`` neither sends ``NOTIFY`` nor listens."""
@@ -55,6 +73,7 @@ class PostgresStreamDialect(StreamDialect):
         super().__init__(engine)
         self.notify = notify
         self._append = queries.append_statement(_NOTIFY_RETURNING if notify else "")
+        self._append_chunks = sa.text(_APPEND_CHUNKS.format(append=self._append.text.strip()))
         self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
@@ -72,10 +91,24 @@ class PostgresStreamDialect(StreamDialect):
         self, conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int
     ) -> list[int] | None:
         """Insert ``items`` as ``base + 1, ...``; ``None`` if all went in, else the stored sequences."""
-        rows = ",".join(f"[{json.dumps(item.run_id)},{json.dumps(item.dedupe_key)},{item.body}]" for item in items)
-        result = conn.execute(_INSERT_CHUNKS, {"sid": stream_id, "base": base, "rows": f"[{rows}]", "now": now})
+        result = conn.execute(_INSERT_CHUNKS, {"sid": stream_id, "base": base, "rows": _rows(items), "now": now})
         stored = sorted(int(sequence) for sequence in result.scalars())
         return None if len(stored) == len(items) else stored
+
+    def append_chunks(
+        self, conn: Connection, stream_id: str, items: list[PendingChunk], status: str | None, now: int
+    ) -> tuple[int, list[int] | None] | None:
+        """The reservation and the insert in one round trip (:data:`_APPEND_CHUNKS`)."""
+        n = len(items)
+        params = {"sid": stream_id, "n": n, "status": status, "now": now, "rows": _rows(items)}
+        latest, inserted = conn.execute(self._append_chunks, params).one()
+        if latest is None:
+            return None
+        base = int(latest) - n
+        if int(inserted) == n:
+            return base, None
+        after = {"sid": stream_id, "after": base}
+        return base, [int(s) for s in conn.execute(queries.SEQUENCES_AFTER, after).scalars()]
 
     def send_notify(self, conn: Connection, stream_id: str, *, control: bool) -> None:
         """``NOTIFY`` the stream's change, delivered when ``conn`` commits."""
@@ -88,3 +121,9 @@ class PostgresStreamDialect(StreamDialect):
             return None
         url = self.engine.url.set(drivername="postgresql")
         return Listener(url.render_as_string(hide_password=False), on_payload, on_state)
+
+
+def _rows(items: list[PendingChunk]) -> str:
+    """The batch as the one JSON parameter the inserts take: ``[[run_id, dedupe_key, chunk], ...]``."""
+    rows = ",".join(f"[{json.dumps(item.run_id)},{json.dumps(item.dedupe_key)},{item.body}]" for item in items)
+    return f"[{rows}]"

@@ -9,6 +9,8 @@ in a worker thread (``asyncio.to_thread``) or on the flusher thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import Connection, Engine
 
 from helix_dbos.store.engine import begin_write, now_ms
@@ -53,10 +55,21 @@ class StreamStorage:
             conn.execute(queries.ACTIVATE, {"sid": stream_id, "now": now_ms()})
 
     @retrying
-    def terminate(self, stream_id: str, status: StreamStatus, stored_error: str | None) -> None:
-        """Record the stream's end (``ended`` / ``failed``) at its latest sequence, and announce it."""
+    def terminate(
+        self,
+        stream_id: str,
+        status: StreamStatus,
+        stored_error: str | None,
+        before: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """Record the stream's end (``ended`` / ``failed``) at its latest sequence, and announce it.
+
+        ``before(conn)`` runs first in the same transaction (the stream's last queued chunks).
+        """
         params = {"sid": stream_id, "status": status, "error": stored_error, "now": now_ms()}
         with begin_write(self._engine) as conn:
+            if before is not None:
+                before(conn)
             conn.execute(queries.TERMINATE, params)
             self.dialect.send_notify(conn, stream_id, control=False)
 
@@ -94,12 +107,10 @@ class StreamStorage:
                 unique.append(item)
         status = next((item.status for item in reversed(items) if item.status is not None), None)
         reserved = len(unique)
-        params = {"sid": stream_id, "n": reserved, "status": status, "now": now}
-        row = conn.execute(self.dialect.append_statement, params).first()
-        if row is None:
+        appended = self.dialect.append_chunks(conn, stream_id, unique, status, now)
+        if appended is None:
             return False
-        base = int(row[0]) - reserved
-        stored = self.dialect.insert_chunks(conn, stream_id, base, unique, now)
+        base, stored = appended
         if stored is not None:
             # Some keys were stored already (a replay). The row lock is still ours, so close the
             # holes they left: move the new rows down, lowest first, and give the numbers back.

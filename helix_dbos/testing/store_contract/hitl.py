@@ -6,7 +6,7 @@ import pytest
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.store.base import PendingToolCall, SessionStore
-from helix_dbos.testing.store_contract.helpers import pending_call, start
+from helix_dbos.testing.store_contract.helpers import commit, pending_call, start, tool_step
 
 __all__ = ["PendingCallContract"]
 
@@ -41,6 +41,17 @@ class PendingCallContract:
             ("applied", {"approved": False}),
         ]
         assert store.pending.get("s1", ["t2"]) == calls[1:]
+
+    def test_a_step_commit_marks_the_answers_it_applies(self, store: SessionStore) -> None:
+        """``StepCommit.applied_tool_call_ids``: the results and the ``applied`` flip commit together."""
+        start(store)
+        store.pending.register([pending_call("t1"), pending_call("t2"), pending_call("t3")])
+        store.pending.submit("s1", "t1", {"approved": True})
+        store.pending.submit("s1", "t2", {"approved": False})
+        assert commit(store, 1, 1, tool_step("t1"), applied_tool_call_ids=["t1", "t3"]).applied
+        again = commit(store, 1, 1, tool_step("t1"), applied_tool_call_ids=["t1", "t3"])
+        assert not again.applied  # a re-executed commit: still marks (idempotent), changes nothing else
+        assert [c.status for c in store.pending.get("s1")] == ["applied", "answered", "pending"]
 
     def test_submit_checks_the_call_in_its_transaction(self, store: SessionStore) -> None:
         start(store)

@@ -162,6 +162,29 @@ class SessionContract:
         assert loaded == [refs[0].model_copy(update={"status": "completed", "completed_at": 20}), refs[1]]
         assert store.get_sub_session_refs("other") == []
 
+    def test_usage_with_children_covers_sub_agent_sessions_at_any_depth(self, store: SessionStore) -> None:
+        start(store)
+        start(store, session_id="child", run_id="rc", parent_session_id="s1", root_session_id="s1")
+        start(store, session_id="grandchild", run_id="rg", parent_session_id="child", root_session_id="s1")
+        start(store, session_id="stranger", run_id="rx")
+        tokens_of = (("s1", "r1", 1), ("child", "rc", 10), ("grandchild", "rg", 100), ("stranger", "rx", 7))
+        for sid, rid, tokens in tokens_of:
+            commit(
+                store,
+                1,
+                1,
+                tool_step(f"c-{sid}"),
+                session_id=sid,
+                run_id=rid,
+                usage=[UsageRecord(kind="llm", name="m", step=1, input_tokens=tokens, cost_usd=tokens / 1000)],
+            )
+        own = store.get_usage("s1")
+        assert [(r.session_id, r.run_id, r.input_tokens, r.cost_usd) for r in own] == [("s1", "r1", 1, 0.001)]
+        tree = store.get_usage("s1", include_children=True)
+        assert sorted((r.session_id, r.input_tokens) for r in tree) == [("child", 10), ("grandchild", 100), ("s1", 1)]
+        assert [r.input_tokens for r in store.get_usage("child", include_children=True)] == [10, 100]
+        assert store.get_usage("s1", run_id="r1", include_children=True) == own
+
     def test_delete_session_removes_everything(self, store: SessionStore) -> None:
         start(store)
         commit(store, 1, 1, tool_step("c1"), usage=[UsageRecord(kind="llm", name="m", step=1)])

@@ -12,6 +12,8 @@ from helix_dbos.testing.store_contract.helpers import commit, finish, now, race,
 
 __all__ = ["StepContract"]
 
+_ROW_KEYS = {"session_id", "run_id", "created_at"}
+
 
 class StepContract:
     """Step commits and what they leave (a ``store`` fixture yields an empty store)."""
@@ -36,8 +38,8 @@ class StepContract:
         run = store.get_run("r1")
         assert run is not None
         assert (run.step_count, run.status) == (1, "running")
-        assert store.get_usage("s1") == usage
-        assert store.get_usage("s1", run_id="r1") == usage
+        assert [UsageRecord.model_validate(r.model_dump(exclude=_ROW_KEYS)) for r in store.get_usage("s1")] == usage
+        assert [(r.session_id, r.run_id) for r in store.get_usage("s1", run_id="r1")] == [("s1", "r1")] * 3
         assert store.get_usage("s1", run_id="r2") == []
         checkpoint = store.get_latest_checkpoint("s1")
         assert checkpoint is not None
@@ -60,7 +62,7 @@ class StepContract:
         assert store.load_session("s1") == before
         assert store.get_message_count("s1") == 3
         assert len(store.get_message_prefix("s1", 100)) == 3
-        assert store.get_usage("s1") == usage
+        assert [UsageRecord.model_validate(r.model_dump(exclude=_ROW_KEYS)) for r in store.get_usage("s1")] == usage
         assert store.list_checkpoints("s1").total == 1
 
     def test_concurrent_identical_commits_apply_once(self, store: SessionStore) -> None:
