@@ -36,7 +36,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -269,6 +269,19 @@ workers = sa.Table(
     sa.Column("recovered_by", sa.String(), nullable=True),
 )
 
+locks = sa.Table(
+    "helix_locks",
+    metadata,
+    # One row per held resource of ``helix_dbos.lock.PostgresLockManager`` (revision 0006); its fencing
+    # tokens come from the sequence ``helix_lock_fencing_tokens`` (PostgreSQL only).
+    sa.Column("resource", sa.String(), primary_key=True),
+    sa.Column("lock_id", sa.String(), nullable=False),
+    sa.Column("holder_id", sa.String(), nullable=False),
+    sa.Column("fencing_token", sa.BigInteger(), nullable=False),
+    sa.Column("acquired_at", sa.BigInteger(), nullable=False),
+    sa.Column("expires_at", sa.BigInteger(), nullable=False),
+)
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,
@@ -280,5 +293,6 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     streams,
     stream_chunks,
     workers,
+    locks,
 )
 """Every helix table (the alembic version table excluded)."""

@@ -16,7 +16,7 @@ import re
 import pytest
 
 SEED_NAMES: list[tuple[str, str, str]] = [
-    ("AcquireOptions", "AcquireOptions", "pending:17"),
+    ("AcquireOptions", "AcquireOptions", "helix_dbos.lock"),
     ("AgentAlreadyRunningError", "AgentAlreadyRunningError", "helix_dbos"),
     ("AgentInput", "AgentInput", "helix_dbos"),
     ("AgentNotResumableError", "AgentNotResumableError", "helix_dbos"),
@@ -69,7 +69,7 @@ SEED_NAMES: list[tuple[str, str, str]] = [
     ("defineSkill", "define_skill", "pending:15"),
     ("defineTool", "define_tool", "helix_dbos"),
     ("determineFinalStatus", "determine_final_status", "helix_dbos.orchestration.stop_checker"),
-    ("DistributedLock", "DistributedLock", "pending:17"),
+    ("DistributedLock", "DistributedLock", "helix_dbos.lock"),
     ("Draft", "-", "n/a"),
     ("ensureError", "ensure_error", "helix_dbos.errors"),
     ("ErrorCategory", "ErrorCategory", "helix_dbos.errors"),
@@ -78,7 +78,7 @@ SEED_NAMES: list[tuple[str, str, str]] = [
     ("ExecutorSupersededError", "ExecutorSupersededError", "helix_dbos.errors"),
     ("extractErrorMessage", "extract_error_message", "helix_dbos.errors"),
     ("extractResumePosition", "extract_resume_position", "pending:13"),
-    ("FencingTokenMismatchError", "FencingTokenMismatchError", "pending:17"),
+    ("FencingTokenMismatchError", "FencingTokenMismatchError", "helix_dbos.errors"),
     ("FileDataAttachment", "FileDataAttachment", "pending:17"),
     ("FileInput", "FileInput", "helix_dbos"),
     ("FileUrlAttachment", "FileUrlAttachment", "pending:17"),
@@ -93,7 +93,7 @@ SEED_NAMES: list[tuple[str, str, str]] = [
     ("getSubSessionRefsByType", "get_sub_session_refs_by_type", "pending:17"),
     ("getToolResultsFromMessages", "get_tool_results_from_messages", "helix_dbos.messages"),
     ("HelixError", "HelixError", "helix_dbos"),
-    ("HelixErrorOptions", "HelixErrorOptions", "pending:17"),
+    ("HelixErrorOptions", "HelixErrorOptions", "helix_dbos.errors"),
     ("ImageDataAttachment", "ImageDataAttachment", "pending:17"),
     ("ImageUrlAttachment", "ImageUrlAttachment", "pending:17"),
     ("ImmerStateTracker", "StateTracker", "helix_dbos.state.tracker"),
@@ -129,10 +129,10 @@ SEED_NAMES: list[tuple[str, str, str]] = [
     ("isToolStartChunk", "is_tool_start_chunk", "helix_dbos.stream.chunks"),
     ("LOAD_SKILL_TOOL_NAME", "LOAD_SKILL_TOOL_NAME", "helix_dbos.tool"),
     ("loadConversationMessages", "load_conversation_messages", "pending:17"),
-    ("LockAcquisitionResult", "LockAcquisitionResult", "pending:17"),
-    ("LockLostError", "LockLostError", "pending:17"),
-    ("LockManager", "LockManager", "pending:17"),
-    ("LockNotAcquiredError", "LockNotAcquiredError", "pending:17"),
+    ("LockAcquisitionResult", "LockAcquisitionResult", "helix_dbos.lock"),
+    ("LockLostError", "LockLostError", "helix_dbos.errors"),
+    ("LockManager", "LockManager", "helix_dbos.lock"),
+    ("LockNotAcquiredError", "LockNotAcquiredError", "helix_dbos.errors"),
     ("Logger", "Logger", "helix_dbos.logger"),
     ("mapAnthropicStopReason", "map_anthropic_stop_reason", "helix_dbos.llm.stop_reason"),
     ("mapGeminiFinishReason", "map_gemini_finish_reason", "helix_dbos.llm.stop_reason"),
@@ -140,7 +140,7 @@ SEED_NAMES: list[tuple[str, str, str]] = [
     ("mapVercelFinishReason", "map_vercel_finish_reason", "pending:17"),
     ("mergeProviderOptions", "merge_provider_options", "helix_dbos.llm.caching"),
     ("MockLLMAdapter", "MockLLMAdapter", "helix_dbos"),
-    ("NoOpLockManager", "NoOpLockManager", "pending:17"),
+    ("NoOpLockManager", "NoOpLockManager", "helix_dbos.lock"),
     ("noopLogger", "noop_logger", "helix_dbos.logger"),
     ("openaiCache", "openai_cache", "helix_dbos"),
     ("parseCheckpointId", "parse_checkpoint_id", "helix_dbos.checkpoint"),
@@ -184,8 +184,8 @@ EXTRA_SEED_NAMES: list[tuple[str, str, str]] = [
     # Named in seed 002's type listings rather than in an import block.
     ("StepOutcome", "StepOutcome", "pending:17"),
     ("SuspendedChildWait", "SuspendedChildWait", "pending:17"),
-    ("InMemoryLockManager", "InMemoryLockManager", "pending:17"),
-    ("PostgresLockManager", "PostgresLockManager", "pending:17"),
+    ("InMemoryLockManager", "InMemoryLockManager", "helix_dbos.lock"),
+    ("PostgresLockManager", "PostgresLockManager", "helix_dbos.lock"),
 ]
 
 NOT_APPLICABLE = {
