@@ -40,6 +40,7 @@ from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.llm.mock import MockLLMAdapter
 from helix_dbos.llm.router import ModelRouter
+from helix_dbos.memory import InMemoryMemoryStore, MemoryConfig, PostgresMemoryStore, collect_injected_memory_ids
 from helix_dbos.messages import (
     AssistantMessage,
     FileInput,
@@ -136,6 +137,7 @@ __all__ = [
     "FailedOutcome",
     "FileInput",
     "HelixError",
+    "InMemoryMemoryStore",
     "InMemoryStreamManager",
     "InterruptedOutcome",
     "InvalidTextError",
@@ -144,6 +146,7 @@ __all__ = [
     "LLMGenerateInput",
     "LLMStreamCallbacks",
     "LiteLLMAdapter",
+    "MemoryConfig",
     "Message",
     "MessagePayload",
     "MockLLMAdapter",
@@ -153,6 +156,7 @@ __all__ = [
     "PendingToolCall",
     "PendingToolCallNotFoundError",
     "PersistentAgentConfig",
+    "PostgresMemoryStore",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",
@@ -195,6 +199,7 @@ __all__ = [
     "UserMessage",
     "__version__",
     "anthropic_cache",
+    "collect_injected_memory_ids",
     "collect_text",
     "create_state_projection",
     "create_state_streamer",

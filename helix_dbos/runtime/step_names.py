@@ -20,6 +20,11 @@ def llm(agent: str) -> str:
     return f"{agent}.llm"
 
 
+def memory(agent: str) -> str:
+    """Search the agent's memories for the turn's user message (the hidden injection message)."""
+    return f"{agent}.memory"
+
+
 def tool(agent: str, tool_name: str) -> str:
     """Validate and run one tool call."""
     return f"{agent}.tool.{tool_name}"
@@ -123,6 +128,7 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "memory",
     "skills_catalog",
     "tool",
 ]

@@ -71,10 +71,22 @@ class ToolStepOutput(TypedDict):
     """``False`` on results the loop makes for rejected approvals: no ``after_tool`` hook for them."""
 
 
+class MemoryStepOutput(TypedDict):
+    """``{agent}.memory``: the memories found for the turn and the hidden message carrying them."""
+
+    memory_ids: list[str]
+    message: dict[str, Any] | None
+    """The injection ``UserMessage`` as JSON; ``None`` when nothing new matched."""
+
+
 class HooksStepOutput(TypedDict):
-    """``{agent}.hooks``: how many deferred hooks fired."""
+    """``{agent}.hooks``: how many deferred hooks fired, and the state changes they made."""
 
     fired: int
+    writes: NotRequired[dict[str, Any]]
+    """``StepWrites`` (JSON) of ``update_state`` calls in ``after_tool`` / ``on_message`` hooks."""
+    patches: NotRequired[list[dict[str, Any]]]
+    """The RFC 6902 form of ``writes``, streamed as a ``state_patch`` chunk."""
 
 
 class FinalizeStepOutput(TypedDict):
@@ -252,6 +264,7 @@ __all__ = [
     "GateStepOutput",
     "HooksStepOutput",
     "LLMStepOutput",
+    "MemoryStepOutput",
     "ParkStepOutput",
     "PendingRow",
     "RegisterStepOutput",
