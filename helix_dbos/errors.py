@@ -23,6 +23,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── LockLostError                   state_concurrency_conflict  a lock expired before the work ended
     ├── FencingTokenMismatchError       state_concurrency_conflict  a newer lock holder took over
     ├── StreamTruncatedError            transport_error
+    ├── StateProjectionError            state_conflict        a state patch that does not apply to the projected state
     ├── DatabaseUnavailableError        transport_error       the database stayed down past the retry bound
     ├── PendingToolCallNotFoundError    state_tool_call_not_found
     ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
@@ -406,10 +407,13 @@ class FencingTokenMismatchError(HelixError):
 class StreamTruncatedError(HelixError):
     """A reader's cursor is past a truncation point: chunks it had not read were removed.
 
-    Re-attach with a resumable reader from ``last_valid_sequence`` to continue.
+    Re-attach with a resumable reader from ``last_valid_sequence`` to continue. ``at_sequence`` is
+    the stream's sequence high-water mark at the cleanup (the seeds' ``atSequence``), when known.
     """
 
-    def __init__(self, stream_id: str, last_valid_sequence: int, truncated_at_step: int) -> None:
+    def __init__(
+        self, stream_id: str, last_valid_sequence: int, truncated_at_step: int, at_sequence: int | None = None
+    ) -> None:
         super().__init__(
             f"Stream {stream_id!r} was truncated at step {truncated_at_step} after sequence {last_valid_sequence}",
             code="transport_error",
@@ -418,6 +422,19 @@ class StreamTruncatedError(HelixError):
         self.stream_id = stream_id
         self.last_valid_sequence = last_valid_sequence
         self.truncated_at_step = truncated_at_step
+        self.at_sequence = at_sequence
+
+
+class StateProjectionError(HelixError):
+    """A ``state_patch`` from a stream does not apply to the state a projector holds.
+
+    The projector missed chunks (it started mid-stream without the state they build on) or the
+    stream was rebuilt under it; fetch the current state and ``reset`` the projector to it.
+    """
+
+    def __init__(self, message: str, *, sequence: int | None = None) -> None:
+        super().__init__(message, code="state_conflict", retryable=False)
+        self.sequence = sequence
 
 
 class PendingToolCallNotFoundError(HelixError):
