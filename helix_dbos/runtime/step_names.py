@@ -100,6 +100,16 @@ def budget_register(agent: str) -> str:
     return f"{agent}.budget.register"
 
 
+def remote_start(agent: str) -> str:
+    """Record a remote sub-agent's session on the parent and start (or find) its run on the remote service."""
+    return f"{agent}.remote.start"
+
+
+def remote_wait(agent: str) -> str:
+    """Proxy a remote sub-agent's stream into the parent's and wait for its run to end."""
+    return f"{agent}.remote.wait"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
@@ -118,5 +128,7 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "remote_start",
+    "remote_wait",
     "tool",
 ]

@@ -36,7 +36,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -169,6 +169,8 @@ sub_session_refs = sa.Table(
     sa.Column("completed_at", sa.BigInteger(), nullable=True),
     sa.Column("mode", sa.String(16), nullable=False),
     sa.Column("name", sa.String(), nullable=True),
+    # A remote sub-agent's service, agent, run and the last remote stream sequence proxied (0007).
+    sa.Column("remote", json_type(), nullable=True),
 )
 
 usage = sa.Table(
