@@ -96,20 +96,22 @@ class Pair:
         return path.read_text().split() if path.exists() else []
 
 
-@pytest.fixture
-def pair(pg_server_url: str, pg_database_url: str, tmp_path: Path) -> Iterator[Pair]:
-    b_name = pg.unique_name("helix_remote_b")
-    b_url = pg.create_database(pg_server_url, b_name)
-    shared = tmp_path / "shared"
+@pytest.fixture(scope="module")
+def services(pg_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    """A and B, started once per module (a start costs seconds): tests tell their runs apart by session."""
+    logs = tmp_path_factory.mktemp("remote")
+    names = [pg.unique_name("helix_remote_a"), pg.unique_name("helix_remote_b")]
+    a_url, b_url = (pg.create_database(pg_server_url, name) for name in names)
+    shared = logs / "shared"
     shared.mkdir()
-    for url in (pg_database_url, b_url):
+    for url in (a_url, b_url):
         upgrade(url)
-    b = ServeProcess("service-b", b_url, "tests.remote.agents:remote_agents", tmp_path, {"HELIX_REMOTE_DIR": str(shared)})
+    b = ServeProcess("service-b", b_url, "tests.remote.agents:remote_agents", logs, {"HELIX_REMOTE_DIR": str(shared)})
     a = ServeProcess(
         "service-a",
-        pg_database_url,
+        a_url,
         "tests.remote.agents:parent_agents",
-        tmp_path,
+        logs,
         {"HELIX_REMOTE_URL": b.base_url, "HELIX_REMOTE_DIR": str(shared)},
     )
     try:
@@ -120,4 +122,14 @@ def pair(pg_server_url: str, pg_database_url: str, tmp_path: Path) -> Iterator[P
         (shared / "gate").touch()  # release a tool still waiting
         a.stop()
         b.stop()
-        pg.drop_database(pg_server_url, b_name)
+        for name in names:
+            pg.drop_database(pg_server_url, name)
+
+
+@pytest.fixture
+def pair(services: Pair) -> Iterator[Pair]:
+    """The module's services with a fresh execution log and a closed gate."""
+    for name in ("gate", "dig-entries"):
+        (services.shared / name).unlink(missing_ok=True)
+    yield services
+    services.open_gate()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
 
 from helix_dbos.client import HelixClient, ServerEvent
 from helix_dbos.remote_sub_agent import remote_session_id_for
@@ -35,6 +36,15 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 20) -> An
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def query(url: str, sql: str, session_id: str) -> list[Any]:
+    engine = sa.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text(sql), {"sid": session_id}).all())
+    finally:
+        engine.dispose()
+
+
 def start_delegation(pair: Pair, a: HelixClient) -> tuple[str, str]:
     started = a.start("boss", "research dbos")
     remote_id = remote_session_id_for(started.session_id, "delegate-1")
@@ -50,10 +60,9 @@ def check_outcome(pair: Pair, a: HelixClient, session_id: str, remote_id: str) -
         assert (remote.status, remote.output) == ("completed", 'Found: facts about dbos')
         runs = pair.b.http.get(f"/v1/sessions/{remote_id}/runs").json()
     assert len(runs) == 1, runs  # the remote agent ran once: one session, one run
-    with sa.create_engine(pair.b.url).connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM helix_sessions")).scalar() == 1
-    with sa.create_engine(pair.a.url).connect() as conn:
-        refs = conn.execute(sa.text("SELECT sub_session_id, status, remote FROM helix_sub_session_refs")).all()
+    sessions = "SELECT session_id FROM helix_sessions WHERE session_id LIKE :sid || '%'"
+    assert [r.session_id for r in query(pair.b.url, sessions, session_id)] == [remote_id]
+    refs = query(pair.a.url, "SELECT sub_session_id, status, remote FROM helix_sub_session_refs WHERE session_id = :sid", session_id)
     assert [(r.sub_session_id, r.status) for r in refs] == [(remote_id, "completed")]
     assert refs[0].remote["agent"] == "researcher" and refs[0].remote["url"] == pair.b.base_url
     assert refs[0].remote["last_sequence"] > 0
