@@ -471,6 +471,8 @@ class ServiceResponseError(HelixError):
 
     def __init__(self, message: str, *, status: int, service_code: str, retryable: bool | None = None) -> None:
         code: ErrorCode = service_code if service_code in ERROR_CODES else "transport_error"  # type: ignore[assignment]
+        if retryable is None:  # by status, not by code: a 401 mapped to ``transport_error`` is not retryable
+            retryable = status == 0 or status == 408 or status >= 500
         super().__init__(message, code=code, retryable=retryable, status_code=status or None)
         self.status = status
         self.service_code = service_code

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from helix_dbos.companion_tools import CompanionTool
-from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.remote_sub_agent import RemoteSubAgentTool
+from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.sub_agent import SubAgentTool
 from helix_dbos.tool import Tool
 

@@ -43,7 +43,7 @@ from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.step_outputs import RemoteStartOutput, RemoteWaitOutput, ToolStepOutput
+from helix_dbos.runtime.step_outputs import RemoteStartOutput, RemoteWaitOutput, RemoteWaitStatus, ToolStepOutput
 from helix_dbos.runtime.steps import RunIdentity
 from helix_dbos.session import RemoteSessionInfo, SubSessionRef
 from helix_dbos.step_result import ParsedToolCall
@@ -127,7 +127,9 @@ def await_remote_sub_agents(
 # --- step bodies --------------------------------------------------------------------------------------
 
 
-def remote_start_step(parent: RunIdentity, tool_call_id: str, tool: RemoteSubAgentTool, message: str) -> RemoteStartOutput:
+def remote_start_step(
+    parent: RunIdentity, tool_call_id: str, tool: RemoteSubAgentTool, message: str
+) -> RemoteStartOutput:
     """``{agent}.remote.start``: record the remote session on the parent, start (or find) its run."""
     rt = services.current()
     remote_id = remote_session_id_for(parent.session_id, tool_call_id)
@@ -181,10 +183,12 @@ def remote_wait_step(parent: RunIdentity, opened: RemoteStartOutput, tool: Remot
     proxy = _Proxy(rt, parent, tool, remote_id, after)
     started = opened["started_at_ms"]
 
-    def ended(status: RemoteWaitOutput["status"], output: Any = None, error: str | None = None) -> RemoteWaitOutput:
+    def ended(status: RemoteWaitStatus, output: Any = None, error: str | None = None) -> RemoteWaitOutput:
         proxy.stop()
         _close_ref(rt, parent.session_id, remote_id, "completed" if status == "completed" else "failed")
-        reason = RemoteSubAgentClientToolUnsupportedError.failure_reason if status == "client-tool-unsupported" else None
+        reason = (
+            RemoteSubAgentClientToolUnsupportedError.failure_reason if status == "client-tool-unsupported" else None
+        )
         duration = float(max(0, now_ms() - started))
         return {"status": status, "output": output, "error": error, "failure_reason": reason, "duration_ms": duration}
 
@@ -207,7 +211,7 @@ def remote_wait_step(parent: RunIdentity, opened: RemoteStartOutput, tool: Remot
             interrupt_passed_on = _control(tool.transport.interrupt, remote_id, stop)
         if final is not None:
             if proxy.done or now - final_seen_at >= END_GRACE_SECONDS:
-                return ended(final.status, final.output, final.error)  # type: ignore[arg-type]
+                return ended(_ended_status(final), final.output, final.error)
             continue
         if not (proxy.done or proxy.paused or now >= next_status_at):
             continue
@@ -317,6 +321,12 @@ class _Proxy:
 
 
 # --- helpers ----------------------------------------------------------------------------------------------
+
+
+def _ended_status(status: RemoteRunStatus) -> RemoteWaitStatus:
+    if status.status in ("completed", "interrupted"):
+        return "completed" if status.status == "completed" else "interrupted"
+    return "failed"
 
 
 def _control(call: Any, remote_id: str, reason: str) -> bool:

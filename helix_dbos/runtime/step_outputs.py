@@ -204,10 +204,13 @@ class RemoteStartOutput(TypedDict):
     """Why the remote run could not be started; the call then fails with it."""
 
 
+RemoteWaitStatus = Literal["completed", "failed", "interrupted", "timeout", "aborted", "client-tool-unsupported"]
+
+
 class RemoteWaitOutput(TypedDict):
     """``{agent}.remote.wait``: how the remote run ended, as the parent sees it."""
 
-    status: Literal["completed", "failed", "interrupted", "timeout", "aborted", "client-tool-unsupported"]
+    status: RemoteWaitStatus
     output: Any
     error: str | None
     failure_reason: str | None
@@ -276,6 +279,7 @@ __all__ = [
     "RegisterStepOutput",
     "RemoteStartOutput",
     "RemoteWaitOutput",
+    "RemoteWaitStatus",
     "ResumedStepOutput",
     "ToolStepOutput",
     "WritesOutput",

@@ -29,10 +29,10 @@ from helix_dbos.runtime import step_names
 from helix_dbos.runtime.companions import run_companion_phase
 from helix_dbos.runtime.hitl import await_answers, check_step, needs_approval, register_step
 from helix_dbos.runtime.hooks import ToolHookPayload
+from helix_dbos.runtime.remote_sub_agents import await_remote_sub_agents, start_remote_sub_agents
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
-from helix_dbos.runtime.remote_sub_agents import await_remote_sub_agents, start_remote_sub_agents
 from helix_dbos.runtime.sub_agents import await_sub_agents, refuse_hitl, start_sub_agents
 from helix_dbos.runtime.sub_agents import end_chunk as sub_agent_end_chunk
 from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes

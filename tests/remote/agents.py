@@ -84,9 +84,7 @@ def _parent_agents() -> list[Any]:
     ask = create_remote_sub_agent_tool(
         "asker", description="Ask on the remote service", input_schema=TopicIn, transport=transport
     )
-    boss = define_agent(
-        "boss", system_prompt="Delegate research.", llm_config="scripted/boss", tools=[research, ask]
-    )
+    boss = define_agent("boss", system_prompt="Delegate research.", llm_config="scripted/boss", tools=[research, ask])
     return [boss]
 
 

@@ -57,12 +57,16 @@ def check_outcome(pair: Pair, a: HelixClient, session_id: str, remote_id: str) -
     assert (result.status, result.output) == ("completed", EXPECTED), (result, pair.a.log_text(), pair.b.log_text())
     with HelixClient(pair.b.base_url, token=TOKEN) as b:
         remote = b.status(remote_id)
-        assert (remote.status, remote.output) == ("completed", 'Found: facts about dbos')
+        assert (remote.status, remote.output) == ("completed", "Found: facts about dbos")
         runs = pair.b.http.get(f"/v1/sessions/{remote_id}/runs").json()
     assert len(runs) == 1, runs  # the remote agent ran once: one session, one run
     sessions = "SELECT session_id FROM helix_sessions WHERE session_id LIKE :sid || '%'"
     assert [r.session_id for r in query(pair.b.url, sessions, session_id)] == [remote_id]
-    refs = query(pair.a.url, "SELECT sub_session_id, status, remote FROM helix_sub_session_refs WHERE session_id = :sid", session_id)
+    refs = query(
+        pair.a.url,
+        "SELECT sub_session_id, status, remote FROM helix_sub_session_refs WHERE session_id = :sid",
+        session_id,
+    )
     assert [(r.sub_session_id, r.status) for r in refs] == [(remote_id, "completed")]
     assert refs[0].remote["agent"] == "researcher" and refs[0].remote["url"] == pair.b.base_url
     assert refs[0].remote["last_sequence"] > 0
@@ -99,7 +103,9 @@ def test_the_remote_service_is_killed_mid_run(pair: Pair) -> None:
 def test_the_parent_service_is_killed_mid_delegation(pair: Pair) -> None:
     with HelixClient(pair.a.base_url, token=TOKEN) as a:
         session_id, remote_id = start_delegation(pair, a)
-        wait_for(lambda: pair.a.http.get(f"/v1/sessions/{session_id}").json()["stream"]["latest_sequence"] > 3, "proxying")
+        wait_for(
+            lambda: pair.a.http.get(f"/v1/sessions/{session_id}").json()["stream"]["latest_sequence"] > 3, "proxying"
+        )
         pair.a.kill()
         pair.a.start()  # A's DBOS recovers the parent: it re-attaches to the remote run, never starts another
         pair.open_gate()
