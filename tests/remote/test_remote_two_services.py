@@ -124,3 +124,27 @@ def test_a_client_tool_inside_the_remote_agent_fails_fast(pair: Pair) -> None:
         remote_id = remote_session_id_for(started.session_id, "delegate-1")
         remote = HelixClient(pair.b.base_url, token=TOKEN).status(remote_id)
         assert remote.status == "failed" and remote.aborted  # the remote run was stopped, not left waiting
+
+
+def test_an_abort_of_the_parent_aborts_the_remote_run(pair: Pair) -> None:
+    with HelixClient(pair.a.base_url, token=TOKEN) as a, HelixClient(pair.b.base_url, token=TOKEN) as b:
+        session_id, remote_id = start_delegation(pair, a)
+        a.abort(session_id, "user left")
+        remote = wait_for(lambda: (s := b.status(remote_id)).status == "failed" and s, "the remote abort", timeout=10)
+        assert remote.aborted and "user left" in (remote.error or "")
+        refs = "SELECT status FROM helix_sub_session_refs WHERE session_id = :sid"
+        wait_for(lambda: [r.status for r in query(pair.a.url, refs, session_id)] == ["failed"], "the ref to close")
+
+
+def test_an_interrupt_of_the_parent_interrupts_the_remote_run(pair: Pair) -> None:
+    with HelixClient(pair.a.base_url, token=TOKEN) as a, HelixClient(pair.b.base_url, token=TOKEN) as b:
+        session_id, remote_id = start_delegation(pair, a)
+        assert a.interrupt(session_id, "pause please") is True
+        wait_for(lambda: _interrupt_requested(pair, remote_id), "the remote interrupt")
+        pair.open_gate()  # the remote tool finishes; the remote run then stops, interrupted
+        assert a.result(session_id, timeout_seconds=20).status == "interrupted"
+        assert b.status(remote_id).status == "interrupted"
+
+
+def _interrupt_requested(pair: Pair, remote_id: str) -> bool:
+    return bool(pair.b.http.get(f"/v1/sessions/{remote_id}").json()["interrupt_requested"])
