@@ -20,6 +20,11 @@ def llm(agent: str) -> str:
     return f"{agent}.llm"
 
 
+def memory(agent: str) -> str:
+    """Search the agent's memories for the turn's user message (the hidden injection message)."""
+    return f"{agent}.memory"
+
+
 def tool(agent: str, tool_name: str) -> str:
     """Validate and run one tool call."""
     return f"{agent}.tool.{tool_name}"
@@ -110,6 +115,11 @@ def remote_wait(agent: str) -> str:
     return f"{agent}.remote.wait"
 
 
+def skills_catalog(agent: str) -> str:
+    """Resolve the run's skills catalog (the system-prompt fragment) from the agent's provider."""
+    return f"{agent}.skills.catalog"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
@@ -128,7 +138,9 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "memory",
     "remote_start",
     "remote_wait",
+    "skills_catalog",
     "tool",
 ]
