@@ -278,7 +278,9 @@ class HelixClient:
                         if event.event in _TERMINAL_EVENTS:
                             return
                         if event.event == "truncated":
-                            valid = event.data.get("at_sequence", event.data.get("lastValidSequence"))
+                            valid = event.data.get(
+                                "lastValidSequence"
+                            )  # resume after it (``atSequence`` is the old high-water mark)
                             last = int(valid) if valid is not None else last
                             break
             except (httpx.TransportError, ServiceUnavailableError) as exc:

@@ -265,7 +265,9 @@ class _Proxy:
                         self._events.put(None)
                         return
                     if event.event == "truncated":
-                        valid = event.data.get("at_sequence", event.data.get("lastValidSequence"))
+                        valid = event.data.get(
+                            "lastValidSequence"
+                        )  # resume after it (``atSequence`` is the old high-water mark)
                         after = int(valid) if valid is not None else after
             except Exception as exc:
                 self._rt.logger.warn(
