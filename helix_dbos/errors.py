@@ -31,7 +31,16 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── EmbeddingExecutorClosedError    framework_internal_error   a memory saved after shutdown()
     ├── ServiceAuthConfigError          validation_error      a service built without an auth decision
     ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
-    └── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
+    ├── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
+    ├── RemoteSubAgentClientToolUnsupportedError  framework_not_supported  a remote sub-agent waits for a
+    │                                   client-executed tool (failure_reason ``client-tool-unsupported``)
+    └── ServiceResponseError            the service's code    ``helix_dbos.client``: a helix-dbos service
+        │                                                     answered with an error (``status``, ``service_code``)
+        ├── ServiceUnauthorizedError    401                   send a valid bearer token
+        ├── ServiceNotFoundError        404                   no such session, agent, tool call, checkpoint
+        ├── ServiceConflictError        409                   the session's state does not allow it now
+        ├── ServiceRequestError         400, 413, 422, other 4xx  the request itself is wrong
+        └── ServiceUnavailableError     408, 5xx, no answer   retryable: the service (or its database) is away
 
     ServiceError (code)                 errors only the HTTP layer has (not HelixErrors: no library
     └── ResultTimeoutError              transport_result_timeout    call raises them)
@@ -527,6 +536,64 @@ class SkillPathError(HelixError, ValueError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"Refused skill file path {path!r}: {problem}", code="tool_input_invalid", retryable=False)
         self.path = path
+
+
+class RemoteSubAgentClientToolUnsupportedError(HelixError):
+    """A remote sub-agent's run waits for a client-executed tool: nobody can answer it across HTTP.
+
+    The browser-submitted result has no route to the remote service, so the delegation fails at
+    once (the seeds' ``failureReason: 'client-tool-unsupported'``) instead of waiting forever.
+    """
+
+    failure_reason = "client-tool-unsupported"
+
+    def __init__(self, agent_name: str, remote_session_id: str) -> None:
+        super().__init__(
+            f"Remote sub-agent {agent_name!r} (session {remote_session_id!r}) waits for a client-executed tool, "
+            "which a remote sub-agent cannot use: the client's answer has no route to the remote service",
+            code="framework_not_supported",
+            retryable=False,
+        )
+        self.agent_name = agent_name
+        self.remote_session_id = remote_session_id
+
+
+class ServiceResponseError(HelixError):
+    """A helix-dbos service answered a :mod:`helix_dbos.client` request with an error (or not at all).
+
+    ``status`` is the HTTP status (0: no answer), ``service_code`` the service's own ``error.code``
+    (``unauthenticated``, ``state_session_not_found``, ...); ``code`` is that code when it is one of
+    the library's :data:`ErrorCode` values, else ``transport_error``. Branch on the subclass or on
+    ``service_code``, never on the message.
+    """
+
+    def __init__(self, message: str, *, status: int, service_code: str, retryable: bool | None = None) -> None:
+        code: ErrorCode = service_code if service_code in ERROR_CODES else "transport_error"  # type: ignore[assignment]
+        if retryable is None:  # by status, not by code: a 401 mapped to ``transport_error`` is not retryable
+            retryable = status == 0 or status == 408 or status >= 500
+        super().__init__(message, code=code, retryable=retryable, status_code=status or None)
+        self.status = status
+        self.service_code = service_code
+
+
+class ServiceUnauthorizedError(ServiceResponseError):
+    """401: the service refused the credentials (send ``Authorization: Bearer <token>``)."""
+
+
+class ServiceNotFoundError(ServiceResponseError):
+    """404: the session, agent, tool call or checkpoint the request names does not exist there."""
+
+
+class ServiceConflictError(ServiceResponseError):
+    """409: the session's state does not allow the request now (already running, not resumable, ...)."""
+
+
+class ServiceRequestError(ServiceResponseError):
+    """400, 413, 422 and other 4xx: the request itself is wrong; sending it again will not help."""
+
+
+class ServiceUnavailableError(ServiceResponseError):
+    """408, 5xx, or no answer at all (connection refused, reset, timed out): try again later."""
 
 
 class ServiceError(Exception):

@@ -73,8 +73,21 @@ class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RemoteSessionInfo(_Data):
+    """Where a remote sub-agent's session lives (``SubSessionRef.remote``)."""
+
+    url: str
+    """The remote service (``RemoteAgentTransport.describe()``)."""
+    agent: str
+    """The agent's name on the remote service."""
+    run_id: str | None = None
+    """The remote run the parent started (or re-attached to)."""
+    last_sequence: int = 0
+    """The last remote stream sequence proxied into the parent's stream: where a recovered parent resumes."""
+
+
 class SubSessionRef(_Data):
-    """A parent's reference to a child agent session."""
+    """A parent's reference to a child agent session (local, or on a remote service: ``remote``)."""
 
     sub_session_id: str
     agent_type: str
@@ -84,6 +97,8 @@ class SubSessionRef(_Data):
     completed_at: int | None = None
     mode: Literal["ephemeral", "persistent"] = "ephemeral"
     name: str | None = None
+    remote: RemoteSessionInfo | None = None
+    """Set for a remote sub-agent's session (the seeds' remote metadata)."""
 
 
 class InterruptContext(_Data):

@@ -592,6 +592,12 @@ class SessionStore(Protocol):
         """Return the session's child references."""
         ...
 
+    def update_remote_progress(
+        self, session_id: str, sub_session_id: str, *, run_id: str | None = None, last_sequence: int | None = None
+    ) -> None:
+        """Record a remote child's run id and the last remote stream sequence proxied (never moving it back)."""
+        ...
+
     def get_usage(
         self, session_id: str, *, run_id: str | None = None, include_children: bool = False
     ) -> list[UsageRow]:

@@ -41,7 +41,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -174,6 +174,8 @@ sub_session_refs = sa.Table(
     sa.Column("completed_at", sa.BigInteger(), nullable=True),
     sa.Column("mode", sa.String(16), nullable=False),
     sa.Column("name", sa.String(), nullable=True),
+    # A remote sub-agent's service, agent, run and the last remote stream sequence proxied (0009).
+    sa.Column("remote", json_type(), nullable=True),
 )
 
 usage = sa.Table(

@@ -478,6 +478,23 @@ class SqlSessionStore:
             )
 
     @retrying
+    def update_remote_progress(
+        self, session_id: str, sub_session_id: str, *, run_id: str | None = None, last_sequence: int | None = None
+    ) -> None:
+        """Record a remote child's run id and proxied sequence; a sequence never moves back (stale writers)."""
+        where = (sub_session_refs.c.session_id == session_id, sub_session_refs.c.sub_session_id == sub_session_id)
+        with begin_write(self._engine) as conn:
+            found = conn.execute(sa.select(sub_session_refs.c.remote).where(*where).with_for_update()).first()
+            if found is None or found.remote is None:
+                return
+            remote = dict(found.remote)
+            if run_id is not None:
+                remote["run_id"] = run_id
+            if last_sequence is not None:
+                remote["last_sequence"] = max(int(remote.get("last_sequence") or 0), last_sequence)
+            conn.execute(sa.update(sub_session_refs).where(*where).values(remote=remote))
+
+    @retrying
     def get_sub_session_refs(self, session_id: str) -> list[SubSessionRef]:
         """Return the session's child references, oldest first."""
         with begin_read(self._engine) as conn:
