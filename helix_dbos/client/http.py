@@ -33,6 +33,7 @@ from helix_dbos.errors import (
     ServiceUnauthorizedError,
     ServiceUnavailableError,
 )
+from helix_dbos.stream.events import StreamEvent, parse_stream_event
 
 __all__ = ["HelixClient", "RunAccepted", "RunResult", "ServerEvent", "SessionStatusView", "service_error"]
 
@@ -98,6 +99,9 @@ class ServerEvent:
     """The event's JSON data (a chunk's JSON for ``chunk``)."""
     id: int | None = None
     """The stream sequence of a ``chunk`` event (its SSE ``id``); ``None`` for control events."""
+    typed: StreamEvent | None = field(default=None, compare=False, repr=False)
+    """The same event as the toolkit's wire model (``helix_dbos.stream.events``), which the service
+    itself serializes with: parsing every event through it makes a protocol drift fail here, loudly."""
 
 
 def _parse_sse(lines: Iterable[str]) -> Iterator[ServerEvent]:
@@ -106,7 +110,10 @@ def _parse_sse(lines: Iterable[str]) -> Iterator[ServerEvent]:
     for line in lines:
         if line == "":
             if data:
-                yield ServerEvent(event=event, data=json.loads(data), id=int(event_id) if event_id else None)
+                typed = parse_stream_event(data, event=event, id=event_id)
+                yield ServerEvent(
+                    event=event, data=json.loads(data), id=int(event_id) if event_id else None, typed=typed
+                )
             event, data, event_id = "message", "", None
         elif line.startswith(":"):
             continue
