@@ -108,6 +108,14 @@ def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspec
     assert snapshot["status"] == "completed" and snapshot["pending_tool_calls"] == []
     assert sorted(m["tool_name"] for m in messages if m["role"] == "tool") == ["deploy", "remove"]
 
+    # Controls ask first and show the server's refusal plainly: a completed session cannot resume.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Resume").click()
+    assert page.locator("#notice").is_hidden()  # dismissed: nothing was sent
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Resume").click()
+    expect_text(page.locator("#notice"), "state_not_resumable")
+
     # Readable at 390 px: nothing wider than the screen.
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -122,6 +130,16 @@ def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspec
     page.get_by_label("Status filter").select_option("failed")
     page.get_by_role("button", name="Filter").click()
     page.get_by_text("No sessions.").wait_for()
+
+    # Fork from the first step's checkpoint: a new session page, its transcript cut there.
+    page.goto(f"{inspector_url}/ui#/s/{session_id}")
+    page.locator("#checkpoint option", has_text="turn 1 step 1").wait_for(state="attached")
+    page.get_by_label("Checkpoint for retry or fork").select_option(label="turn 1 step 1")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Fork").click()
+    page.locator("h1 code").filter(has_not_text=session_id).wait_for()
+    assert page.locator("h1 code").inner_text() != session_id
+    expect_text(page.locator("#session-status"), "completed")
 
     # The token never travels in a URL.
     assert all(TOKEN not in r.url for r in requests)

@@ -189,8 +189,8 @@ async function sessionPage(id) {
         section("live", "Live", h("p", {}, "Stream: ", streamState), live, liveEvents),
         section("messages", "Transcript", parts.transcript)),
       h("div", {},
-        section("custom-state", "Custom state", parts.state),
-        section("timeline", "Timeline", parts.timeline))),
+        section("custom-state", "Custom state", parts.state))),
+    section("timeline", "Timeline", parts.timeline),
   );
 
   const snap = await api(`/sessions/${encodeURIComponent(id)}`);
@@ -223,8 +223,12 @@ function onChunk(page, chunk, live, liveEvents) {
     liveEvents.append(h("li", {}, text));
     while (liveEvents.children.length > 30) liveEvents.firstChild.remove();
   };
+  const afterText = page.lastWasText;
+  page.lastWasText = chunk.type === "text_delta" || (afterText && chunk.type === "thinking");
   switch (chunk.type) {
     case "text_delta":
+      // A new paragraph when text follows anything else (tools, a committed step).
+      if (page.text && !afterText) page.text += "\n\n";
       page.text += chunk.content;
       live.textContent = page.text;
       break;
@@ -244,7 +248,6 @@ function onChunk(page, chunk, live, liveEvents) {
       page.patches.push(chunk.patches);
       break;
     case "step_committed":
-      page.text += "\n";
       add(`step ${chunk.step ?? ""} committed`);
       break;
     case "run_paused":
@@ -409,7 +412,7 @@ function renderTimeline(page, parts, timeline) {
     for (const step of run.steps) {
       if (step.checkpoint_id) checkpoints.push([step.checkpoint_id, `turn ${run.turn} step ${step.step}`]);
       rows.push(h("tr", { class: "step-row" },
-        h("td", {}, `step ${step.step}`),
+        h("td", { class: "nowrap" }, `step ${step.step}`),
         h("td", {}, [step.model || "", ...step.tool_calls.map((t) => ` ${t.name}${t.success ? "" : " ✗"}`)].join("")),
         h("td", {}, step.status),
         h("td", { class: "num" }, duration(step.duration_ms)),
@@ -425,7 +428,7 @@ function renderTimeline(page, parts, timeline) {
   }
   const t = timeline.totals;
   parts.timeline.replaceChildren(h("table", { "aria-label": "Step timeline" },
-    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Status", "Took", "Tokens", "Cost"].map((x, i) => h("th", { scope: "col", class: i >= 3 ? "num" : "" }, x)))),
+    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Checkpoint status", "Took", "Tokens", "Cost"].map((x, i) => h("th", { scope: "col", class: i >= 3 ? "num" : "" }, x)))),
     h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No steps yet."))),
     h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: 4 }, "Total"), h("td", { class: "num" }, t.input_tokens + t.output_tokens), h("td", { class: "num" }, cost(t.cost_usd)))),
   ));
