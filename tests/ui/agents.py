@@ -60,13 +60,40 @@ gatekeeper = define_agent(
     ],
 )
 
-agents = [gatekeeper]
+
+class WhereIn(BaseModel):
+    question: str
+
+
+# A client-executed tool: the browser (here, the operator in the inspector) answers with JSON.
+locator = define_agent(
+    "locator",
+    system_prompt="Ask the browser where the user is, then say it.",
+    llm_config="scripted/locator",
+    tools=[define_tool("get_location", description="Where is the user?", input_schema=WhereIn, execute="client")],
+)
+
+echo = define_agent("echo", system_prompt="Repeat what the user says.", llm_config="scripted/echo")
+
+agents = [gatekeeper, locator, echo]
 
 PLAN_TEXT = "Planning: remove /tmp/cache, then deploy to production."
 
 
 def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
-    """Ask for both tools first; once both answered, report them (denials included)."""
+    """``gatekeeper``: ask for both tools first; once both answered, report them (denials included).
+    ``locator``: ask the client where the user is, then say it."""
+    if inp.agent_type == "echo":
+        return TextStepResult(content=f"echo: {inp.messages[-1].content}", should_stop=True, stop_reason="end_turn")
+    if inp.agent_type == "locator":
+        last = inp.messages[-1]
+        if isinstance(last, ToolResultMessage):
+            return TextStepResult(content=f"You are in {last.content}.", should_stop=True, stop_reason="end_turn")
+        return ToolCallsStepResult(
+            content="Asking your browser.",
+            tool_calls=[ParsedToolCall(id="loc-1", name="get_location", arguments={"question": "city?"})],
+            stop_reason="tool_use",
+        )
     results = [m for m in inp.messages if isinstance(m, ToolResultMessage)]
     if len(results) >= 2:
         summary = "; ".join(f"{m.tool_name}: {m.content}" for m in results[-2:])

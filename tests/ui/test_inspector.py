@@ -146,6 +146,28 @@ def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspec
     assert page.evaluate("sessionStorage.getItem('helix-dbos.token')") == TOKEN
 
 
+def test_a_client_tool_answered_with_json_from_the_keyboard(page: Any, inspector_url: str) -> None:
+    with httpx.Client(base_url=inspector_url, headers=AUTH) as http:
+        session_id = http.post("/v1/runs", json={"agent": "locator", "input": "where am I?"}).json()["session_id"]
+    login(page, inspector_url)
+    page.get_by_role("link", name=session_id).wait_for()
+    # The sessions list shows it waiting; open it with the keyboard.
+    page.get_by_role("link", name=session_id).focus()
+    page.keyboard.press("Enter")
+    card = pending_card(page, "get_location")
+    result = card.get_by_label("JSON result for get_location")
+    result.focus()
+    page.keyboard.press("Control+A")
+    page.keyboard.type('{"city": "not json')
+    page.keyboard.press("Tab")  # to "Send result"
+    page.keyboard.press("Enter")
+    expect_text(page.locator("#notice"), "not JSON")  # refused in the page, nothing sent
+    result.fill('{"city": "Lima"}')
+    card.get_by_role("button", name="Send result").press("Enter")
+    page.locator("#session-status", has_text="completed").wait_for(timeout=30_000)
+    expect_text(page.locator("#transcript"), "Lima")
+
+
 def test_a_wrong_token_shows_an_error_and_no_data(page: Any, inspector_url: str) -> None:
     with httpx.Client(base_url=inspector_url, headers=AUTH) as http:
         started = http.post("/v1/runs", json={"agent": "gatekeeper", "input": "secret plans"})
@@ -161,6 +183,30 @@ def test_a_wrong_token_shows_an_error_and_no_data(page: Any, inspector_url: str)
     page.goto(f"{inspector_url}/ui#/s/{session_id}")
     page.get_by_label("API token").wait_for()
     assert "secret plans" not in page.locator("body").inner_text()
+
+
+@pytest.mark.slow
+def test_paging_through_many_sessions_on_a_phone(page: Any, inspector_url: str) -> None:
+    with httpx.Client(base_url=inspector_url, headers=AUTH, timeout=30) as http:
+        for i in range(25):
+            sid = f"page-echo-{i:02d}"
+            assert http.post("/v1/runs", json={"agent": "echo", "input": f"n{i}", "session_id": sid}).status_code == 202
+            result = http.get(f"/v1/sessions/{sid}/result", params={"timeout_seconds": 30}).json()
+            assert result["status"] == "completed", result
+    page.set_viewport_size({"width": 390, "height": 844})
+    login(page, inspector_url)
+    page.get_by_label("Agent filter").fill("echo")
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("table[aria-label=Sessions] tbody tr")
+    page.get_by_role("link", name="page-echo-24").wait_for()
+    assert rows.count() == 20
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.get_by_role("button", name="Next").click()
+    page.get_by_role("link", name="page-echo-00").wait_for()
+    assert rows.count() == 5
+    assert page.get_by_role("button", name="Next").is_disabled()
+    page.get_by_role("button", name="Previous").click()
+    page.get_by_role("link", name="page-echo-24").wait_for()
 
 
 def poll(page: Any, expression: str, timeout: float = 15) -> None:
