@@ -68,6 +68,13 @@ from helix_dbos.session import (
     SubmitToolResult,
     SuspendedClientToolOutcome,
 )
+from helix_dbos.skills import (
+    SkillDefinition,
+    SkillProvider,
+    define_skill,
+    file_system_skill_provider,
+    in_code_skill_provider,
+)
 from helix_dbos.step_result import (
     ErrorStepResult,
     ParsedToolCall,
@@ -149,6 +156,8 @@ __all__ = [
     "RunQueue",
     "SessionNotFoundError",
     "SessionStore",
+    "SkillDefinition",
+    "SkillProvider",
     "SqlSessionStore",
     "SqlStreamManager",
     "StateChangePayload",
@@ -183,8 +192,11 @@ __all__ = [
     "create_sub_agent_tool",
     "dbos_config_for",
     "define_agent",
+    "define_skill",
     "define_tool",
+    "file_system_skill_provider",
     "filter_by_type",
+    "in_code_skill_provider",
     "is_sub_agent_tool",
     "launch",
     "openai_cache",

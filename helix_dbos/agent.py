@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
+from helix_dbos.skills.model import skill_name_problem
+from helix_dbos.skills.provider import SkillProvider, SkillsConfig, to_skill_provider
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
 from helix_dbos.usage import Budget
@@ -95,6 +97,11 @@ class AgentConfig(BaseModel):
     """Companions this agent can spawn and consult through the auto-injected ``companion__*`` tools."""
     budget: Budget | None = None
     """Limits on tokens or cost; crossing one suspends the run for an approval (see :class:`Budget`)."""
+    skills: SkillProvider | None = None
+    """Where the agent's skills come from; set, it adds the catalog and ``load_skill`` / ``read_skill_file``.
+    Not inherited: a sub-agent or companion uses only the skills of its own definition."""
+    preload_skills: tuple[str, ...] = ()
+    """Skills whose bodies are in the system prompt on every step (unknown names warn and are skipped)."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -128,11 +135,15 @@ def define_agent(
     hooks: AgentHooks | dict[str, HookFn] | None = None,
     persistent_agents: Sequence[PersistentAgentConfig] = (),
     budget: Budget | None = None,
+    skills: SkillsConfig | None = None,
+    preload_skills: Sequence[str] = (),
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
     ``budget`` limits what each run (or the session) may spend before a human must approve more.
+    ``skills`` is a :class:`~helix_dbos.skills.SkillProvider` or a list of ``define_skill(...)``
+    results (sugar for ``in_code_skill_provider``).
     """
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
         raise DefinitionError(
@@ -179,6 +190,7 @@ def define_agent(
     companions = _check_persistent_agents(name, persistent_agents)
     if budget is not None and not isinstance(budget, Budget):
         raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
+    provider, preload = _check_skills(name, skills, preload_skills)
     return AgentConfig(
         name=name,
         description=description,
@@ -192,7 +204,31 @@ def define_agent(
         hooks=hook_set,
         persistent_agents=companions,
         budget=budget,
+        skills=provider,
+        preload_skills=preload,
     )
+
+
+def _check_skills(
+    name: str, skills: SkillsConfig | None, preload_skills: Sequence[str]
+) -> tuple[SkillProvider | None, tuple[str, ...]]:
+    """The agent's skill provider and preload names.
+
+    Whether a preload name exists is only known when the provider is asked (at run time), so here
+    only its spelling is checked.
+    """
+    try:
+        provider = to_skill_provider(skills)
+    except DefinitionError as exc:
+        raise DefinitionError(f"agent {name!r}: {exc.message}") from exc
+    if isinstance(preload_skills, str):
+        raise DefinitionError(f"agent {name!r}: preload_skills must be a list of skill names, not a string")
+    preload = tuple(preload_skills)
+    for skill in preload:
+        problem = skill_name_problem(skill)
+        if problem is not None:
+            raise DefinitionError(f"agent {name!r}: preload_skills entry {skill!r}: {problem}")
+    return provider, preload
 
 
 def _check_persistent_agents(name: str, configs: Sequence[PersistentAgentConfig]) -> tuple[PersistentAgentConfig, ...]:

@@ -98,6 +98,9 @@ def budget_start(agent: str) -> str:
 def budget_register(agent: str) -> str:
     """Record a crossed budget as a pending ``budget`` call and fix the hot-window deadline."""
     return f"{agent}.budget.register"
+def skills_catalog(agent: str) -> str:
+    """Resolve the run's skills catalog (the system-prompt fragment) from the agent's provider."""
+    return f"{agent}.skills.catalog"
 
 
 __all__ = [
@@ -118,5 +121,6 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "skills_catalog",
     "tool",
 ]

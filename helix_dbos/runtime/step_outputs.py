@@ -231,6 +231,12 @@ class CompanionStatusOutput(TypedDict):
     children: list[CompanionChild]
 
 
+class SkillsCatalogStepOutput(TypedDict):
+    """``{agent}.skills.catalog``: the skills fragment this run's system prompt carries (``''`` for none)."""
+
+    fragment: str
+
+
 __all__ = [
     "BudgetStartStepOutput",
     "CheckStepOutput",
@@ -250,6 +256,7 @@ __all__ = [
     "PendingRow",
     "RegisterStepOutput",
     "ResumedStepOutput",
+    "SkillsCatalogStepOutput",
     "ToolStepOutput",
     "WritesOutput",
 ]
