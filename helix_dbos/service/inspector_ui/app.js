@@ -10,7 +10,11 @@ const STATUSES = ["", "active", "completed", "failed", "interrupted", "paused"];
 let current = null; // the open session page: { id, stream, timer }
 
 // For the browser tests and for the curious: the live stream's handle of the open session page.
-window.helixInspector = { stream: () => (current ? current.stream : null) };
+window.helixInspector = {
+  stream: () => (current ? current.stream : null),
+  refresh: () => current && current.parts && scheduleRefresh(current, current.parts),
+  refreshes: () => (current ? current.refreshes : 0),
+};
 
 function notice(text, kind = "error") {
   const box = $("notice");
@@ -165,7 +169,7 @@ function section(id, title, ...body) {
 }
 
 async function sessionPage(id) {
-  const page = { id, stream: null, timer: null, patches: [], text: "" };
+  const page = { id, stream: null, timer: null, patches: [], text: "", refreshes: 0 };
   current = page;
   const live = h("div", { id: "live-text", "aria-live": "polite" });
   const liveEvents = h("ul", { class: "live-events", id: "live-events" });
@@ -174,10 +178,12 @@ async function sessionPage(id) {
     head: h("div", { id: "summary" }),
     controls: h("div", { id: "controls" }),
     pending: h("div", { id: "pending-list" }),
+    answers: h("ul", { id: "answers", class: "live-events", "aria-label": "Your answers" }),
     transcript: h("ol", { class: "transcript", id: "transcript" }),
     state: h("div", { id: "state" }),
     timeline: h("div", { id: "timeline-body", class: "scroll" }),
   };
+  page.parts = parts;
   view.replaceChildren(
     h("p", {}, h("a", { href: "#/" }, "← Sessions")),
     h("h1", {}, "Session ", h("code", {}, id)),
@@ -185,7 +191,7 @@ async function sessionPage(id) {
     section("control", "Controls", parts.controls),
     h("div", { class: "grid" },
       h("div", {},
-        section("pending", "Waiting for you", parts.pending),
+        section("pending", "Waiting for you", parts.pending, parts.answers),
         section("live", "Live", h("p", {}, "Stream: ", streamState), live, liveEvents),
         section("messages", "Transcript", parts.transcript)),
       h("div", {},
@@ -275,6 +281,7 @@ function scheduleRefresh(page, parts) {
       if (current !== page) return;
       renderSession(page, parts, snap);
       await refresh(page, parts, snap);
+      page.refreshes += 1;
     } catch (err) {
       showError(err);
     }
@@ -312,18 +319,30 @@ function renderSession(page, parts, snap) {
 
 function renderPending(page, parts, snap) {
   const calls = snap.pending_tool_calls;
+  // Cards of calls still waiting are kept as they are, never rebuilt: a refresh must not wipe
+  // what the operator is typing (a reason, a JSON result) or move their focus.
+  const waiting = new Set(calls.map((c) => c.tool_call_id));
+  const kept = new Map();
+  for (const card of [...parts.pending.querySelectorAll("article.pending")]) {
+    if (waiting.has(card.dataset.toolCallId)) kept.set(card.dataset.toolCallId, card);
+    else card.remove();
+  }
+  const empty = parts.pending.querySelector(".empty");
   if (!calls.length) {
-    parts.pending.replaceChildren(h("p", { class: "muted" }, "Nothing is waiting."));
+    if (!empty) parts.pending.append(h("p", { class: "muted empty" }, "Nothing is waiting."));
     return;
   }
+  if (empty) empty.remove();
   const submit = (body) => api(`/sessions/${encodeURIComponent(page.id)}/tool-results`, { method: "POST", body });
   const answered = (card, text) => {
     card.querySelectorAll("button, input, textarea").forEach((el) => { el.disabled = true; });
     card.append(h("p", { class: "muted", role: "status" }, text));
+    // Kept outside the cards, which go when the server no longer lists the call.
+    parts.answers.append(h("li", {}, text));
     page.startStream();
     scheduleRefresh(page, parts);
   };
-  parts.pending.replaceChildren(...calls.map((call) => {
+  parts.pending.append(...calls.filter((call) => !kept.has(call.tool_call_id)).map((call) => {
     const card = h("article", { class: "card pending", "data-tool-call-id": call.tool_call_id, "aria-label": `${call.tool_name} (${call.kind})` });
     card.append(
       h("h3", {}, h("code", {}, call.tool_name), " ", h("span", { class: "muted" }, call.kind === "client" ? "needs a result" : "needs approval")),
@@ -340,7 +359,7 @@ function renderPending(page, parts, snap) {
           throw new ApiError(0, "invalid_json", `The result is not JSON: ${err.message}`);
         }
         await submit({ kind: "client-tool-result", tool_call_id: call.tool_call_id, result });
-        answered(card, "Result sent.");
+        answered(card, `Result sent for ${call.tool_name}.`);
       }) }, "Send result");
       card.append(area, h("div", { class: "row" }, send));
     } else {
@@ -349,7 +368,7 @@ function renderPending(page, parts, snap) {
         const body = { kind: "approval-response", tool_call_id: call.tool_call_id, approved, arguments_digest: call.arguments_digest };
         if (reason.value.trim()) body.reason = reason.value.trim();
         await submit(body);
-        answered(card, approved ? "Approved." : "Denied.");
+        answered(card, `${approved ? "Approved" : "Denied"} ${call.tool_name}${body.reason ? `: ${body.reason}` : ""}.`);
       });
       const approve = h("button", { type: "button", class: "primary", onclick: () => decide(true, approve) }, "Approve");
       const deny = h("button", { type: "button", class: "danger", onclick: () => decide(false, deny) }, "Deny");
