@@ -38,6 +38,7 @@ from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.llm.mock import MockLLMAdapter
 from helix_dbos.llm.router import ModelRouter
+from helix_dbos.memory import InMemoryMemoryStore, MemoryConfig, PostgresMemoryStore, collect_injected_memory_ids
 from helix_dbos.messages import (
     AssistantMessage,
     FileInput,
@@ -131,6 +132,7 @@ __all__ = [
     "FailedOutcome",
     "FileInput",
     "HelixError",
+    "InMemoryMemoryStore",
     "InMemoryStreamManager",
     "InterruptedOutcome",
     "InvalidTextError",
@@ -139,6 +141,7 @@ __all__ = [
     "LLMGenerateInput",
     "LLMStreamCallbacks",
     "LiteLLMAdapter",
+    "MemoryConfig",
     "Message",
     "MessagePayload",
     "MockLLMAdapter",
@@ -148,6 +151,7 @@ __all__ = [
     "PendingToolCall",
     "PendingToolCallNotFoundError",
     "PersistentAgentConfig",
+    "PostgresMemoryStore",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",
@@ -188,6 +192,7 @@ __all__ = [
     "UserMessage",
     "__version__",
     "anthropic_cache",
+    "collect_injected_memory_ids",
     "collect_text",
     "create_sub_agent_tool",
     "dbos_config_for",

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
+from helix_dbos.memory.config import MemoryConfig
 from helix_dbos.skills.model import skill_name_problem
 from helix_dbos.skills.provider import SkillProvider, SkillsConfig, to_skill_provider
 from helix_dbos.step_result import StepResult
@@ -95,6 +96,9 @@ class AgentConfig(BaseModel):
     hooks: AgentHooks = Field(default_factory=AgentHooks)
     persistent_agents: tuple[PersistentAgentConfig, ...] = ()
     """Companions this agent can spawn and consult through the auto-injected ``companion__*`` tools."""
+    memory: MemoryConfig | None = None
+    """Memories injected (once each per session) before a turn's first model call; see :mod:`helix_dbos.memory`.
+    Not inherited: a sub-agent or companion has only the memory its own definition names."""
     budget: Budget | None = None
     """Limits on tokens or cost; crossing one suspends the run for an approval (see :class:`Budget`)."""
     skills: SkillProvider | None = None
@@ -134,6 +138,7 @@ def define_agent(
     stop_when: Callable[[StepResult], bool] | None = None,
     hooks: AgentHooks | dict[str, HookFn] | None = None,
     persistent_agents: Sequence[PersistentAgentConfig] = (),
+    memory: MemoryConfig | None = None,
     budget: Budget | None = None,
     skills: SkillsConfig | None = None,
     preload_skills: Sequence[str] = (),
@@ -188,6 +193,8 @@ def define_agent(
     except ValueError as exc:
         raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
     companions = _check_persistent_agents(name, persistent_agents)
+    if memory is not None and not isinstance(memory, MemoryConfig):
+        raise DefinitionError(f"agent {name!r}: memory must be a MemoryConfig, got {memory!r}")
     if budget is not None and not isinstance(budget, Budget):
         raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
     provider, preload = _check_skills(name, skills, preload_skills)
@@ -203,6 +210,7 @@ def define_agent(
         stop_when=stop_when,
         hooks=hook_set,
         persistent_agents=companions,
+        memory=memory,
         budget=budget,
         skills=provider,
         preload_skills=preload,

@@ -24,6 +24,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── PendingToolCallNotFoundError    state_tool_call_not_found
     ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
     ├── AgentNotFoundError              state_agent_not_found  the service does not serve that agent
+    ├── EmbeddingExecutorClosedError    framework_internal_error   a memory saved after shutdown()
     ├── ServiceAuthConfigError          validation_error      a service built without an auth decision
     ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
     └── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
@@ -424,6 +425,13 @@ class AgentNotFoundError(HelixError):
             retryable=False,
         )
         self.name = name
+
+
+class EmbeddingExecutorClosedError(HelixError):
+    """A memory saved after the embedding executor's ``shutdown()``: refused, not left ``pending`` forever."""
+
+    def __init__(self) -> None:
+        super().__init__("the embedding executor is shut down; save memories before shutdown()", retryable=False)
 
 
 class ServiceAuthConfigError(HelixError, ValueError):

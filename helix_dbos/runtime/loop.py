@@ -54,6 +54,7 @@ from helix_dbos.runtime.budget import BudgetAnswer, BudgetTracker
 from helix_dbos.runtime.companions import deliver_notices
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
+from helix_dbos.runtime.memory import inject_memories
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.skills import resolve_run_skills
@@ -165,6 +166,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
     ended = _check_budget(run, budget)
     if ended is not None:
         return ended
+    inject_memories(run)
     # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
     # an interrupt that arrives before the first model call is honoured too.
     pending: StepCommit | None = run.pending_commit()

@@ -20,6 +20,11 @@ def llm(agent: str) -> str:
     return f"{agent}.llm"
 
 
+def memory(agent: str) -> str:
+    """Search the agent's memories for the turn's user message (the hidden injection message)."""
+    return f"{agent}.memory"
+
+
 def tool(agent: str, tool_name: str) -> str:
     """Validate and run one tool call."""
     return f"{agent}.tool.{tool_name}"
@@ -98,6 +103,8 @@ def budget_start(agent: str) -> str:
 def budget_register(agent: str) -> str:
     """Record a crossed budget as a pending ``budget`` call and fix the hot-window deadline."""
     return f"{agent}.budget.register"
+
+
 def skills_catalog(agent: str) -> str:
     """Resolve the run's skills catalog (the system-prompt fragment) from the agent's provider."""
     return f"{agent}.skills.catalog"
@@ -121,6 +128,7 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "memory",
     "skills_catalog",
     "tool",
 ]
