@@ -80,9 +80,13 @@ class MemoryStepOutput(TypedDict):
 
 
 class HooksStepOutput(TypedDict):
-    """``{agent}.hooks``: how many deferred hooks fired."""
+    """``{agent}.hooks``: how many deferred hooks fired, and the state changes they made."""
 
     fired: int
+    writes: NotRequired[dict[str, Any]]
+    """``StepWrites`` (JSON) of ``update_state`` calls in ``after_tool`` / ``on_message`` hooks."""
+    patches: NotRequired[list[dict[str, Any]]]
+    """The RFC 6902 form of ``writes``, streamed as a ``state_patch`` chunk."""
 
 
 class FinalizeStepOutput(TypedDict):

@@ -112,3 +112,20 @@ def test_serve_without_uvicorn_names_the_server_extra() -> None:
         """,
     )
     assert "pip install 'helix-dbos[server]'" in out
+
+
+def test_the_toolkit_needs_no_server_stack_except_its_sse_handler() -> None:
+    """Wire events, the state streamer and the projector are core; the ASGI handler names the extra."""
+    out = _run(
+        _SERVER_PACKAGES,
+        """
+        from helix_dbos import StreamProjector, create_state_streamer, parse_stream_event
+        from helix_dbos.stream.events import to_sse_message
+        try:
+            import helix_dbos.stream.resumable
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[server]'" in out
+    assert out.count("\n") == 1, out
