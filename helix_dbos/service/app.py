@@ -39,10 +39,12 @@ from helix_dbos.service.routes import (
     forks_router,
     health_router,
     hitl_router,
+    inspector_router,
     queue_router,
     sessions_router,
     streams_router,
 )
+from helix_dbos.service.ui import ui_router
 
 API_DESCRIPTION = """
 Durable AI agents on DBOS over HTTP and server-sent events. Every run is a DBOS workflow; every
@@ -61,8 +63,12 @@ any request.
 | `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
+| `GET /v1/sessions`, `/v1/sessions/{id}/timeline`, `/state` | (new) sessions list, step timeline, custom state |
 
-Every route but `/healthz` and these docs needs credentials (a 401 otherwise, and nothing changes).
+The web inspector (`GET /ui`) is a page over these routes; it asks for the same credentials.
+
+Every route but `/healthz`, these docs and the inspector's static files needs credentials (a 401
+otherwise, and nothing changes).
 Errors are `{"error": {"code", "message", "retryable"}}` with the seeds' error codes; each code has
 one HTTP status, and each route's responses list the codes it answers. Text fields reject NUL
 (`\u0000`) and lone surrogates with a 422 `validation_invalid_text`.
@@ -117,6 +123,7 @@ def create_app(
     app.state.authenticator = authenticator
 
     app.include_router(health_router())
+    app.include_router(ui_router())
     # Documents the bearer scheme in OpenAPI; the check itself runs in the route class, first.
     dependencies = [Depends(HTTPBearer(auto_error=False))] if authenticator.uses_bearer_tokens else []
     context = RouteContext(
@@ -136,6 +143,7 @@ def create_app(
         hitl_router,
         chat_router,
         queue_router,
+        inspector_router,
     ):
         app.include_router(router(context))
     install_openapi(app, agent_names=lambda: executor.registry.names())

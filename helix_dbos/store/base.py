@@ -537,9 +537,14 @@ class SessionStore(Protocol):
         ...
 
     def list_sessions(
-        self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        status: SessionStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        agent_type: str | None = None,
     ) -> list[SessionRecord]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first; ``agent_type`` keeps one agent's sessions only."""
         ...
 
     def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:

@@ -235,12 +235,19 @@ class SqlSessionStore:
 
     @retrying
     def list_sessions(
-        self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        status: SessionStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        agent_type: str | None = None,
     ) -> list[SessionRecord]:
-        """Return sessions, most recently updated first."""
+        """Return sessions, most recently updated first (one agent's only, with ``agent_type``)."""
         stmt = sa.select(sessions)
         if status is not None:
             stmt = stmt.where(sessions.c.status == status)
+        if agent_type is not None:
+            stmt = stmt.where(sessions.c.agent_type == agent_type)
         stmt = (
             stmt.order_by(sessions.c.updated_at.desc(), sessions.c.session_id)
             .limit(max(limit, 0))
