@@ -31,6 +31,8 @@ from helix_dbos.remote_sub_agent import (
 )
 from helix_dbos.runtime.ids import child_session_id_for
 from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.stream.chunks import TextDeltaChunk, chunk_to_json
+from helix_dbos.stream.events import StreamChunkEvent, StreamEndEvent
 
 
 class TopicIn(BaseModel):
@@ -114,9 +116,11 @@ def test_a_remote_call_goes_to_the_remote_phase() -> None:
 
 
 def test_sse_parsing_reads_ids_events_and_multi_line_data() -> None:
+    chunk = TextDeltaChunk(agent_id="r", agent_type="a", timestamp=1, content="hi")
+    first, second = chunk_to_json(chunk)[:12], chunk_to_json(chunk)[12:]
     body = (
         ": ping\r\n\r\n"
-        'id: 7\r\nevent: chunk\r\ndata: {"type":\r\ndata: "text_delta"}\r\n\r\n'
+        f"id: 7\r\nevent: chunk\r\ndata: {first}\r\ndata: {second}\r\n\r\n"
         'event: end\r\ndata: {"type": "end"}\r\n\r\n'
     )
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body.encode()))
@@ -124,10 +128,19 @@ def test_sse_parsing_reads_ids_events_and_multi_line_data() -> None:
 
     with HelixClient("http://service", transport=transport) as client:
         events = list(client.stream("s"))
-    assert [(e.event, e.id, e.data) for e in events] == [
-        ("chunk", 7, {"type": "text_delta"}),
-        ("end", None, {"type": "end"}),
-    ]
+    assert [(e.event, e.id) for e in events] == [("chunk", 7), ("end", None)]
+    assert events[0].typed == StreamChunkEvent(chunk=chunk, sequence=7)  # parsed by the toolkit's wire models
+    assert isinstance(events[1].typed, StreamEndEvent)
+
+
+def test_an_event_the_wire_models_refuse_fails_loudly() -> None:
+    """A protocol drift (a chunk missing its fields) is an error, never a silently odd event."""
+    body = 'id: 7\nevent: chunk\ndata: {"type": "text_delta"}\n\n'
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body.encode()))
+    from helix_dbos.client import HelixClient
+
+    with HelixClient("http://service", transport=transport) as client, pytest.raises(ValueError):
+        list(client.stream("s"))
 
 
 @pytest.mark.parametrize(
