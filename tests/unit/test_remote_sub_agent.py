@@ -117,7 +117,8 @@ def test_a_remote_call_goes_to_the_remote_phase() -> None:
 
 def test_sse_parsing_reads_ids_events_and_multi_line_data() -> None:
     chunk = TextDeltaChunk(agent_id="r", agent_type="a", timestamp=1, content="hi")
-    first, second = chunk_to_json(chunk)[:12], chunk_to_json(chunk)[12:]
+    text = chunk_to_json(chunk)
+    first, second = text[: text.index(",") + 1], text[text.index(",") + 1 :]  # split between two members
     body = (
         ": ping\r\n\r\n"
         f"id: 7\r\nevent: chunk\r\ndata: {first}\r\ndata: {second}\r\n\r\n"
