@@ -42,6 +42,7 @@ from helix_dbos.service.routes import (
     queue_router,
     sessions_router,
     streams_router,
+    ui_chat_router,
 )
 
 API_DESCRIPTION = """
@@ -60,6 +61,7 @@ any request.
 | `POST /v1/sessions/{id}/tool-results` | `POST /submit-tool-result` |
 | `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
+| `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | the AI SDK's `useChat` (UI message stream protocol) and its reconnect |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
 
 Every route but `/healthz` and these docs needs credentials (a 401 otherwise, and nothing changes).
@@ -134,6 +136,7 @@ def create_app(
         control_router,
         forks_router,
         hitl_router,
+        ui_chat_router,
         chat_router,
         queue_router,
     ):

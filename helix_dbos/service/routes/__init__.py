@@ -20,6 +20,8 @@ Route                                        Seeds' operation / executor call
 ``GET  /v1/chat/{id}/stream``                ``GET /chat/{sessionId}/stream`` (current run)
 ``POST /v1/chat/{id}/tool-results``          ``POST /chat/{sessionId}/submit-tool-result``
 ``POST /v1/chat/{id}/interrupt`` / abort     ``POST /chat/{sessionId}/interrupt`` / ``abort``
+``POST /v1/chat/ui``                         AI SDK ``useChat`` (UI message stream)   (ui_chat)
+``GET  /v1/chat/ui/{id}/stream``             its reconnect (``DefaultChatTransport``)
 ``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
 ``GET  /healthz``                            liveness (no authentication)              (health)
 ===========================================  ==================================================
@@ -38,6 +40,7 @@ from helix_dbos.service.routes.hitl import hitl_router
 from helix_dbos.service.routes.queue import queue_router
 from helix_dbos.service.routes.sessions import sessions_router
 from helix_dbos.service.routes.streams import streams_router
+from helix_dbos.service.routes.ui_chat import ui_chat_router
 
 __all__ = [
     "RouteContext",
@@ -49,4 +52,5 @@ __all__ = [
     "queue_router",
     "sessions_router",
     "streams_router",
+    "ui_chat_router",
 ]
