@@ -61,7 +61,7 @@ any request.
 | `POST /v1/sessions/{id}/tool-results` | `POST /submit-tool-result` |
 | `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
-| `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | the AI SDK's `useChat` (UI message stream protocol) and its reconnect |
+| `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | AI SDK `useChat` (UI message stream) and its reconnect |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
 
 Every route but `/healthz` and these docs needs credentials (a 401 otherwise, and nothing changes).

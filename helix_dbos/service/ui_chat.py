@@ -62,7 +62,7 @@ class UIChatRequest(BaseModel):
     """The chat id (``useChat``'s ``id``): one chat, one session."""
     messages: Annotated[list[UIChatMessage], Field(min_length=1)]
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
-    messageId: str | None = None  # noqa: N815 - the AI SDK's field name
+    messageId: str | None = None
     agent: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """The agent to run; optional when the service serves exactly one."""
 

@@ -256,7 +256,12 @@ class UIMessageStreamTranslator:
             # Already shown (an approved call starting, or the browser's own copy of the call).
             return []
         self._announced[call_id] = dynamic
-        part: UIMessagePart = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": arguments}
+        part: UIMessagePart = {
+            "type": "tool-input-available",
+            "toolCallId": call_id,
+            "toolName": name,
+            "input": arguments,
+        }
         if dynamic:
             part["dynamic"] = True
         return [*self._content(step), part]
@@ -275,7 +280,11 @@ class UIMessageStreamTranslator:
         if chunk.success:
             return [*parts, *self._output(chunk.tool_call_id, chunk.step, output=chunk.result)]
         if chunk.tool_call_id in self._approvals and chunk.error == NOT_APPROVED_MESSAGE:
-            return [*parts, *self._content(chunk.step), {"type": "tool-output-denied", "toolCallId": chunk.tool_call_id}]
+            return [
+                *parts,
+                *self._content(chunk.step),
+                {"type": "tool-output-denied", "toolCallId": chunk.tool_call_id},
+            ]
         return [*parts, *self._output(chunk.tool_call_id, chunk.step, error=chunk.error or "Tool failed")]
 
     def _sub_agent_output(self, chunk: SubAgentEndChunk) -> list[UIMessagePart]:

@@ -83,6 +83,6 @@ def test_the_ai_sdk_chat_client_talks_to_serve(pg_database_url: str, tmp_path: P
     assert client.returncode == 0, f"{client.stdout}\n{client.stderr}\n--- server ---\n{server.output[-4000:]}"
     summary = json.loads(client.stdout.strip().splitlines()[-1])
     assert summary["clientTool"]["text"] == "Let me take a note first.Now I ask your browser.You are in Lima."
-    assert summary["approved"] == {"text": "Done: {\"removed\":\"/tmp/x\"}", "state": "output-available"}
+    assert summary["approved"] == {"text": 'Done: {"removed":"/tmp/x"}', "state": "output-available"}
     assert summary["denied"]["state"] == "output-denied"
     assert "You are in Quito." in summary["resume"]["text"]

@@ -70,9 +70,7 @@ async def ui_events(ctx: RouteContext, reply: UIReply, records: AsyncIterator[Ch
     A pause or an interrupt ends the reply only while it is the stream's latest chunk: a replay
     passes over a pause the browser has answered since.
     """
-    translator = UIMessageStreamTranslator(
-        known_tool_calls=reply.known_tool_calls, approval_calls=reply.approval_calls
-    )
+    translator = UIMessageStreamTranslator(known_tool_calls=reply.known_tool_calls, approval_calls=reply.approval_calls)
     metadata = {"sessionId": reply.session_id, **({"runId": reply.run_id} if reply.run_id else {})}
     ending: list[UIMessagePart] = []
     try:
