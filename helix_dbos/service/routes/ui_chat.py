@@ -59,6 +59,16 @@ PROTOCOL_DOC = (
 )
 
 
+REFUSED_IN_STREAM = ("validation_error", "validation_invalid_text")
+"""Refusals of a schema-valid post, answered as a stream with one ``error`` part rather than a 422."""
+
+
+async def refusal_events(error_text: str) -> AsyncIterator[ServerSentEvent]:
+    """A reply that is only the refusal: ``error``, then ``[DONE]``."""
+    yield _event({"type": "error", "errorText": error_text})
+    yield ServerSentEvent(data=UI_MESSAGE_STREAM_DONE, sep="\n")
+
+
 def _event(part: UIMessagePart) -> ServerSentEvent:
     # ``\n`` line ends: byte for byte what the AI SDK's own servers send (``data: {...}\n\n``).
     return ServerSentEvent(data=part_json(part), sep="\n")
@@ -131,16 +141,26 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
         description="The AI SDK's chat endpoint (`useChat` with `DefaultChatTransport`): the last message is the "
         "user's next turn (a repeat of the same message id finds the same run), or the assistant message "
         "carrying the browser's tool outputs and approval responses, which answer the calls the run waits "
-        "for." + PROTOCOL_DOC,
+        "for. A post it cannot act on (no text, no agent named when several are served) answers a stream "
+        "whose only part is `error`." + PROTOCOL_DOC,
         responses=error_responses("state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, body=True),
     )
     async def ui_chat(request: Request, body: UIChatRequest) -> EventSourceResponse:
         session_id = chat_session_id(body.id, principal_scope(getattr(request.state, "principal", None)))
-        plan = plan_request(body)
-        if isinstance(plan, Answers):
-            reply = await service.call(answer_tools, executor, session_id, plan)
-        else:
-            reply = await service.call(start_turn, executor, session_id, body.agent, plan)
+        try:
+            plan = plan_request(body)
+            if isinstance(plan, Answers):
+                reply = await service.call(answer_tools, executor, session_id, plan)
+            else:
+                reply = await service.call(start_turn, executor, session_id, body.agent, plan)
+        except HelixError as exc:
+            if exc.code not in REFUSED_IN_STREAM:
+                raise
+            # A well-formed post the service cannot act on (no text, no agent named, NUL in the
+            # text): ``useChat`` shows an ``error`` part as the chat's error, like any failure.
+            return EventSourceResponse(
+                refusal_events(public_error_message(exc)), headers=UI_MESSAGE_STREAM_HEADERS, sep="\n"
+            )
         return await respond(reply)
 
     @router.get(
@@ -150,7 +170,7 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
         response_class=EventSourceResponse,
         description="The AI SDK transport's reconnect: the reply of the chat's run in flight, replayed from its "
         "first part, or `204` when no run is in flight." + PROTOCOL_DOC,
-        responses={204: {"description": "No run in flight: nothing to resume."}},
+        responses={204: {"description": "No run in flight: nothing to resume."}, **error_responses()},
     )
     async def ui_chat_stream(request: Request, chat_id: ChatIdPath) -> Response:
         session_id = chat_session_id(chat_id, principal_scope(getattr(request.state, "principal", None)))
