@@ -73,6 +73,12 @@ async function until(chat, predicate, what, timeoutMs = 45_000) {
   throw new Error(`${what}: timed out; status=${chat.status}; messages=${JSON.stringify(chat.messages, null, 1)}`);
 }
 
+// The README's useChat setup: post again once every client tool has its output or every approval
+// its response.
+const sendAutomaticallyWhen = ({ messages }) =>
+  lastAssistantMessageIsCompleteWithToolCalls({ messages }) ||
+  lastAssistantMessageIsCompleteWithApprovalResponses({ messages });
+
 const assistant = chat => chat.messages.filter(m => m.role === 'assistant').at(-1);
 const textOf = message => (message?.parts ?? []).filter(p => p.type === 'text').map(p => p.text).join('');
 const toolPart = (message, name) => (message?.parts ?? []).find(p => p.type === `tool-${name}`);
@@ -123,7 +129,7 @@ async function clientTool() {
   const chat = newChat({
     id: `client-${runTag}`,
     agent: 'locator',
-    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    sendAutomaticallyWhen,
     onToolCall: ({ toolCall }) => {
       if (toolCall.toolName !== 'get_location') return; // the server runs its own tools
       calls.push(toolCall.toolCallId);
@@ -148,7 +154,7 @@ async function approval(approved) {
   const chat = newChat({
     id: `approval-${approved}-${runTag}`,
     agent: 'janitor',
-    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    sendAutomaticallyWhen,
   });
   await chat.sendMessage({ text: 'Clean up /tmp/x' });
   await until(chat, () => idle(chat) && toolPart(assistant(chat), 'remove')?.state === 'approval-requested', 'approval request');
@@ -204,7 +210,7 @@ async function resumeDropped() {
     id,
     agent: 'locator',
     messages: first.messages.filter(m => m.role === 'user'),
-    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    sendAutomaticallyWhen,
     onToolCall: ({ toolCall }) => {
       if (toolCall.toolName !== 'get_location') return;
       calls.push(toolCall.toolCallId);
