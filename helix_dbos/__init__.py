@@ -11,7 +11,9 @@ The public API is tiered, as httpx's is:
   (``helix_dbos.stream.filters``), message helpers (``helix_dbos.messages``), the pure orchestration
   functions (``helix_dbos.orchestration.*``), the state tracker (``helix_dbos.state.tracker``),
   checkpoint ids (``helix_dbos.checkpoint``), stop-reason mapping and cache strategies
-  (``helix_dbos.llm.*``), the seeds' ``Logger`` (``helix_dbos.logger``). A second pinned list
+  (``helix_dbos.llm.*``), the seeds' ``Logger`` (``helix_dbos.logger``), the client streaming
+  toolkit's event classes and guards (``helix_dbos.stream.events``) and its resumable SSE handler
+  (``helix_dbos.stream.resumable``: the ``server`` extra, so never imported here). A second pinned list
   (``SUBPACKAGE_NAMES`` in the same test) keeps them where a seed reader expects them.
 * Everything else is internal, even where its module is importable.
 """
@@ -98,9 +100,12 @@ from helix_dbos.stream.chunks import (
     ToolEndChunk,
     ToolStartChunk,
 )
+from helix_dbos.stream.events import StreamEvent, parse_stream_event, serialize_stream_event
 from helix_dbos.stream.filters import collect_text, filter_by_type
 from helix_dbos.stream.memory import InMemoryStreamManager
+from helix_dbos.stream.projection import StreamProjector, create_state_projection
 from helix_dbos.stream.sql import SqlStreamManager
+from helix_dbos.stream.state_streamer import create_state_streamer
 from helix_dbos.sub_agent import SubAgentTool, create_sub_agent_tool, is_sub_agent_tool
 from helix_dbos.tool import FINISH_TOOL_NAME, AbortSignal, Tool, ToolContext, define_tool
 from helix_dbos.usage import Budget, UsageSummary
@@ -168,7 +173,9 @@ __all__ = [
     "StatePatchChunk",
     "StepResult",
     "StreamChunk",
+    "StreamEvent",
     "StreamManager",
+    "StreamProjector",
     "StreamTruncatedError",
     "StructuredOutputStepResult",
     "SubAgentTool",
@@ -194,6 +201,8 @@ __all__ = [
     "anthropic_cache",
     "collect_injected_memory_ids",
     "collect_text",
+    "create_state_projection",
+    "create_state_streamer",
     "create_sub_agent_tool",
     "dbos_config_for",
     "define_agent",
@@ -205,6 +214,8 @@ __all__ = [
     "is_sub_agent_tool",
     "launch",
     "openai_cache",
+    "parse_stream_event",
+    "serialize_stream_event",
     "shutdown",
     "upgrade",
     "xai_cache",

@@ -19,7 +19,11 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── RunNotFinishedError             transport_error       a result wait timed out (the run goes on)
     ├── StaleStateError                 state_concurrency_conflict  lost a compare-and-set race
     ├── ExecutorSupersededError         state_concurrency_conflict  graceful hand-over, not a failure
+    ├── LockNotAcquiredError            state_concurrency_conflict  a lock manager's resource is held
+    ├── LockLostError                   state_concurrency_conflict  a lock expired before the work ended
+    ├── FencingTokenMismatchError       state_concurrency_conflict  a newer lock holder took over
     ├── StreamTruncatedError            transport_error
+    ├── StateProjectionError            state_conflict        a state patch that does not apply to the projected state
     ├── DatabaseUnavailableError        transport_error       the database stayed down past the retry bound
     ├── PendingToolCallNotFoundError    state_tool_call_not_found
     ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
@@ -27,7 +31,16 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── EmbeddingExecutorClosedError    framework_internal_error   a memory saved after shutdown()
     ├── ServiceAuthConfigError          validation_error      a service built without an auth decision
     ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
-    └── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
+    ├── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
+    ├── RemoteSubAgentClientToolUnsupportedError  framework_not_supported  a remote sub-agent waits for a
+    │                                   client-executed tool (failure_reason ``client-tool-unsupported``)
+    └── ServiceResponseError            the service's code    ``helix_dbos.client``: a helix-dbos service
+        │                                                     answered with an error (``status``, ``service_code``)
+        ├── ServiceUnauthorizedError    401                   send a valid bearer token
+        ├── ServiceNotFoundError        404                   no such session, agent, tool call, checkpoint
+        ├── ServiceConflictError        409                   the session's state does not allow it now
+        ├── ServiceRequestError         400, 413, 422, other 4xx  the request itself is wrong
+        └── ServiceUnavailableError     408, 5xx, no answer   retryable: the service (or its database) is away
 
     ServiceError (code)                 errors only the HTTP layer has (not HelixErrors: no library
     └── ResultTimeoutError              transport_result_timeout    call raises them)
@@ -49,7 +62,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 ErrorCategory = Literal["provider", "tool", "state", "transport", "validation", "framework"]
 
@@ -96,6 +109,19 @@ def category_of(code: ErrorCode) -> ErrorCategory:
     if prefix in ("provider", "tool", "state", "transport", "validation", "framework"):
         return prefix  # type: ignore[return-value]
     return "framework"
+
+
+class HelixErrorOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`HelixError` (the seeds' ``HelixErrorOptions`` object).
+
+    ``HelixError(message, **options)``: Python takes the seeds' options object as keywords.
+    """
+
+    code: ErrorCode
+    retryable: bool | None
+    status_code: int | None
+    cause: BaseException | None
+    retry_after_seconds: float | None
 
 
 class HelixError(Exception):
@@ -349,13 +375,54 @@ class ExecutorSupersededError(HelixError):
         self.session_id = session_id
 
 
+class LockNotAcquiredError(HelixError):
+    """A lock manager could not take ``resource``: another holder has it (and ``wait`` ran out)."""
+
+    def __init__(self, resource: str, held_by: str) -> None:
+        super().__init__(f"Lock {resource!r} is held by {held_by!r}", code="state_concurrency_conflict", retryable=True)
+        self.resource = resource
+        self.held_by = held_by
+
+
+class LockLostError(HelixError):
+    """A held lock expired or was taken over before its holder finished (``with_lock``'s heartbeat)."""
+
+    def __init__(self, resource: str, fencing_token: int) -> None:
+        super().__init__(
+            f"Lock {resource!r} (fencing token {fencing_token}) was lost before the work finished",
+            code="state_concurrency_conflict",
+        )
+        self.resource = resource
+        self.fencing_token = fencing_token
+
+
+class FencingTokenMismatchError(HelixError):
+    """The current holder of a lock has another fencing token: a newer holder took over (split brain).
+
+    ``session_id`` is the locked resource (the seeds lock sessions); ``actual_token`` is ``None`` when
+    nobody holds the lock any more.
+    """
+
+    def __init__(self, session_id: str, expected_token: int, actual_token: int | None = None) -> None:
+        super().__init__(
+            f"Fencing token of {session_id!r} is {actual_token}, not {expected_token}: another holder took over",
+            code="state_concurrency_conflict",
+        )
+        self.session_id = session_id
+        self.expected_token = expected_token
+        self.actual_token = actual_token
+
+
 class StreamTruncatedError(HelixError):
     """A reader's cursor is past a truncation point: chunks it had not read were removed.
 
-    Re-attach with a resumable reader from ``last_valid_sequence`` to continue.
+    Re-attach with a resumable reader from ``last_valid_sequence`` to continue. ``at_sequence`` is
+    the stream's sequence high-water mark at the cleanup (the seeds' ``atSequence``), when known.
     """
 
-    def __init__(self, stream_id: str, last_valid_sequence: int, truncated_at_step: int) -> None:
+    def __init__(
+        self, stream_id: str, last_valid_sequence: int, truncated_at_step: int, at_sequence: int | None = None
+    ) -> None:
         super().__init__(
             f"Stream {stream_id!r} was truncated at step {truncated_at_step} after sequence {last_valid_sequence}",
             code="transport_error",
@@ -364,6 +431,19 @@ class StreamTruncatedError(HelixError):
         self.stream_id = stream_id
         self.last_valid_sequence = last_valid_sequence
         self.truncated_at_step = truncated_at_step
+        self.at_sequence = at_sequence
+
+
+class StateProjectionError(HelixError):
+    """A ``state_patch`` from a stream does not apply to the state a projector holds.
+
+    The projector missed chunks (it started mid-stream without the state they build on) or the
+    stream was rebuilt under it; fetch the current state and ``reset`` the projector to it.
+    """
+
+    def __init__(self, message: str, *, sequence: int | None = None) -> None:
+        super().__init__(message, code="state_conflict", retryable=False)
+        self.sequence = sequence
 
 
 class PendingToolCallNotFoundError(HelixError):
@@ -456,6 +536,64 @@ class SkillPathError(HelixError, ValueError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"Refused skill file path {path!r}: {problem}", code="tool_input_invalid", retryable=False)
         self.path = path
+
+
+class RemoteSubAgentClientToolUnsupportedError(HelixError):
+    """A remote sub-agent's run waits for a client-executed tool: nobody can answer it across HTTP.
+
+    The browser-submitted result has no route to the remote service, so the delegation fails at
+    once (the seeds' ``failureReason: 'client-tool-unsupported'``) instead of waiting forever.
+    """
+
+    failure_reason = "client-tool-unsupported"
+
+    def __init__(self, agent_name: str, remote_session_id: str) -> None:
+        super().__init__(
+            f"Remote sub-agent {agent_name!r} (session {remote_session_id!r}) waits for a client-executed tool, "
+            "which a remote sub-agent cannot use: the client's answer has no route to the remote service",
+            code="framework_not_supported",
+            retryable=False,
+        )
+        self.agent_name = agent_name
+        self.remote_session_id = remote_session_id
+
+
+class ServiceResponseError(HelixError):
+    """A helix-dbos service answered a :mod:`helix_dbos.client` request with an error (or not at all).
+
+    ``status`` is the HTTP status (0: no answer), ``service_code`` the service's own ``error.code``
+    (``unauthenticated``, ``state_session_not_found``, ...); ``code`` is that code when it is one of
+    the library's :data:`ErrorCode` values, else ``transport_error``. Branch on the subclass or on
+    ``service_code``, never on the message.
+    """
+
+    def __init__(self, message: str, *, status: int, service_code: str, retryable: bool | None = None) -> None:
+        code: ErrorCode = service_code if service_code in ERROR_CODES else "transport_error"  # type: ignore[assignment]
+        if retryable is None:  # by status, not by code: a 401 mapped to ``transport_error`` is not retryable
+            retryable = status == 0 or status == 408 or status >= 500
+        super().__init__(message, code=code, retryable=retryable, status_code=status or None)
+        self.status = status
+        self.service_code = service_code
+
+
+class ServiceUnauthorizedError(ServiceResponseError):
+    """401: the service refused the credentials (send ``Authorization: Bearer <token>``)."""
+
+
+class ServiceNotFoundError(ServiceResponseError):
+    """404: the session, agent, tool call or checkpoint the request names does not exist there."""
+
+
+class ServiceConflictError(ServiceResponseError):
+    """409: the session's state does not allow the request now (already running, not resumable, ...)."""
+
+
+class ServiceRequestError(ServiceResponseError):
+    """400, 413, 422 and other 4xx: the request itself is wrong; sending it again will not help."""
+
+
+class ServiceUnavailableError(ServiceResponseError):
+    """408, 5xx, or no answer at all (connection refused, reset, timed out): try again later."""
 
 
 class ServiceError(Exception):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from helix_dbos.messages import Message, UserInputMessage
+from helix_dbos.tool import AbortSignal
 from helix_dbos.usage import UsageSummary
 
 SessionStatus = Literal["active", "completed", "failed", "interrupted", "paused"]
@@ -72,8 +73,21 @@ class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RemoteSessionInfo(_Data):
+    """Where a remote sub-agent's session lives (``SubSessionRef.remote``)."""
+
+    url: str
+    """The remote service (``RemoteAgentTransport.describe()``)."""
+    agent: str
+    """The agent's name on the remote service."""
+    run_id: str | None = None
+    """The remote run the parent started (or re-attached to)."""
+    last_sequence: int = 0
+    """The last remote stream sequence proxied into the parent's stream: where a recovered parent resumes."""
+
+
 class SubSessionRef(_Data):
-    """A parent's reference to a child agent session."""
+    """A parent's reference to a child agent session (local, or on a remote service: ``remote``)."""
 
     sub_session_id: str
     agent_type: str
@@ -83,6 +97,8 @@ class SubSessionRef(_Data):
     completed_at: int | None = None
     mode: Literal["ephemeral", "persistent"] = "ephemeral"
     name: str | None = None
+    remote: RemoteSessionInfo | None = None
+    """Set for a remote sub-agent's session (the seeds' remote metadata)."""
 
 
 class InterruptContext(_Data):
@@ -193,6 +209,10 @@ class RetryOptions(_Data):
     """The checkpoint to restore; the latest by default. An unknown id is an error, never a fallback."""
     message: str | list[UserInputMessage] | None = None
     """A message to continue with after the restored checkpoint."""
+    abort_signal: AbortSignal | None = None
+    """Trips an ``abort`` of the retried run when the caller aborts this signal (``handle.retry``)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
 
 class ResumeOptions(_Data):
@@ -241,11 +261,64 @@ class SuspendedClientToolOutcome(_OutcomeBase):
     pending_client_tool_calls: dict[str, dict[str, Any]]
 
 
+class SuspendedChildWait(_Data):
+    """A parent durably blocked on a sub-agent child (seed 002 ``SuspendedChildWait``), by tool-call id."""
+
+    child_session_id: str
+    parent_tool_call_id: str
+    spawned_at: int
+
+
+class SuspendedAwaitingChildrenOutcome(_OutcomeBase):
+    """The seeds' ``suspended_awaiting_children``: never produced on DBOS (see ``RunOutcome``)."""
+
+    kind: Literal["suspended_awaiting_children"] = "suspended_awaiting_children"
+    suspended_awaiting_children: dict[str, SuspendedChildWait]
+
+
+class SuspendedStepPartialOutcome(_OutcomeBase):
+    """The seeds' ``suspended_step_partial``: never produced on DBOS (see ``RunOutcome``)."""
+
+    kind: Literal["suspended_step_partial"] = "suspended_step_partial"
+    suspended_step_id: str
+
+
 RunOutcome = Annotated[
     CompletedOutcome | FailedOutcome | InterruptedOutcome | AbortedOutcome | SuspendedClientToolOutcome,
     Field(discriminator="kind"),
 ]
-"""How a run ended (seed 002 ``RunOutcome``), discriminated by ``kind``."""
+"""How a run ended (seed 002 ``RunOutcome``), discriminated by ``kind``.
+
+Two of the seeds' variants cannot occur on DBOS, so the union leaves them out (their types exist for
+code written against the seeds): ``suspended_awaiting_children`` is the stateless runtimes' exit while
+a sub-agent runs, but here a child is a DBOS child workflow that the parent's workflow waits on
+durably (a crash recovers both), so the parent never exits to wait; ``suspended_step_partial`` is
+their exit in the middle of a tool batch, but here each tool call is its own recorded DBOS step, so
+a batch interrupted by a crash resumes at the first unrecorded call, and a batch waiting on clients
+parks as ``suspended_client_tool`` with the finished calls' results already recorded.
+"""
+
+
+class ContinueStepOutcome(_Data):
+    """One loop iteration ended and the loop goes on (seed 002 ``StepOutcome``)."""
+
+    kind: Literal["continue"] = "continue"
+
+
+class StopStepOutcome(_Data):
+    """One loop iteration ended the run, with the ``RunOutcome`` kind it ends with."""
+
+    kind: Literal["stop"] = "stop"
+    reason: Literal["completed", "failed", "interrupted", "aborted", "suspended_client_tool"]
+
+
+StepOutcome = Annotated[ContinueStepOutcome | StopStepOutcome, Field(discriminator="kind")]
+"""Per-iteration result (seed 002 ``StepOutcome``): the DBOS loop decides it from recorded step outputs."""
+
+
+def get_sub_session_refs_by_type(refs: list[SubSessionRef], agent_type: str) -> list[SubSessionRef]:
+    """The refs to children of agent type ``agent_type``, in order (seed 002 ``getSubSessionRefsByType``)."""
+    return [ref for ref in refs if ref.agent_type == agent_type]
 
 
 class CanResumeResult(_Data):

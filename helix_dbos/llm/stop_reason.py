@@ -16,7 +16,16 @@ __all__ = [
     "map_gemini_finish_reason",
     "map_litellm_finish_reason",
     "map_openai_finish_reason",
+    "map_vercel_finish_reason",
 ]
+
+_VERCEL: Mapping[str, StopReason] = {
+    "stop": "end_turn",
+    "tool-calls": "tool_use",
+    "length": "max_tokens",
+    "content-filter": "content_filter",
+    "error": "error",
+}
 
 _OPENAI: Mapping[str, StopReason] = {
     "stop": "end_turn",
@@ -64,6 +73,11 @@ def _lookup(table: Mapping[str, StopReason], reason: str | None) -> StopReason:
 def map_openai_finish_reason(reason: str | None) -> StopReason:
     """OpenAI ``finish_reason`` (``stop``, ``tool_calls``, ``length``, ``content_filter``...)."""
     return _lookup(_OPENAI, reason)
+
+
+def map_vercel_finish_reason(reason: str | None) -> StopReason:
+    """The AI SDK's ``finishReason`` (``stop``, ``tool-calls``, ``length``, ``content-filter``...)."""
+    return _lookup(_VERCEL, reason)
 
 
 def map_anthropic_stop_reason(reason: str | None) -> StopReason:

@@ -83,6 +83,30 @@ def normalize_agent_input(value: str | AgentInput | dict[str, Any]) -> AgentInpu
     return AgentInput.model_validate(value)
 
 
+def create_initial_agent_state(
+    *,
+    session_id: str,
+    agent_type: str,
+    run_id: str | None = None,
+    stream_id: str | None = None,
+    custom_state: dict[str, Any] | None = None,
+    parent_session_id: str | None = None,
+) -> AgentState:
+    """The empty state of a session before any input: no messages, step 0, status ``running``.
+
+    The seeds' ``createInitialAgentState``: what a store or a custom runtime starts from, without an
+    agent definition at hand (``initialize_agent_state`` adds the schema defaults and the input).
+    """
+    return AgentState(
+        session_id=session_id,
+        run_id=run_id or session_id,
+        agent_type=agent_type,
+        stream_id=stream_id or session_id,
+        custom_state=dict(custom_state or {}),
+        parent_session_id=parent_session_id,
+    )
+
+
 def initialize_agent_state(
     *,
     agent: AgentConfig,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from helix_dbos.companion_tools import CompanionTool
+from helix_dbos.remote_sub_agent import RemoteSubAgentTool
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.sub_agent import SubAgentTool
 from helix_dbos.tool import Tool
@@ -46,6 +47,8 @@ class ToolBatch:
 
     regular: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
     sub_agents: list[tuple[ParsedToolCall, SubAgentTool]] = field(default_factory=list)
+    remote_sub_agents: list[tuple[ParsedToolCall, RemoteSubAgentTool]] = field(default_factory=list)
+    """Remote sub-agent calls: started and awaited alongside the ephemeral ones."""
     hitl: list[HitlRequest] = field(default_factory=list)
     finishing: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
     companion: list[tuple[ParsedToolCall, CompanionTool]] = field(default_factory=list)
@@ -95,6 +98,8 @@ def split_tool_batch(
             batch.rejected[call.id] = invalid[call.id]
         elif isinstance(tool, SubAgentTool):
             batch.sub_agents.append((call, tool))
+        elif isinstance(tool, RemoteSubAgentTool):
+            batch.remote_sub_agents.append((call, tool))
         elif call.id in pending:
             batch.hitl.append(HitlRequest(call, tool, pending[call.id]))
         elif isinstance(tool, CompanionTool):

@@ -82,6 +82,7 @@ from helix_dbos.store.base import (
     SubmitOutcome,
     UsageRow,
 )
+from helix_dbos.store.conversation import can_resume_session
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
@@ -495,21 +496,7 @@ class DBOSAgentExecutor:
 
     def can_resume(self, session_id: str) -> CanResumeResult:
         """Whether :meth:`resume` would accept the session, with the reason when not."""
-        session = self.store.load_session(session_id)
-        if session is None:
-            return CanResumeResult(can_resume=False, reason="session not found")
-        run = self.store.get_current_run(session_id)
-        if session.status == "interrupted":
-            return CanResumeResult(can_resume=True)
-        if session.status == "active" and run is not None and run.status == "suspended":
-            return CanResumeResult(can_resume=True)
-        if session.status == "active":
-            return CanResumeResult(can_resume=False, reason="a run is in flight")
-        if session.status == "completed":
-            return CanResumeResult(can_resume=False, reason="completed: continue it with execute()")
-        if session.aborted:
-            return CanResumeResult(can_resume=False, reason="aborted runs are not resumable")
-        return CanResumeResult(can_resume=False, reason=f"status {session.status!r}: use retry()")
+        return can_resume_session(self.store.load_session(session_id), self.store.get_current_run(session_id))
 
     def resume(
         self,

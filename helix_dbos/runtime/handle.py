@@ -8,6 +8,7 @@ does) and the executor stays the one place that knows how runs are started, awai
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -29,6 +30,7 @@ from helix_dbos.session import (
 )
 from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord
 from helix_dbos.stream.chunks import StreamChunk
+from helix_dbos.tool import AbortSignal
 from helix_dbos.usage import UsageSummary
 
 
@@ -160,9 +162,29 @@ class AgentExecutionHandle:
     def retry(self, options: RetryOptions | None = None) -> AgentExecutionHandle:
         """Start again from a checkpoint (the latest by default), with this handle's per-call hooks."""
         opts = options or RetryOptions()
-        return self._executor.retry(
+        handle = self._executor.retry(
             self.session_id, checkpoint_id=opts.checkpoint_id, message=opts.message, hooks=self.hooks
         )
+        if opts.abort_signal is not None:
+            _abort_when_tripped(handle, opts.abort_signal)
+        return handle
+
+
+def _abort_when_tripped(handle: AgentExecutionHandle, signal: AbortSignal) -> None:
+    """``RetryOptions.abort_signal``: abort the retried run if the caller trips the signal before it ends.
+
+    A daemon thread waits on the signal and checks, once a second, whether the run finished (then it
+    stops watching): a signal tripped after the run ended aborts nothing.
+    """
+
+    def watch() -> None:
+        while not signal.wait(1.0):
+            session = handle._executor.get_session(handle.session_id)
+            if session is None or session.status != "active":
+                return
+        handle.abort(signal.reason or "aborted by the caller's abort signal")
+
+    threading.Thread(target=watch, name=f"helix-retry-abort-{handle.run_id}", daemon=True).start()
 
 
 __all__ = ["AgentExecutionHandle", "RunControl"]

@@ -1,7 +1,12 @@
 """Lifecycle hook payloads and the code that fires hooks (sync or async, never fatal).
 
-Hooks observe; they do not steer. A hook that raises is logged and ignored, because one broken
-tracing integration must not fail a user's run. Where a hook fires inside a DBOS step it fires
+Hooks observe; they do not steer the loop. A hook that raises is logged and ignored, because one
+broken tracing integration must not fail a user's run. Tool and message hooks may change the custom
+state (seed 001 "Hook customState reconcile"): ``payload.update_state(fn)`` works like a tool's
+``ctx.update_state``. In ``before_tool`` the change joins the tool's own step writes; in ``after_tool``
+and ``on_message`` (fired in the ``{agent}.hooks`` step) it is that step's recorded output, merged into
+the run's state by workflow code and streamed as a ``state_patch``, so a replay applies the recorded
+writes once and never runs the hook again. Where a hook fires inside a DBOS step it fires
 once per step execution (at-least-once across crashes, exactly once when nothing crashes); the
 runtime puts every hook it can inside a step so recovery does not fire it again.
 """
@@ -15,10 +20,30 @@ from typing import Any
 from helix_dbos.agent import AgentHooks, HookFn
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.state.tracker import StateTracker, Updater
+
+
+class _StateAccess:
+    """``get_state`` / ``update_state`` for the payloads of hooks that may change the custom state."""
+
+    state_tracker: StateTracker | None
+
+    def get_state(self) -> Any:
+        """A copy of the custom state (a ``state_schema`` instance, or a dict)."""
+        return self._tracker().get_typed_state()
+
+    def update_state(self, fn: Updater) -> None:
+        """Mutate a draft of the custom state, as a tool's ``ctx.update_state`` does."""
+        self._tracker().update(fn)
+
+    def _tracker(self) -> StateTracker:
+        if self.state_tracker is None:
+            raise RuntimeError("this hook payload carries no state (state is only available while the hook runs)")
+        return self.state_tracker
 
 
 @dataclass(frozen=True)
-class ToolHookPayload:
+class ToolHookPayload(_StateAccess):
     """``before_tool`` / ``after_tool``: one tool call (``result``/``error`` set after it ran)."""
 
     session_id: str
@@ -31,6 +56,8 @@ class ToolHookPayload:
     result: Any = None
     error: str | None = None
     duration_ms: float | None = None
+    state_tracker: StateTracker | None = field(default=None, repr=False, compare=False)
+    """Set while the hook runs: what ``get_state`` / ``update_state`` act on."""
 
 
 @dataclass(frozen=True)
@@ -46,13 +73,15 @@ class StateChangePayload:
 
 
 @dataclass(frozen=True)
-class MessagePayload:
+class MessagePayload(_StateAccess):
     """``on_message``: a message appended to the transcript."""
 
     session_id: str
     run_id: str
     agent_type: str
     message: Any
+    state_tracker: StateTracker | None = field(default=None, repr=False, compare=False)
+    """Set while the hook runs: what ``get_state`` / ``update_state`` act on."""
 
 
 @dataclass(frozen=True)

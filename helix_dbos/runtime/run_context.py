@@ -17,11 +17,12 @@ from helix_dbos.messages import Message
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.hooks import MessagePayload, defined_hooks
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.step_outputs import CommitOutput
+from helix_dbos.runtime.step_outputs import CommitOutput, HooksStepOutput
 from helix_dbos.runtime.steps import RunIdentity, hooks_step
 from helix_dbos.session import RunStatus, SessionStatus
+from helix_dbos.state.tracker import StepWritesAdapter, apply_step_writes
 from helix_dbos.store.base import StepCommit, UsageRecord
-from helix_dbos.stream.chunks import CheckpointCreatedChunk, StreamChunk
+from helix_dbos.stream.chunks import CheckpointCreatedChunk, StatePatchChunk, StreamChunk
 from helix_dbos.usage import Budget
 
 FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
@@ -178,7 +179,13 @@ class RunContext:
         if not self.deferred_hooks:
             return
         events, self.deferred_hooks = self.deferred_hooks, []
-        DBOS.run_step({"name": step_names.hooks(self.agent.name)}, hooks_step, self.who, self.hooks, events)
+        out: HooksStepOutput = DBOS.run_step(
+            {"name": step_names.hooks(self.agent.name)}, hooks_step, self.who, self.hooks, events, self.custom_state
+        )
+        if "writes" in out:  # hooks changed the state: the recorded writes, applied once per replay
+            writes = StepWritesAdapter.validate_python(out["writes"])
+            self.custom_state, _ = apply_step_writes(self.custom_state, writes)
+            self.emit(StatePatchChunk(**self.chunk_base(), patches=out.get("patches", [])))
 
     def emit_checkpoint(self, commit: CommitOutput | None, step: int) -> None:
         """Announce a committed checkpoint on the stream (nothing when no commit was made)."""

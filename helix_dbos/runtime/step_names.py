@@ -105,6 +105,16 @@ def budget_register(agent: str) -> str:
     return f"{agent}.budget.register"
 
 
+def remote_start(agent: str) -> str:
+    """Record a remote sub-agent's session on the parent and start (or find) its run on the remote service."""
+    return f"{agent}.remote.start"
+
+
+def remote_wait(agent: str) -> str:
+    """Proxy a remote sub-agent's stream into the parent's and wait for its run to end."""
+    return f"{agent}.remote.wait"
+
+
 def skills_catalog(agent: str) -> str:
     """Resolve the run's skills catalog (the system-prompt fragment) from the agent's provider."""
     return f"{agent}.skills.catalog"
@@ -129,6 +139,8 @@ __all__ = [
     "hooks",
     "llm",
     "memory",
+    "remote_start",
+    "remote_wait",
     "skills_catalog",
     "tool",
 ]

@@ -80,9 +80,13 @@ class MemoryStepOutput(TypedDict):
 
 
 class HooksStepOutput(TypedDict):
-    """``{agent}.hooks``: how many deferred hooks fired."""
+    """``{agent}.hooks``: how many deferred hooks fired, and the state changes they made."""
 
     fired: int
+    writes: NotRequired[dict[str, Any]]
+    """``StepWrites`` (JSON) of ``update_state`` calls in ``after_tool`` / ``on_message`` hooks."""
+    patches: NotRequired[list[dict[str, Any]]]
+    """The RFC 6902 form of ``writes``, streamed as a ``state_patch`` chunk."""
 
 
 class FinalizeStepOutput(TypedDict):
@@ -198,6 +202,34 @@ class ChildWaitOutput(TypedDict):
     """From the child's open to the end of the wait."""
 
 
+class RemoteStartOutput(TypedDict):
+    """``{agent}.remote.start``: the remote session and run a sub-agent call started (or found)."""
+
+    session_id: str
+    """The remote session (deterministic: :func:`~helix_dbos.remote_sub_agent.remote_session_id_for`)."""
+    run_id: str
+    started_at_ms: int
+    """When the parent first recorded the delegation (a re-executed start keeps it)."""
+    deadline_ms: int | None
+    """``started_at_ms + timeout_ms`` when the tool has a timeout."""
+    error: str | None
+    """Why the remote run could not be started; the call then fails with it."""
+
+
+RemoteWaitStatus = Literal["completed", "failed", "interrupted", "timeout", "aborted", "client-tool-unsupported"]
+
+
+class RemoteWaitOutput(TypedDict):
+    """``{agent}.remote.wait``: how the remote run ended, as the parent sees it."""
+
+    status: RemoteWaitStatus
+    output: Any
+    error: str | None
+    failure_reason: str | None
+    """``client-tool-unsupported`` when the remote run waited for a client-executed tool."""
+    duration_ms: float
+
+
 class CompanionChild(TypedDict):
     """A persistent companion as a companion step read it (the parent's ref and the child's session)."""
 
@@ -264,6 +296,9 @@ __all__ = [
     "ParkStepOutput",
     "PendingRow",
     "RegisterStepOutput",
+    "RemoteStartOutput",
+    "RemoteWaitOutput",
+    "RemoteWaitStatus",
     "ResumedStepOutput",
     "SkillsCatalogStepOutput",
     "ToolStepOutput",

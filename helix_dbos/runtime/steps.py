@@ -322,7 +322,7 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
     fire(
         request.hooks,
         "before_tool",
-        ToolHookPayload(who.session_id, who.run_id, agent.name, call.id, tool.name, arguments),
+        ToolHookPayload(who.session_id, who.run_id, agent.name, call.id, tool.name, arguments, state_tracker=tracker),
         rt.logger,
     )
     started = time.perf_counter()
@@ -377,12 +377,28 @@ def _finish_with_output(tool: Tool, agent: AgentConfig, result: Any, output: Too
 # --- deferred hooks and finalize ------------------------------------------------------------------
 
 
-def hooks_step(who: RunIdentity, hook_sets: list[AgentHooks], events: list[tuple[str, object]]) -> HooksStepOutput:
-    """Fire deferred hooks in order; recorded so a recovered run does not fire them twice."""
+def hooks_step(
+    who: RunIdentity,
+    hook_sets: list[AgentHooks],
+    events: list[tuple[str, object]],
+    base_state: dict[str, Any] | None = None,
+) -> HooksStepOutput:
+    """Fire deferred hooks in order; recorded so a recovered run does not fire them twice.
+
+    With ``base_state`` (the run's custom state), tool and message hooks may change it: their
+    changes are this step's recorded ``writes``, which the workflow merges (see ``runtime.hooks``).
+    """
     rt = services.current()
+    tracker = None if base_state is None else StateTracker(base_state, schema=who.agent.state_schema)
     for name, payload in events:
+        if tracker is not None and isinstance(payload, ToolHookPayload | MessagePayload):
+            payload = replace(payload, state_tracker=tracker)
         fire(hook_sets, name, payload, rt.logger)
-    return {"fired": len(events)}
+    output: HooksStepOutput = {"fired": len(events)}
+    if tracker is not None and tracker.has_changes():
+        output["writes"] = StepWritesAdapter.dump_python(tracker.get_step_writes(), mode="json")
+        output["patches"] = tracker.get_patches()
+    return output
 
 
 def finalize_step(

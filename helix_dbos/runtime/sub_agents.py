@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from helix_dbos.orchestration.tool_batch import HitlRequest
+from helix_dbos.remote_sub_agent import is_remote_sub_agent_tool, remote_session_id_for
 from helix_dbos.runtime.children import ChildRun, await_child, open_child
 from helix_dbos.runtime.ids import child_session_id_for
 from helix_dbos.runtime.run_context import RunContext
@@ -84,9 +85,11 @@ def await_sub_agents(run: RunContext, delegations: list[Delegation], results: di
 def end_chunk(run: RunContext, call: ParsedToolCall, output: ToolStepOutput) -> SubAgentEndChunk:
     """``subagent_end`` for a recorded result (in place of a tool's ``tool_end``)."""
     agent_type = call.name.removeprefix("subagent__")
+    tool = next((t for t in run.agent.tools if t.name == call.name), None)
+    session_of = remote_session_id_for if is_remote_sub_agent_tool(tool) else child_session_id_for
     return SubAgentEndChunk(
         **run.chunk_base(),
-        sub_agent_id=child_session_id_for(run.who.session_id, call.id),
+        sub_agent_id=session_of(run.who.session_id, call.id),
         sub_agent_type=agent_type,
         tool_call_id=call.id,
         result=output["result"] if output["success"] else None,

@@ -29,6 +29,7 @@ from helix_dbos.runtime import step_names
 from helix_dbos.runtime.companions import run_companion_phase
 from helix_dbos.runtime.hitl import await_answers, check_step, needs_approval, register_step
 from helix_dbos.runtime.hooks import ToolHookPayload
+from helix_dbos.runtime.remote_sub_agents import await_remote_sub_agents, start_remote_sub_agents
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
@@ -95,8 +96,10 @@ def execute_tools(
     registration = _register_hitl(run, batch.hitl, resuming)
 
     delegations = start_sub_agents(run, batch.sub_agents, results)  # phase 1: children run meanwhile
+    remote = start_remote_sub_agents(run, batch.remote_sub_agents, results)
     _run_phase(run, batch.regular, results)
     await_sub_agents(run, delegations, results)
+    await_remote_sub_agents(run, remote, results)
     if registration is not None:
         stop = _resolve_hitl(run, batch.hitl, registration, results, resuming=resuming)
         if stop is not None:
@@ -168,7 +171,7 @@ def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBa
     A human-in-the-loop call's ``tool_start`` goes out after the call is registered, so a client
     that answers as soon as it sees ``tool_start`` always finds its pending call.
     """
-    waiting = {h.call.id for h in batch.hitl} | {call.id for call, _ in batch.sub_agents}
+    waiting = {h.call.id for h in batch.hitl} | {call.id for call, _ in [*batch.sub_agents, *batch.remote_sub_agents]}
     for call in calls:
         if call.id not in waiting:
             run.emit(_tool_start(run, call))

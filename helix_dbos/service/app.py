@@ -39,11 +39,13 @@ from helix_dbos.service.routes import (
     forks_router,
     health_router,
     hitl_router,
+    inspector_router,
     queue_router,
     sessions_router,
     streams_router,
     ui_chat_router,
 )
+from helix_dbos.service.ui import ui_router
 
 API_DESCRIPTION = """
 Durable AI agents on DBOS over HTTP and server-sent events. Every run is a DBOS workflow; every
@@ -63,8 +65,12 @@ any request.
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
 | `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | AI SDK `useChat` (UI message stream) and its reconnect |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
+| `GET /v1/sessions`, `/v1/sessions/{id}/timeline`, `/state` | (new) sessions list, step timeline, custom state |
 
-Every route but `/healthz` and these docs needs credentials (a 401 otherwise, and nothing changes).
+The web inspector (`GET /ui`) is a page over these routes; it asks for the same credentials.
+
+Every route but `/healthz`, these docs and the inspector's static files needs credentials (a 401
+otherwise, and nothing changes).
 Errors are `{"error": {"code", "message", "retryable"}}` with the seeds' error codes; each code has
 one HTTP status, and each route's responses list the codes it answers. Text fields reject NUL
 (`\u0000`) and lone surrogates with a 422 `validation_invalid_text`.
@@ -119,6 +125,7 @@ def create_app(
     app.state.authenticator = authenticator
 
     app.include_router(health_router())
+    app.include_router(ui_router())
     # Documents the bearer scheme in OpenAPI; the check itself runs in the route class, first.
     dependencies = [Depends(HTTPBearer(auto_error=False))] if authenticator.uses_bearer_tokens else []
     context = RouteContext(
@@ -139,6 +146,7 @@ def create_app(
         ui_chat_router,
         chat_router,
         queue_router,
+        inspector_router,
     ):
         app.include_router(router(context))
     install_openapi(app, agent_names=lambda: executor.registry.names())

@@ -201,6 +201,7 @@ class ServiceOperations:
                 )
                 for call in pending
             ],
+            awaiting_client_tool=any(call.kind == "client" for call in pending),
             can_resume=CanResumeView(can_resume=verdict.can_resume, reason=verdict.reason),
             usage=self.executor.get_usage_summary(session_id),
             created_at=session.created_at,

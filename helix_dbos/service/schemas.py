@@ -208,6 +208,9 @@ class SessionSnapshot(_Response):
     interrupt_requested: bool = False
     current_run: RunView | None = None
     pending_tool_calls: list[PendingToolCallView]
+    awaiting_client_tool: bool = False
+    """The run waits for the result of a client-executed tool (a ``client`` pending call): what a
+    remote parent reads to fail its delegation at once (``client-tool-unsupported``), never hang."""
     can_resume: CanResumeView
     stream: StreamView | None = None
     """``None`` when this server has no stream for the session."""

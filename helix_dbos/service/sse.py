@@ -14,96 +14,58 @@ resumes after the last *chunk* it saw.
 ``end``        ``{"type": "end"}``: the stream ended (the run completed); the response ends
 ``fail``       ``{"type": "fail", "error": "...", "code": "..."}``: the stream failed; the
                response ends (``error`` is safe to show: no SQL, parameters or hosts)
-``truncated``  ``{"type": "truncated", "truncatedAtStep": n, "lastValidSequence": s}``: chunks
-               after ``s`` that this client had not read were removed (crash recovery); reconnect
-               with ``Last-Event-ID: s`` to read the surviving ones
+``truncated``  ``{"type": "truncated", "truncatedAtStep": n, "lastValidSequence": s, "atSequence": h}``:
+               chunks after ``s`` that this client had not read were removed (crash recovery);
+               reconnect with ``Last-Event-ID: s`` to read the surviving ones (``h``: the stream's
+               high-water mark at the cleanup, the seeds' ``atSequence``)
 =============  ==================================================================================
 
-Comment lines (``: ping ...``) keep idle connections open through proxies. Error text (``fail``
-events, ``error`` chunks) goes through :func:`~helix_dbos.errors.public_error_message` on its way
-out: what a database driver wrote stays in the server's logs.
+The events are the models of :mod:`helix_dbos.stream.events` and the response is the
+:class:`~helix_dbos.stream.resumable.ResumableStreamHandler` any ASGI app can use, so what this
+service writes is what :func:`~helix_dbos.stream.events.parse_stream_event` reads. Comment lines
+(``: ping ...``) keep idle connections open through proxies. Error text (``fail`` events, ``error``
+chunks) goes through :func:`~helix_dbos.errors.public_error_message` on its way out: what a
+database driver wrote stays in the server's logs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
-import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
+from helix_dbos.errors import public_error_message
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.stream.base import ChunkRecord, StreamInfo
-from helix_dbos.stream.chunks import ErrorChunk, RunPausedChunk, RunResumedChunk, chunk_to_json
-
-logger = logging.getLogger("helix_dbos.service")
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-"""Keep proxies (nginx) from buffering or caching the stream."""
-
-LAST_EVENT_ID_PATTERN = r"^[0-9]{1,18}$"
-"""A ``Last-Event-ID`` this service accepts: a stream sequence it sent as an event ``id``."""
-
-
-def _control(event: str, **data: Any) -> ServerSentEvent:
-    return ServerSentEvent(event=event, data=json.dumps({"type": event, **data}, separators=(",", ":")))
+from helix_dbos.stream.chunks import ErrorChunk
+from helix_dbos.stream.events import StreamChunkEvent, to_sse_message
+from helix_dbos.stream.resumable import LAST_EVENT_ID_PATTERN, SSE_HEADERS, extract_resume_position, sse_response
+from helix_dbos.stream.resumable import stream_events as wire_events
 
 
 def chunk_event(record: ChunkRecord) -> ServerSentEvent:
-    """One chunk as an SSE event, identified by its stream sequence."""
+    """One chunk as an SSE event, identified by its stream sequence (error text made safe to show)."""
     chunk = record.chunk
     if isinstance(chunk, ErrorChunk):
         chunk = chunk.model_copy(update={"error": public_error_message(chunk.error)})
-    return ServerSentEvent(id=str(record.sequence), event="chunk", data=chunk_to_json(chunk))
+    message = to_sse_message(StreamChunkEvent(chunk=chunk, sequence=record.sequence))
+    return ServerSentEvent(id=message.id, event=message.event, data=message.data)
 
 
 async def stream_events(records: AsyncIterator[ChunkRecord]) -> AsyncIterator[ServerSentEvent]:
-    """Turn a live record iterator into SSE events, ending with ``end``, ``fail`` or ``truncated``.
-
-    The record iterator is closed however the response ends (a client disconnect cancels this
-    generator), so the reader detaches from the stream.
-    """
-    try:
-        async for record in records:
-            yield chunk_event(record)
-            if isinstance(record.chunk, RunPausedChunk):
-                yield _control("status", status="paused")
-            elif isinstance(record.chunk, RunResumedChunk):
-                yield _control("status", status="active")
-    except StreamTruncatedError as exc:
-        yield _control("truncated", truncatedAtStep=exc.truncated_at_step, lastValidSequence=exc.last_valid_sequence)
-        return
-    except HelixError as exc:
-        yield _control("fail", error=public_error_message(exc), code=exc.code)
-        return
-    except Exception:
-        logger.exception("helix-dbos service: reading a stream failed")
-        yield _control("fail", error="Internal server error", code="framework_internal_error")
-        return
-    finally:
-        aclose = getattr(records, "aclose", None)
-        if aclose is not None:
-            # Shielded: a disconnect cancels this generator, and the reader must still detach.
-            with anyio.CancelScope(shield=True):
-                await aclose()
-    yield _control("end")
+    """Turn a live record iterator into SSE events, ending with ``end``, ``fail`` or ``truncated``."""
+    async for event in wire_events(records):
+        message = to_sse_message(event)
+        yield ServerSentEvent(id=message.id, event=message.event, data=message.data)
 
 
 def event_source(
     records: AsyncIterator[ChunkRecord], *, ping_seconds: float, send_timeout_seconds: float | None
 ) -> EventSourceResponse:
-    """The SSE response for a session stream."""
-    return EventSourceResponse(
-        stream_events(records),
-        ping=ping_seconds,
-        send_timeout=send_timeout_seconds,
-        headers=SSE_HEADERS,
-    )
+    """The SSE response for a session stream: the resumable handler's response."""
+    return sse_response(records, ping_seconds=ping_seconds, send_timeout_seconds=send_timeout_seconds)
 
 
 def parse_after(last_event_id: str | None, after: int | None) -> int | None:
@@ -113,9 +75,7 @@ def parse_after(last_event_id: str | None, after: int | None) -> int | None:
     last event it saw, so the header is the newer position. Returns ``None`` when neither is given;
     the route has already checked the header against :data:`LAST_EVENT_ID_PATTERN`.
     """
-    if last_event_id is not None and last_event_id.strip():
-        return int(last_event_id.strip())
-    return after
+    return extract_resume_position(last_event_id, after)
 
 
 async def stream_info(streams: RunStreams, stream_id: str) -> StreamInfo | None:

@@ -537,9 +537,14 @@ class SessionStore(Protocol):
         ...
 
     def list_sessions(
-        self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        status: SessionStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        agent_type: str | None = None,
     ) -> list[SessionRecord]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first; ``agent_type`` keeps one agent's sessions only."""
         ...
 
     def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:
@@ -590,6 +595,12 @@ class SessionStore(Protocol):
 
     def get_sub_session_refs(self, session_id: str) -> list[SubSessionRef]:
         """Return the session's child references."""
+        ...
+
+    def update_remote_progress(
+        self, session_id: str, sub_session_id: str, *, run_id: str | None = None, last_sequence: int | None = None
+    ) -> None:
+        """Record a remote child's run id and the last remote stream sequence proxied (never moving it back)."""
         ...
 
     def get_usage(

@@ -41,7 +41,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0009"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -174,6 +174,8 @@ sub_session_refs = sa.Table(
     sa.Column("completed_at", sa.BigInteger(), nullable=True),
     sa.Column("mode", sa.String(16), nullable=False),
     sa.Column("name", sa.String(), nullable=True),
+    # A remote sub-agent's service, agent, run and the last remote stream sequence proxied (0009).
+    sa.Column("remote", json_type(), nullable=True),
 )
 
 usage = sa.Table(
@@ -304,6 +306,19 @@ MEMORIES_FTS_INDEX = "ix_helix_memories_fts"
 An expression index on one backend, so it is not declared on the table above (autogenerate cannot
 compare it); ``tests/store/test_migrations.py`` checks it exists on PostgreSQL instead."""
 
+locks = sa.Table(
+    "helix_locks",
+    metadata,
+    # One row per held resource of ``helix_dbos.lock.PostgresLockManager`` (revision 0008); its fencing
+    # tokens come from the sequence ``helix_lock_fencing_tokens`` (PostgreSQL only).
+    sa.Column("resource", sa.String(), primary_key=True),
+    sa.Column("lock_id", sa.String(), nullable=False),
+    sa.Column("holder_id", sa.String(), nullable=False),
+    sa.Column("fencing_token", sa.BigInteger(), nullable=False),
+    sa.Column("acquired_at", sa.BigInteger(), nullable=False),
+    sa.Column("expires_at", sa.BigInteger(), nullable=False),
+)
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,
@@ -316,5 +331,6 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     stream_chunks,
     workers,
     memories,
+    locks,
 )
 """Every helix table (the alembic version table excluded)."""

@@ -235,12 +235,19 @@ class SqlSessionStore:
 
     @retrying
     def list_sessions(
-        self, *, status: SessionStatus | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        status: SessionStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        agent_type: str | None = None,
     ) -> list[SessionRecord]:
-        """Return sessions, most recently updated first."""
+        """Return sessions, most recently updated first (one agent's only, with ``agent_type``)."""
         stmt = sa.select(sessions)
         if status is not None:
             stmt = stmt.where(sessions.c.status == status)
+        if agent_type is not None:
+            stmt = stmt.where(sessions.c.agent_type == agent_type)
         stmt = (
             stmt.order_by(sessions.c.updated_at.desc(), sessions.c.session_id)
             .limit(max(limit, 0))
@@ -476,6 +483,23 @@ class SqlSessionStore:
                 )
                 .values(status=status, completed_at=completed_at)
             )
+
+    @retrying
+    def update_remote_progress(
+        self, session_id: str, sub_session_id: str, *, run_id: str | None = None, last_sequence: int | None = None
+    ) -> None:
+        """Record a remote child's run id and proxied sequence; a sequence never moves back (stale writers)."""
+        where = (sub_session_refs.c.session_id == session_id, sub_session_refs.c.sub_session_id == sub_session_id)
+        with begin_write(self._engine) as conn:
+            found = conn.execute(sa.select(sub_session_refs.c.remote).where(*where).with_for_update()).first()
+            if found is None or found.remote is None:
+                return
+            remote = dict(found.remote)
+            if run_id is not None:
+                remote["run_id"] = run_id
+            if last_sequence is not None:
+                remote["last_sequence"] = max(int(remote.get("last_sequence") or 0), last_sequence)
+            conn.execute(sa.update(sub_session_refs).where(*where).values(remote=remote))
 
     @retrying
     def get_sub_session_refs(self, session_id: str) -> list[SubSessionRef]:

@@ -63,6 +63,7 @@ __all__ = [
     "is_state_patch_chunk",
     "is_step_committed_chunk",
     "is_step_discarded_chunk",
+    "is_stream_end",
     "is_stream_resync_chunk",
     "is_sub_agent_end_chunk",
     "is_sub_agent_start_chunk",
@@ -459,3 +460,14 @@ def is_step_discarded_chunk(chunk: object) -> TypeGuard[StepDiscardedChunk]:
 def is_stream_resync_chunk(chunk: object) -> TypeGuard[StreamResyncChunk]:
     """Return whether ``chunk`` is a ``stream_resync`` chunk."""
     return isinstance(chunk, StreamResyncChunk)
+
+
+def is_stream_end(value: object) -> bool:
+    """Whether ``value`` is the seeds' end-of-stream message (``{"type": "end"}``), not a chunk.
+
+    helix-dbos's readers simply stop iterating when a stream ends, so Python code rarely needs this
+    guard; it exists for code that consumes the seeds' wire messages (a chunk, or the end marker)
+    as data, where the chunk union has no ``end`` member.
+    """
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind == "end"

@@ -163,7 +163,9 @@ class _InMemoryStreamReader:
             return
         limit = self._terminal.after_sequence if self._terminal is not None else None
         if any(r.sequence > self._cursor and (limit is None or r.sequence <= limit) for r in removed):
-            self._truncation = StreamTruncatedError(self._stream.stream_id, self._cursor, step_count)
+            self._truncation = StreamTruncatedError(
+                self._stream.stream_id, self._cursor, step_count, self._stream.latest_sequence
+            )
 
 
 class InMemoryStreamManager:

@@ -25,6 +25,8 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.memory("writer") == "writer.memory"
     assert step_names.budget_start("writer") == "writer.budget.start"
     assert step_names.budget_register("writer") == "writer.budget.register"
+    assert step_names.remote_start("writer") == "writer.remote.start"
+    assert step_names.remote_wait("writer") == "writer.remote.wait"
     assert step_names.skills_catalog("writer") == "writer.skills.catalog"
 
 
@@ -55,6 +57,8 @@ def test_the_module_lists_every_name_it_defines() -> None:
         "hooks",
         "llm",
         "memory",
+        "remote_start",
+        "remote_wait",
         "skills_catalog",
         "tool",
     ]

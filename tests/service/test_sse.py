@@ -14,6 +14,13 @@ import pytest
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.stream.base import ChunkRecord
 from helix_dbos.stream.chunks import chunk_to_json
+from helix_dbos.stream.events import (
+    SSEMessage,
+    StreamEndEvent,
+    StreamStatusEvent,
+    parse_stream_event,
+    to_sse_message,
+)
 from tests.service.conftest import AUTH, Service
 
 pytestmark = pytest.mark.postgres
@@ -95,6 +102,11 @@ async def test_client_tool_round_trip_over_sse(service: Service, live_url: str) 
                 if event.event in ("end", "fail", "truncated"):
                     break
         assert events[-1] == Event(event="end", data='{"type":"end"}')
+        # What the service writes is what the toolkit's parser reads, event by event, byte for byte.
+        parsed = [parse_stream_event(e.data, event=e.event, id=e.id) for e in events]
+        assert [to_sse_message(p) for p in parsed] == [SSEMessage(e.event, e.data, e.id) for e in events]
+        assert isinstance(parsed[-1], StreamEndEvent)
+        assert any(isinstance(p, StreamStatusEvent) and p.status == "paused" for p in parsed)
         chunks = [e.chunk for e in events if e.event == "chunk"]
         types = [c["type"] for c in chunks]
         assert types.index("tool_start") < types.index("output")

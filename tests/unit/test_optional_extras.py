@@ -112,3 +112,39 @@ def test_serve_without_uvicorn_names_the_server_extra() -> None:
         """,
     )
     assert "pip install 'helix-dbos[server]'" in out
+
+
+def test_the_client_without_httpx_names_the_client_extra() -> None:
+    """The core (remote sub-agent definitions included) needs no httpx; the client says which extra does."""
+    out = _run(
+        ("httpx",),
+        """
+        import helix_dbos
+        from helix_dbos.remote_sub_agent import create_remote_sub_agent_tool
+        import helix_dbos.runtime.tools
+        try:
+            import helix_dbos.client
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[client]'" in out
+    assert "httpx" in out
+    assert out.count("\n") == 1, out
+
+
+def test_the_toolkit_needs_no_server_stack_except_its_sse_handler() -> None:
+    """Wire events, the state streamer and the projector are core; the ASGI handler names the extra."""
+    out = _run(
+        _SERVER_PACKAGES,
+        """
+        from helix_dbos import StreamProjector, create_state_streamer, parse_stream_event
+        from helix_dbos.stream.events import to_sse_message
+        try:
+            import helix_dbos.stream.resumable
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[server]'" in out
+    assert out.count("\n") == 1, out

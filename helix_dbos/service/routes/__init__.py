@@ -23,6 +23,10 @@ Route                                        Seeds' operation / executor call
 ``POST /v1/chat/ui``                         AI SDK ``useChat`` (UI message stream)   (ui_chat)
 ``GET  /v1/chat/ui/{id}/stream``             its reconnect (``DefaultChatTransport``)
 ``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
+``GET  /v1/sessions``                        sessions list, with cost                   (inspector)
+``GET  /v1/sessions/{id}/timeline``          runs and steps: durations, tokens, cost
+``GET  /v1/sessions/{id}/state``             the custom state
+``GET  /ui``                                 the web inspector (static; :mod:`~helix_dbos.service.ui`)
 ``GET  /healthz``                            liveness (no authentication)              (health)
 ===========================================  ==================================================
 
@@ -37,6 +41,7 @@ from helix_dbos.service.routes.control import control_router
 from helix_dbos.service.routes.forks import forks_router
 from helix_dbos.service.routes.health import health_router
 from helix_dbos.service.routes.hitl import hitl_router
+from helix_dbos.service.routes.inspector import inspector_router
 from helix_dbos.service.routes.queue import queue_router
 from helix_dbos.service.routes.sessions import sessions_router
 from helix_dbos.service.routes.streams import streams_router
@@ -49,6 +54,7 @@ __all__ = [
     "forks_router",
     "health_router",
     "hitl_router",
+    "inspector_router",
     "queue_router",
     "sessions_router",
     "streams_router",

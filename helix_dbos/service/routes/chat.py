@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Body, Request
 from fastapi.routing import APIRouter
 from sse_starlette import EventSourceResponse
+from starlette.responses import Response
 
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import (
@@ -70,7 +71,7 @@ def chat_router(ctx: RouteContext) -> APIRouter:
     )
     async def chat_stream(
         session_id: SessionIdPath, after: AfterQuery = None, last_event_id: LastEventId = None
-    ) -> EventSourceResponse:
+    ) -> Response:
         return await ctx.sse(session_id, after, last_event_id, chat=True)
 
     @router.post(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import Header, Path, Query, Request
 from fastapi.params import Depends
 from fastapi.routing import APIRoute, APIRouter
-from sse_starlette import EventSourceResponse
+from starlette.responses import Response
 
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service.operations import ServiceOperations
@@ -24,8 +24,9 @@ from helix_dbos.service.schemas import (
     RunAccepted,
     ToolResultAccepted,
 )
-from helix_dbos.service.sse import LAST_EVENT_ID_PATTERN, event_source, parse_after
+from helix_dbos.service.sse import LAST_EVENT_ID_PATTERN, parse_after
 from helix_dbos.session import SubmitToolResult
+from helix_dbos.stream.resumable import ResumableStreamHandler
 
 __all__ = [
     "ABORT_DOC",
@@ -114,9 +115,7 @@ class RouteContext:
             stream_url=stream_url(request, "session_stream", session_id),
         )
 
-    async def sse(
-        self, session_id: str, after: int | None, last_event_id: str | None, *, chat: bool
-    ) -> EventSourceResponse:
+    async def sse(self, session_id: str, after: int | None, last_event_id: str | None, *, chat: bool) -> Response:
         """The session's stream as server-sent events, from ``Last-Event-ID`` / ``after`` or the start.
 
         Without a position the session stream starts at its beginning, the chat stream at the
@@ -126,9 +125,14 @@ class RouteContext:
         stream_id, run_start = await self.service.call(self.service.chat_start, session_id)
         if position is None:
             position = run_start if chat else 0
-        records = await self.service.open_stream(stream_id, position)
-        return event_source(
-            records, ping_seconds=self.sse_ping_seconds, send_timeout_seconds=self.sse_send_timeout_seconds
+        return await self.stream_handler().handle(stream_id, position)
+
+    def stream_handler(self) -> ResumableStreamHandler:
+        """The toolkit's resumable SSE handler over this app's streams (opened on the runtime's loop)."""
+        return ResumableStreamHandler(
+            open_records=self.service.open_stream,
+            ping_seconds=self.sse_ping_seconds,
+            send_timeout_seconds=self.sse_send_timeout_seconds,
         )
 
     async def interrupt(self, session_id: str, body: InterruptRequest | None) -> InterruptAccepted:

@@ -2,6 +2,7 @@
 
 from fastapi.routing import APIRouter
 from sse_starlette import EventSourceResponse
+from starlette.responses import Response
 
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import NOT_FOUND, AfterQuery, LastEventId, RouteContext, SessionIdPath
@@ -25,7 +26,7 @@ def streams_router(ctx: RouteContext) -> APIRouter:
     )
     async def session_stream(
         session_id: SessionIdPath, after: AfterQuery = None, last_event_id: LastEventId = None
-    ) -> EventSourceResponse:
+    ) -> Response:
         return await ctx.sse(session_id, after, last_event_id, chat=False)
 
     return router

@@ -161,7 +161,9 @@ class SqlStreamReader:
             ended_before = self._terminal is not None and self._cursor >= self._terminal.after_sequence
             if horizon > self._cursor and not ended_before:
                 self._finish()
-                raise StreamTruncatedError(self.stream_id, self._cursor, row.truncated_at_step or 0)
+                raise StreamTruncatedError(
+                    self.stream_id, self._cursor, row.truncated_at_step or 0, row.truncation_sequence
+                )
             self._truncation_epoch = row.truncation_epoch
         if self._terminal is None and (row.activation != self._activation or row.status in TERMINAL):
             self._terminal = _Terminal(row.end_sequence or 0, row.error)

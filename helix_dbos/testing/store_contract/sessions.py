@@ -55,6 +55,14 @@ class SessionContract:
         assert len(store.list_sessions(limit=2)) == 2
         assert len(store.list_sessions(limit=2, offset=2)) == 1
 
+    def test_list_sessions_of_one_agent(self, store: SessionStore) -> None:
+        store.create_session("a1", agent_type="alpha", custom_state={}, now_ms=1000)
+        store.create_session("b1", agent_type="beta", custom_state={}, now_ms=1001)
+        store.create_session("a2", agent_type="alpha", custom_state={}, now_ms=1002)
+        assert [s.session_id for s in store.list_sessions(agent_type="alpha")] == ["a2", "a1"]
+        assert [s.session_id for s in store.list_sessions(agent_type="beta", status="active")] == ["b1"]
+        assert store.list_sessions(agent_type="gamma") == []
+
     # --- compare-and-set -----------------------------------------------------------------------------
 
     def test_compare_and_set_status(self, store: SessionStore) -> None:

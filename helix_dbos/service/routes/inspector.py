@@ -1,0 +1,178 @@
+"""What the web inspector reads beyond the seeds' routes: the sessions list, a timeline, the state.
+
+The seeds' ``AgentServer`` answers one session at a time; an operator looking at a deployment first
+needs the list (status, agent, turns, last update, cost), then one session's steps with their
+durations, tokens and cost. Both are plain authenticated ``/v1`` routes, so a script can read what
+the inspector (:mod:`helix_dbos.service.ui`) shows. The timeline is the one ``helix-dbos sessions
+show`` prints (:mod:`helix_dbos.cli.timeline`), so the terminal and the browser never disagree.
+"""
+
+from typing import Annotated, Any
+
+from fastapi import Query
+from fastapi.routing import APIRouter
+from pydantic import BaseModel, ConfigDict
+
+from helix_dbos.cli.timeline import build_timeline, totals
+from helix_dbos.cli.usage_view import usage_by_step
+from helix_dbos.errors import public_error_message
+from helix_dbos.service.errors import error_responses
+from helix_dbos.service.operations import ServiceOperations
+from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
+from helix_dbos.session import SessionStatus
+from helix_dbos.store.base import SessionRecord
+
+__all__ = ["SessionListView", "SessionSummaryView", "StateView", "TimelineView", "inspector_router", "session_timeline"]
+
+
+class SessionSummaryView(BaseModel):
+    """One row of the sessions list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    agent: str
+    status: SessionStatus
+    turn: int
+    step_count: int
+    message_count: int
+    created_at: int
+    """Milliseconds since the epoch."""
+    updated_at: int
+    """Milliseconds since the epoch: the list is ordered by it, newest first."""
+    cost_usd: float
+    """What the session's successful LLM calls cost (its sub-agents' sessions included)."""
+    total_tokens: int
+    error: str | None = None
+
+
+class SessionListView(BaseModel):
+    """A page of sessions, most recently updated first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[SessionSummaryView]
+    offset: int
+    limit: int
+    has_more: bool
+    """Whether a page after this one has at least one session."""
+
+
+class TimelineView(BaseModel):
+    """A session's runs, each with its steps: duration, tokens, cost and tool calls per step.
+
+    Each run is the ``runs[]`` item of ``helix-dbos sessions show --json`` (its keys are stable):
+    ``run_id``, ``turn``, ``mode``, ``status``, ``started_at_ms``, ``completed_at_ms``,
+    ``duration_ms``, ``totals`` and ``steps[]`` (``step``, ``checkpoint_id``, ``status``,
+    ``duration_ms``, ``model``, ``input_tokens``, ``output_tokens``, ``cost_usd``, ``tool_calls``...).
+    A step's ``checkpoint_id`` is what ``retry`` and ``fork`` take.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    totals: dict[str, Any]
+    runs: list[dict[str, Any]]
+
+
+class StateView(BaseModel):
+    """A session's custom state as its latest committed step left it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    state: dict[str, Any]
+
+
+def _summary(ops: ServiceOperations, session: SessionRecord) -> SessionSummaryView:
+    usage = ops.executor.get_usage_summary(session.session_id)
+    return SessionSummaryView(
+        session_id=session.session_id,
+        agent=session.agent_type,
+        status=session.status,
+        turn=session.turn,
+        step_count=session.step_count,
+        message_count=session.message_count,
+        created_at=session.created_at,
+        updated_at=session.updated_at,
+        cost_usd=usage.cost_usd,
+        total_tokens=usage.total_tokens,
+        error=public_error_message(session.error) if session.error else None,
+    )
+
+
+def list_sessions(
+    ops: ServiceOperations, status: SessionStatus | None, agent: str | None, offset: int, limit: int
+) -> SessionListView:
+    """A page of sessions; one more row is read than shown, to know whether another page exists."""
+    found = ops.executor.store.list_sessions(status=status, agent_type=agent, limit=limit + 1, offset=offset)
+    return SessionListView(
+        items=[_summary(ops, s) for s in found[:limit]], offset=offset, limit=limit, has_more=len(found) > limit
+    )
+
+
+def session_timeline(ops: ServiceOperations, session_id: str) -> TimelineView:
+    """The session's runs and steps (blocking: run it in the service's pool)."""
+    ops.require_session(session_id)
+    store = ops.executor.store
+    runs = store.list_runs(session_id)
+    checkpoints = store.list_checkpoints(session_id, limit=100_000).items
+    timelines = build_timeline(runs, checkpoints, {r.run_id: usage_by_step(store, session_id, r.run_id) for r in runs})
+    rendered = []
+    for timeline in timelines:
+        run = timeline.to_json()
+        # What a run's error says leaves through the same filter as every other error text.
+        run["error"] = public_error_message(run["error"]) if run["error"] else None
+        rendered.append(run)
+    return TimelineView(
+        session_id=session_id,
+        totals=totals([step.usage for t in timelines for step in t.steps]),
+        runs=rendered,
+    )
+
+
+def inspector_router(ctx: RouteContext) -> APIRouter:
+    """The sessions list and a session's step timeline."""
+    router = ctx.router()
+    service = ctx.service
+
+    @router.get(
+        "/sessions",
+        response_model=SessionListView,
+        tags=["sessions"],
+        description="Sessions, most recently updated first, with their cost and tokens (sub-agents included); "
+        "filter by `status` and `agent`, page with `offset` and `limit`.",
+        responses=error_responses(),
+    )
+    async def get_sessions(
+        status: SessionStatus | None = None,
+        agent: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        offset: Annotated[int, Query(ge=0, le=MAX_SEQUENCE)] = 0,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    ) -> SessionListView:
+        return await service.call(list_sessions, service, status, agent, offset, limit)
+
+    @router.get(
+        "/sessions/{session_id}/timeline",
+        response_model=TimelineView,
+        tags=["sessions"],
+        description="The session's runs, each with its steps: duration, tokens, cost, tool calls, and the "
+        "checkpoint id that `retry` and `fork` take (what `helix-dbos sessions show` prints).",
+        responses=error_responses(NOT_FOUND),
+    )
+    async def get_timeline(session_id: SessionIdPath) -> TimelineView:
+        return await service.call(session_timeline, service, session_id)
+
+    @router.get(
+        "/sessions/{session_id}/state",
+        response_model=StateView,
+        tags=["sessions"],
+        description="The session's custom state as of its latest committed step (the stream's `state_patch` "
+        "chunks say how it got there).",
+        responses=error_responses(NOT_FOUND),
+    )
+    async def get_state(session_id: SessionIdPath) -> StateView:
+        session = await service.call(service.require_session, session_id)
+        return StateView(session_id=session_id, state=session.custom_state)
+
+    return router

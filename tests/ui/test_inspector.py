@@ -1,0 +1,232 @@
+"""The web inspector in a real browser: headless Chromium against a real ``helix-dbos serve``.
+
+One run of ``gatekeeper`` (tests/ui/agents.py) is watched and steered from the page as an operator
+would: log in, start it, see its text stream in, reload mid-run and see the stream resume, cut the
+stream and see it resume after the last chunk, approve one tool (double-clicked: answered once)
+and deny the other with a reason, see the run complete and the timeline fill. A wrong token shows
+an error and no data. Screenshots land in the test's temp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.ui.agents import PLAN_TEXT
+from tests.ui.conftest import AUTH, TOKEN
+
+# A real server starts in the first test's setup: under a loaded CI machine that alone can take a minute.
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
+
+
+def login(page: Any, base: str, token: str = TOKEN) -> None:
+    page.goto(f"{base}/ui")
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+
+
+def pending_card(page: Any, tool: str) -> Any:
+    return page.locator("article.pending", has=page.locator("h3 code", has_text=tool))
+
+
+def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspector_url: str, tmp_path: Path) -> None:
+    requests: list[Any] = []
+    page.on("request", lambda request: requests.append(request))
+
+    # Keyboard only: the token field, Enter to log in.
+    page.goto(f"{inspector_url}/ui")
+    page.keyboard.press("Tab")  # the skip link
+    page.get_by_label("API token").focus()
+    page.keyboard.type(TOKEN)
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name="Sessions").wait_for()
+
+    page.get_by_label("Agent", exact=True).fill("gatekeeper")
+    page.get_by_label("Message", exact=True).fill("clean up and ship")
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("heading", name=re.compile("^Session ")).wait_for()
+    session_id = page.url.split("#/s/")[1]
+
+    live = page.locator("#live-text")
+    expect_text(live, PLAN_TEXT)
+    pending_card(page, "remove").wait_for()
+    pending_card(page, "deploy").wait_for()
+    page.screenshot(path=str(tmp_path / "session-waiting.png"), full_page=True)
+
+    # Reload mid-run (the run waits for the approvals): the stream resumes, the approvals are still there.
+    page.reload()
+    expect_text(live, PLAN_TEXT)
+    pending_card(page, "deploy").wait_for()
+    page.locator("#stream-state", has_text="live").wait_for()
+
+    # Cut the connection as a network failure would: it resumes after the last chunk it saw, so
+    # nothing is shown twice.
+    before = page.evaluate("window.helixInspector.stream().lastEventId")
+    page.evaluate("window.helixInspector.stream().drop()")
+    poll(page, "window.helixInspector.stream().reconnects >= 1")
+    page.locator("#stream-state", has_text="live").wait_for()
+    assert page.evaluate("window.helixInspector.stream().lastEventId") == before
+    assert live.inner_text().count(PLAN_TEXT) == 1
+
+    # A double click on Approve answers once.
+    submits_before = len([r for r in requests if r.url.endswith("/tool-results")])
+    pending_card(page, "remove").get_by_role("button", name="Approve").dblclick()
+    expect_text(page.locator("#answers"), "Approved remove.")
+
+    deny_card = pending_card(page, "deploy")
+    deny_card.get_by_label("Reason for deploy").fill("not on a Friday")
+    # A refresh while the operator types (any chunk brings one) keeps what they typed.
+    refreshes = page.evaluate("window.helixInspector.refreshes()")
+    page.evaluate("window.helixInspector.refresh()")
+    poll(page, f"window.helixInspector.refreshes() > {refreshes}")
+    assert deny_card.get_by_label("Reason for deploy").input_value() == "not on a Friday"
+    deny_card.get_by_role("button", name="Deny").click()
+
+    expect_text(page.locator("#answers"), "Denied deploy: not on a Friday.")
+    page.locator("#session-status", has_text="completed").wait_for(timeout=30_000)
+    expect_text(live, "All done.")
+    submits = [r for r in requests if r.url.endswith("/tool-results")]
+    assert len(submits) - submits_before == 2, [r.post_data for r in submits]
+    assert page.locator("#notice").is_hidden(), page.locator("#notice").inner_text()
+
+    # The denial carried its reason (the transcript says "not approved", as the seeds word it).
+    denial = json.loads(submits[-1].post_data)
+    assert denial["approved"] is False and denial["reason"] == "not on a Friday", denial
+    assert denial["arguments_digest"], denial
+    transcript = page.locator("#transcript")
+    expect_text(transcript, "Tool call was not approved by the user")
+    assert transcript.locator(".msg-tool").count() == 2
+    expect_text(page.locator("#custom-state"), "removed /tmp/cache")
+    steps = page.locator("#timeline tr.step-row")
+    steps.nth(1).wait_for()
+    assert steps.count() >= 2
+    page.screenshot(path=str(tmp_path / "session-completed.png"), full_page=True)
+
+    # The server agrees: completed, one answer per call.
+    with httpx.Client(base_url=inspector_url, headers=AUTH) as http:
+        snapshot = http.get(f"/v1/sessions/{session_id}").json()
+        messages = http.get(f"/v1/sessions/{session_id}/messages").json()["messages"]
+    assert snapshot["status"] == "completed" and snapshot["pending_tool_calls"] == []
+    assert sorted(m["tool_name"] for m in messages if m["role"] == "tool") == ["deploy", "remove"]
+
+    # Controls ask first and show the server's refusal plainly: a completed session cannot resume.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.get_by_role("button", name="Resume").click()
+    assert page.locator("#notice").is_hidden()  # dismissed: nothing was sent
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Resume").click()
+    expect_text(page.locator("#notice"), "state_not_resumable")
+
+    # Readable at 390 px: nothing wider than the screen.
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(tmp_path / "session-390.png"), full_page=True)
+
+    # The sessions list shows it, and filters.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.get_by_role("link", name="← Sessions").click()
+    row = page.locator("table[aria-label=Sessions] tr", has_text=session_id)
+    expect_text(row, "completed")
+    page.screenshot(path=str(tmp_path / "sessions.png"), full_page=True)
+    page.get_by_label("Status filter").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_text("No sessions.").wait_for()
+
+    # Fork from the first step's checkpoint: a new session page, its transcript cut there.
+    page.goto(f"{inspector_url}/ui#/s/{session_id}")
+    page.locator("#checkpoint option", has_text="turn 1 step 1").wait_for(state="attached")
+    page.get_by_label("Checkpoint for retry or fork").select_option(label="turn 1 step 1")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Fork").click()
+    page.locator("h1 code").filter(has_not_text=session_id).wait_for()
+    assert page.locator("h1 code").inner_text() != session_id
+    expect_text(page.locator("#session-status"), "completed")
+
+    # The token never travels in a URL.
+    assert all(TOKEN not in r.url for r in requests)
+    assert page.evaluate("sessionStorage.getItem('helix-dbos.token')") == TOKEN
+
+
+def test_a_client_tool_answered_with_json_from_the_keyboard(page: Any, inspector_url: str) -> None:
+    with httpx.Client(base_url=inspector_url, headers=AUTH) as http:
+        session_id = http.post("/v1/runs", json={"agent": "locator", "input": "where am I?"}).json()["session_id"]
+    login(page, inspector_url)
+    page.get_by_role("link", name=session_id).wait_for()
+    # The sessions list shows it waiting; open it with the keyboard.
+    page.get_by_role("link", name=session_id).focus()
+    page.keyboard.press("Enter")
+    card = pending_card(page, "get_location")
+    result = card.get_by_label("JSON result for get_location")
+    result.focus()
+    page.keyboard.press("Control+A")
+    page.keyboard.type('{"city": "not json')
+    page.keyboard.press("Tab")  # to "Send result"
+    page.keyboard.press("Enter")
+    expect_text(page.locator("#notice"), "not JSON")  # refused in the page, nothing sent
+    result.fill('{"city": "Lima"}')
+    card.get_by_role("button", name="Send result").press("Enter")
+    page.locator("#session-status", has_text="completed").wait_for(timeout=30_000)
+    expect_text(page.locator("#transcript"), "Lima")
+
+
+def test_a_wrong_token_shows_an_error_and_no_data(page: Any, inspector_url: str) -> None:
+    with httpx.Client(base_url=inspector_url, headers=AUTH) as http:
+        started = http.post("/v1/runs", json={"agent": "gatekeeper", "input": "secret plans"})
+        assert started.status_code == 202, started.text
+        session_id = started.json()["session_id"]
+    login(page, inspector_url, token="not-the-token")
+    expect_text(page.locator("#notice"), "refused")
+    assert page.get_by_label("API token").is_visible()
+    body = page.locator("body").inner_text()
+    assert session_id not in body and "gatekeeper" not in body
+    assert page.evaluate("sessionStorage.getItem('helix-dbos.token')") is None
+    # A session page opened by its link asks for the token too, and shows nothing of the session.
+    page.goto(f"{inspector_url}/ui#/s/{session_id}")
+    page.get_by_label("API token").wait_for()
+    assert "secret plans" not in page.locator("body").inner_text()
+
+
+@pytest.mark.slow
+def test_paging_through_many_sessions_on_a_phone(page: Any, inspector_url: str) -> None:
+    with httpx.Client(base_url=inspector_url, headers=AUTH, timeout=30) as http:
+        for i in range(25):
+            sid = f"page-echo-{i:02d}"
+            assert http.post("/v1/runs", json={"agent": "echo", "input": f"n{i}", "session_id": sid}).status_code == 202
+            result = http.get(f"/v1/sessions/{sid}/result", params={"timeout_seconds": 30}).json()
+            assert result["status"] == "completed", result
+    page.set_viewport_size({"width": 390, "height": 844})
+    login(page, inspector_url)
+    page.get_by_label("Agent filter").fill("echo")
+    page.get_by_role("button", name="Filter").click()
+    rows = page.locator("table[aria-label=Sessions] tbody tr")
+    page.get_by_role("link", name="page-echo-24").wait_for()
+    assert rows.count() == 20
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.get_by_role("button", name="Next").click()
+    page.get_by_role("link", name="page-echo-00").wait_for()
+    assert rows.count() == 5
+    assert page.get_by_role("button", name="Next").is_disabled()
+    page.get_by_role("button", name="Previous").click()
+    page.get_by_role("link", name="page-echo-24").wait_for()
+
+
+def poll(page: Any, expression: str, timeout: float = 15) -> None:
+    """Wait until ``expression`` is true in the page (``wait_for_function`` would need the eval the
+    inspector's Content-Security-Policy forbids)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"still false after {timeout}s: {expression}"
+        time.sleep(0.05)
+
+
+def expect_text(locator: Any, text: str, timeout: float = 15_000) -> None:
+    """Wait until ``locator``'s text contains ``text`` (fails with what it shows instead)."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_contain_text(text, timeout=timeout)
