@@ -43,6 +43,7 @@ from helix_dbos.service.routes import (
     queue_router,
     sessions_router,
     streams_router,
+    ui_chat_router,
 )
 from helix_dbos.service.ui import ui_router
 
@@ -62,6 +63,7 @@ any request.
 | `POST /v1/sessions/{id}/tool-results` | `POST /submit-tool-result` |
 | `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
+| `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | AI SDK `useChat` (UI message stream) and its reconnect |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
 | `GET /v1/sessions`, `/v1/sessions/{id}/timeline`, `/state` | (new) sessions list, step timeline, custom state |
 
@@ -141,6 +143,7 @@ def create_app(
         control_router,
         forks_router,
         hitl_router,
+        ui_chat_router,
         chat_router,
         queue_router,
         inspector_router,

@@ -20,6 +20,8 @@ Route                                        Seeds' operation / executor call
 ``GET  /v1/chat/{id}/stream``                ``GET /chat/{sessionId}/stream`` (current run)
 ``POST /v1/chat/{id}/tool-results``          ``POST /chat/{sessionId}/submit-tool-result``
 ``POST /v1/chat/{id}/interrupt`` / abort     ``POST /chat/{sessionId}/interrupt`` / ``abort``
+``POST /v1/chat/ui``                         AI SDK ``useChat`` (UI message stream)   (ui_chat)
+``GET  /v1/chat/ui/{id}/stream``             its reconnect (``DefaultChatTransport``)
 ``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
 ``GET  /v1/sessions``                        sessions list, with cost                   (inspector)
 ``GET  /v1/sessions/{id}/timeline``          runs and steps: durations, tokens, cost
@@ -43,6 +45,7 @@ from helix_dbos.service.routes.inspector import inspector_router
 from helix_dbos.service.routes.queue import queue_router
 from helix_dbos.service.routes.sessions import sessions_router
 from helix_dbos.service.routes.streams import streams_router
+from helix_dbos.service.routes.ui_chat import ui_chat_router
 
 __all__ = [
     "RouteContext",
@@ -55,4 +58,5 @@ __all__ = [
     "queue_router",
     "sessions_router",
     "streams_router",
+    "ui_chat_router",
 ]
