@@ -9,6 +9,7 @@ being active before the workflow writes, and a repeated request activating nothi
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -101,7 +102,11 @@ def test_the_next_turn_starts_at_the_streams_latest_sequence(make: Factory) -> N
     executor, manager = make(2)
     first = executor.execute(agent, "one", session_id="joint-start-2")
     assert first.result(timeout_seconds=60).status == "completed"
+    deadline = time.monotonic() + 30
     info = background_loop.run(manager.get_stream_info("joint-start-2"))
+    while (info is None or info.status != "ended") and time.monotonic() < deadline:  # the end is asynchronous
+        time.sleep(0.02)
+        info = background_loop.run(manager.get_stream_info("joint-start-2"))
     assert info is not None and info.status == "ended" and info.latest_sequence > 0
 
     second = executor.execute(agent, "two", session_id="joint-start-2")
