@@ -79,6 +79,7 @@ from helix_dbos.store.base import (
     SessionRecord,
     SessionStore,
     StartRun,
+    StartRunResult,
     SubmitOutcome,
     UsageRow,
 )
@@ -189,17 +190,19 @@ class DBOSAgentExecutor:
         key = keyed_request_key(idempotency_key) if idempotency_key else request_key_for(config.name, parsed, next_turn)
         if existing is None:
             start = self._first_turn(config, session_id, parsed, key)
+            stream_id = session_id
         else:
             start = self._next_turn(config, existing, parsed, key)
+            stream_id = existing.stream_id
         try:
-            started = self.store.start_run(start)
+            started, opened = self._record_start(start, stream_id)
         except AgentAlreadyRunningError:
             self._start_if_orphaned(session_id)
             raise
         if started.existing:
             self._start_if_orphaned(session_id)
             return AgentExecutionHandle(self, started.run, config.name, hooks)
-        self._start_workflow(config, started.run, started.session, hooks, priority=priority)
+        self._start_workflow(config, started.run, started.session, hooks, priority=priority, stream_opened=opened)
         return AgentExecutionHandle(self, started.run, config.name, hooks)
 
     async def execute_async(
@@ -232,7 +235,7 @@ class DBOSAgentExecutor:
             parsed,
             request_key=request_key,
             fingerprint=self.registry.fingerprint(config.name),
-            stream_start_sequence=self.streams.latest_sequence(session_id),
+            stream_start_sequence=0,  # set by _record_start
             now_ms=now_ms(),
         )
 
@@ -257,9 +260,29 @@ class DBOSAgentExecutor:
             self.store.get_message_prefix(existing.session_id, existing.message_count),
             request_key=request_key,
             fingerprint=current,
-            stream_start_sequence=self.streams.latest_sequence(existing.stream_id),
+            stream_start_sequence=0,  # set by _record_start
             now_ms=now_ms(),
         )
+
+    def _record_start(self, start: StartRun, stream_id: str) -> tuple[StartRunResult, bool]:
+        """Record a run's start with its stream's first sequence; ``True`` when the stream was opened too.
+
+        When the store and the durable stream share a database, the stream's latest sequence is
+        read and the stream activated in the store's start transaction (``start_run_with``): one
+        transaction instead of a read, the start and an activation. Otherwise the sequence is read
+        first and the stream is opened by :meth:`_start_workflow`.
+        """
+        joint_store = getattr(self.store, "start_run_with", None)
+        engine = getattr(self.store, "engine", None)
+        joint = None if joint_store is None else self.streams.joint_start(stream_id, engine)
+        if joint_store is None or joint is None:
+            sequence = self.streams.latest_sequence(stream_id)
+            return self.store.start_run(start.model_copy(update={"stream_start_sequence": sequence})), False
+        started: StartRunResult = joint_store(start, joint.latest_sequence, joint.activate)
+        if started.existing:
+            return started, False
+        joint.activated()
+        return started, True
 
     def _check_files(self, agent: AgentConfig, messages: Sequence[Message]) -> None:
         """Refuse files no model takes, or the agent's model does not, before anything is written."""
@@ -276,11 +299,13 @@ class DBOSAgentExecutor:
         *,
         resume_messages: list[Message] | None = None,
         priority: int | None = None,
+        stream_opened: bool = False,
     ) -> None:
         request = starts.run_request(agent, run, session, hooks, resume_messages)
         if hooks is not None:
             self._services.remember_call_hooks(run.workflow_id, hooks)
-        self.streams.open(session.stream_id, run.run_id, agent.name)
+        if not stream_opened:  # opened by the start's own transaction (see _record_start)
+            self.streams.open(session.stream_id, run.run_id, agent.name)
         if self.queue is not None:  # any worker runs it; its result is awaited on the outcome event
             enqueue_run(self.queue, run.workflow_id, agent_run_workflow, request.model_dump(mode="json"), priority)
             return
@@ -644,16 +669,22 @@ class DBOSAgentExecutor:
             truncate_to=truncate_to,
             reset_state=reset_state,
             fingerprint=self.registry.fingerprint(agent.name),
-            stream_start_sequence=self.streams.latest_sequence(session.stream_id),
+            stream_start_sequence=0,  # set by _record_start
             now_ms=now_ms(),
         )
-        started = self.store.start_run(start)
+        started, opened = self._record_start(start, session.stream_id)
         if started.existing:
             self._start_if_orphaned(session.session_id)
             return AgentExecutionHandle(self, started.run, agent.name, hooks)
         resume_messages = extra if mode == "resume" else []
         self._start_workflow(
-            agent, started.run, started.session, hooks, resume_messages=resume_messages, priority=priority
+            agent,
+            started.run,
+            started.session,
+            hooks,
+            resume_messages=resume_messages,
+            priority=priority,
+            stream_opened=opened,
         )
         return AgentExecutionHandle(self, started.run, agent.name, hooks)
 

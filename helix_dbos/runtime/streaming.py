@@ -41,6 +41,20 @@ class _Hold(Protocol):
     def __call__(self, stream_id: str, engine: object) -> HeldWrites | None: ...
 
 
+class JointStart(Protocol):
+    """A stream's part of a run's start, done in the store's start transaction (:meth:`RunStreams.joint_start`)."""
+
+    def latest_sequence(self, conn: Any) -> int: ...
+
+    def activate(self, conn: Any) -> None: ...
+
+    def activated(self) -> None: ...
+
+
+class _JointStart(Protocol):
+    def __call__(self, stream_id: str, engine: object) -> JointStart | None: ...
+
+
 class RunStreams:
     """Thread-safe facade over a :class:`StreamManager` bound to the background loop."""
 
@@ -49,6 +63,7 @@ class RunStreams:
         self._logger = logger
         self._enqueue: _Enqueue | None = getattr(manager, "enqueue_keyed", None)
         self._hold: _Hold | None = getattr(manager, "hold_for_transaction", None)
+        self._joint_start: _JointStart | None = getattr(manager, "start_for_transaction", None)
         self._hops = 0  # writes sent through the background loop and not done yet
         self._hops_lock = threading.Lock()
 
@@ -109,6 +124,21 @@ class RunStreams:
             if self._hops:
                 return None
         return self._hold(stream_id, engine)
+
+    def joint_start(self, stream_id: str, engine: object) -> JointStart | None:
+        """The stream's start (first sequence, activation) to do in a store transaction on ``engine``.
+
+        It replaces :meth:`latest_sequence` before and :meth:`open` after the store's start: one
+        transaction for a run's start instead of three. ``None`` when the manager cannot (the
+        in-memory one, another database) or writes sent through the background loop are
+        outstanding; the caller then reads and opens the stream itself.
+        """
+        if self._joint_start is None:
+            return None
+        with self._hops_lock:
+            if self._hops:
+                return None
+        return self._joint_start(stream_id, engine)
 
     def _hop_done(self, future: Any) -> None:
         with self._hops_lock:

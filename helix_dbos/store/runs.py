@@ -16,6 +16,7 @@ exist, in one query.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -50,7 +51,14 @@ __all__ = ["finish_run", "get_current_run", "get_run", "list_running_runs", "lis
 _RUNNING = runs.c.status == sa.literal_column("'running'")
 
 
-def start_run(engine: Engine, dialect: SqlDialect, request: StartRun) -> StartRunResult:
+def start_run(
+    engine: Engine,
+    dialect: SqlDialect,
+    request: StartRun,
+    *,
+    stream_sequence: Callable[[Connection], int] | None = None,
+    also: Callable[[Connection], object] | None = None,
+) -> StartRunResult:
     """Open a run in one transaction: create or reopen the session, append input, record the run.
 
     Rules, in order, for an existing session:
@@ -65,21 +73,36 @@ def start_run(engine: Engine, dialect: SqlDialect, request: StartRun) -> StartRu
 
     Concurrent callers on one session: exactly one wins; the rest get
     :class:`AgentAlreadyRunningError` (or :class:`StaleStateError`, which may be retried).
+
+    ``stream_sequence(conn)``, when given, is read in the transaction and replaces
+    ``request.stream_start_sequence``; ``also(conn)`` runs after the writes of a run actually
+    started (not for a repeated request). The durable stream reads its latest sequence and activates
+    itself this way, so a run's start costs one transaction instead of three.
     """
     with begin_write(engine) as conn:
         row = dialect.lock_session(conn, request.session_id)
+        if stream_sequence is not None:
+            request = request.model_copy(update={"stream_start_sequence": stream_sequence(conn)})
+        result = _start_locked(conn, dialect, request, row)
+        if also is not None and not result.existing:
+            also(conn)
+        return result
+
+
+def _start_locked(conn: Connection, dialect: SqlDialect, request: StartRun, row: Any) -> StartRunResult:
+    """``start_run`` once the session row (``row``, ``None`` when missing) is locked."""
+    if row is None:
+        if request.new_session_state is None:
+            raise SessionNotFoundError(request.session_id)
+        created = _create_for_run(conn, dialect, request)
+        if created is not None:
+            return created
+        # Lost the creation race: the winner has committed, so this is now a session that
+        # exists (and is most likely running).
+        row = dialect.lock_session(conn, request.session_id)
         if row is None:
-            if request.new_session_state is None:
-                raise SessionNotFoundError(request.session_id)
-            created = _create_for_run(conn, dialect, request)
-            if created is not None:
-                return created
-            # Lost the creation race: the winner has committed, so this is now a session that
-            # exists (and is most likely running).
-            row = dialect.lock_session(conn, request.session_id)
-            if row is None:
-                raise SessionNotFoundError(request.session_id)
-        return _reopen(conn, request, session_record(row))
+            raise SessionNotFoundError(request.session_id)
+    return _reopen(conn, request, session_record(row))
 
 
 def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) -> StartRunResult | None:

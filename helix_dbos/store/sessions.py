@@ -372,6 +372,22 @@ class SqlSessionStore:
         return run_ops.start_run(self._engine, self._dialect, request)
 
     @retrying
+    def start_run_with(
+        self,
+        request: StartRun,
+        stream_sequence: Callable[[Connection], int],
+        also: Callable[[Connection], object],
+    ) -> StartRunResult:
+        """:meth:`start_run`, with a stream's start folded into the same transaction.
+
+        ``stream_sequence(conn)`` supplies the run's ``stream_start_sequence`` (read under the
+        session's lock) and ``also(conn)`` runs after the writes of a run actually started. For
+        writers on this store's :attr:`engine`: the runtime activates the durable stream this way.
+        Both run again if the transaction is retried.
+        """
+        return run_ops.start_run(self._engine, self._dialect, request, stream_sequence=stream_sequence, also=also)
+
+    @retrying
     def commit_step(self, commit: StepCommit) -> CommitResult:
         """Commit one loop iteration atomically and idempotently (``helix_dbos.store.commit``)."""
         return commit_step(self._engine, self._dialect, commit)

@@ -34,7 +34,7 @@ from helix_dbos.stream.sql.writer import SqlStreamWriter
 if TYPE_CHECKING:
     from helix_dbos.stream.base import StreamManager
 
-__all__ = ["HeldChunks", "SqlStreamManager"]
+__all__ = ["HeldChunks", "SqlStreamManager", "StreamStart"]
 
 _log = logging.getLogger(__name__)
 
@@ -207,6 +207,20 @@ class SqlStreamManager:
             return None
         hold = self._flusher.take(stream_id)
         return None if hold is None else HeldChunks(self, hold)
+
+    def start_for_transaction(self, stream_id: str, engine: object) -> StreamStart | None:
+        """A run's start of ``stream_id`` (latest sequence, activation) for a transaction of the caller's.
+
+        The store's ``start_run_with`` reads the run's first sequence and activates the stream in
+        its own transaction, so starting a run costs no stream transaction of its own. ``None``
+        when that cannot be done (another engine, a closed manager, a loss still to report); the
+        caller then uses :meth:`get_stream_info` and :meth:`activate`. Queued chunks of the stream
+        are committed first, as :meth:`activate` does: the previous turn's chunks go before.
+        """
+        if engine is not self._engine or self._closed or self._committer.has_loss(stream_id):
+            return None
+        self._flusher.barrier(stream_id).result()
+        return StreamStart(self, stream_id)
 
     async def _enqueue(
         self,
@@ -456,6 +470,26 @@ class HeldChunks:
             manager._refused(hold.stream_id, hold.items)
         else:
             manager._signals.bump(hold.stream_id)
+
+
+class StreamStart:
+    """A run's start of one stream, done inside another writer's transaction (``start_for_transaction``)."""
+
+    def __init__(self, manager: SqlStreamManager, stream_id: str) -> None:
+        self._manager = manager
+        self.stream_id = stream_id
+
+    def latest_sequence(self, conn: Connection) -> int:
+        """The stream's latest sequence, read through ``conn`` (0 for a new stream)."""
+        return self._manager._storage.latest_sequence_in(conn, self.stream_id)
+
+    def activate(self, conn: Connection) -> None:
+        """Create the stream or make it active, through ``conn`` (again if the caller retries)."""
+        self._manager._storage.activate_in(conn, self.stream_id)
+
+    def activated(self) -> None:
+        """After the caller's transaction committed with :meth:`activate` in it."""
+        self._manager._set_local(self.stream_id, "active")
 
 
 def _ended_error(stream_id: str) -> HelixError:

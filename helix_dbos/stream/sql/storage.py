@@ -52,7 +52,16 @@ class StreamStorage:
     def activate(self, stream_id: str) -> None:
         """Create the stream or make it active; an ended one moves its ``activation``."""
         with begin_write(self._engine) as conn:
-            conn.execute(queries.ACTIVATE, {"sid": stream_id, "now": now_ms()})
+            self.activate_in(conn, stream_id)
+
+    def activate_in(self, conn: Connection, stream_id: str) -> None:
+        """:meth:`activate` through ``conn``, inside the caller's transaction."""
+        conn.execute(queries.ACTIVATE, {"sid": stream_id, "now": now_ms()})
+
+    def latest_sequence_in(self, conn: Connection, stream_id: str) -> int:
+        """The stream's latest sequence read through ``conn`` (0 for a stream that does not exist)."""
+        row = conn.execute(queries.INFO, {"sid": stream_id}).first()
+        return 0 if row is None else int(row[1])
 
     @retrying
     def terminate(
