@@ -38,6 +38,7 @@ from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.llm.mock import MockLLMAdapter
 from helix_dbos.llm.router import ModelRouter
+from helix_dbos.memory import InMemoryMemoryStore, MemoryConfig, PostgresMemoryStore, collect_injected_memory_ids
 from helix_dbos.messages import (
     AssistantMessage,
     FileInput,
@@ -67,6 +68,13 @@ from helix_dbos.session import (
     RunOutcome,
     SubmitToolResult,
     SuspendedClientToolOutcome,
+)
+from helix_dbos.skills import (
+    SkillDefinition,
+    SkillProvider,
+    define_skill,
+    file_system_skill_provider,
+    in_code_skill_provider,
 )
 from helix_dbos.step_result import (
     ErrorStepResult,
@@ -124,6 +132,7 @@ __all__ = [
     "FailedOutcome",
     "FileInput",
     "HelixError",
+    "InMemoryMemoryStore",
     "InMemoryStreamManager",
     "InterruptedOutcome",
     "InvalidTextError",
@@ -132,6 +141,7 @@ __all__ = [
     "LLMGenerateInput",
     "LLMStreamCallbacks",
     "LiteLLMAdapter",
+    "MemoryConfig",
     "Message",
     "MessagePayload",
     "MockLLMAdapter",
@@ -141,6 +151,7 @@ __all__ = [
     "PendingToolCall",
     "PendingToolCallNotFoundError",
     "PersistentAgentConfig",
+    "PostgresMemoryStore",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",
@@ -149,6 +160,8 @@ __all__ = [
     "RunQueue",
     "SessionNotFoundError",
     "SessionStore",
+    "SkillDefinition",
+    "SkillProvider",
     "SqlSessionStore",
     "SqlStreamManager",
     "StateChangePayload",
@@ -179,12 +192,16 @@ __all__ = [
     "UserMessage",
     "__version__",
     "anthropic_cache",
+    "collect_injected_memory_ids",
     "collect_text",
     "create_sub_agent_tool",
     "dbos_config_for",
     "define_agent",
+    "define_skill",
     "define_tool",
+    "file_system_skill_provider",
     "filter_by_type",
+    "in_code_skill_provider",
     "is_sub_agent_tool",
     "launch",
     "openai_cache",

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
+from helix_dbos.memory.config import MemoryConfig
+from helix_dbos.skills.model import skill_name_problem
+from helix_dbos.skills.provider import SkillProvider, SkillsConfig, to_skill_provider
 from helix_dbos.step_result import StepResult
 from helix_dbos.tool import Tool
 from helix_dbos.usage import Budget
@@ -93,8 +96,16 @@ class AgentConfig(BaseModel):
     hooks: AgentHooks = Field(default_factory=AgentHooks)
     persistent_agents: tuple[PersistentAgentConfig, ...] = ()
     """Companions this agent can spawn and consult through the auto-injected ``companion__*`` tools."""
+    memory: MemoryConfig | None = None
+    """Memories injected (once each per session) before a turn's first model call; see :mod:`helix_dbos.memory`.
+    Not inherited: a sub-agent or companion has only the memory its own definition names."""
     budget: Budget | None = None
     """Limits on tokens or cost; crossing one suspends the run for an approval (see :class:`Budget`)."""
+    skills: SkillProvider | None = None
+    """Where the agent's skills come from; set, it adds the catalog and ``load_skill`` / ``read_skill_file``.
+    Not inherited: a sub-agent or companion uses only the skills of its own definition."""
+    preload_skills: tuple[str, ...] = ()
+    """Skills whose bodies are in the system prompt on every step (unknown names warn and are skipped)."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -127,12 +138,17 @@ def define_agent(
     stop_when: Callable[[StepResult], bool] | None = None,
     hooks: AgentHooks | dict[str, HookFn] | None = None,
     persistent_agents: Sequence[PersistentAgentConfig] = (),
+    memory: MemoryConfig | None = None,
     budget: Budget | None = None,
+    skills: SkillsConfig | None = None,
+    preload_skills: Sequence[str] = (),
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
     ``budget`` limits what each run (or the session) may spend before a human must approve more.
+    ``skills`` is a :class:`~helix_dbos.skills.SkillProvider` or a list of ``define_skill(...)``
+    results (sugar for ``in_code_skill_provider``).
     """
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
         raise DefinitionError(
@@ -177,8 +193,11 @@ def define_agent(
     except ValueError as exc:
         raise DefinitionError(f"agent {name!r}: invalid hooks: {exc}") from exc
     companions = _check_persistent_agents(name, persistent_agents)
+    if memory is not None and not isinstance(memory, MemoryConfig):
+        raise DefinitionError(f"agent {name!r}: memory must be a MemoryConfig, got {memory!r}")
     if budget is not None and not isinstance(budget, Budget):
         raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
+    provider, preload = _check_skills(name, skills, preload_skills)
     return AgentConfig(
         name=name,
         description=description,
@@ -191,8 +210,33 @@ def define_agent(
         stop_when=stop_when,
         hooks=hook_set,
         persistent_agents=companions,
+        memory=memory,
         budget=budget,
+        skills=provider,
+        preload_skills=preload,
     )
+
+
+def _check_skills(
+    name: str, skills: SkillsConfig | None, preload_skills: Sequence[str]
+) -> tuple[SkillProvider | None, tuple[str, ...]]:
+    """The agent's skill provider and preload names.
+
+    Whether a preload name exists is only known when the provider is asked (at run time), so here
+    only its spelling is checked.
+    """
+    try:
+        provider = to_skill_provider(skills)
+    except DefinitionError as exc:
+        raise DefinitionError(f"agent {name!r}: {exc.message}") from exc
+    if isinstance(preload_skills, str):
+        raise DefinitionError(f"agent {name!r}: preload_skills must be a list of skill names, not a string")
+    preload = tuple(preload_skills)
+    for skill in preload:
+        problem = skill_name_problem(skill)
+        if problem is not None:
+            raise DefinitionError(f"agent {name!r}: preload_skills entry {skill!r}: {problem}")
+    return provider, preload
 
 
 def _check_persistent_agents(name: str, configs: Sequence[PersistentAgentConfig]) -> tuple[PersistentAgentConfig, ...]:

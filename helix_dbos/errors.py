@@ -24,7 +24,10 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── PendingToolCallNotFoundError    state_tool_call_not_found
     ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
     ├── AgentNotFoundError              state_agent_not_found  the service does not serve that agent
-    └── ServiceAuthConfigError          validation_error      a service built without an auth decision
+    ├── EmbeddingExecutorClosedError    framework_internal_error   a memory saved after shutdown()
+    ├── ServiceAuthConfigError          validation_error      a service built without an auth decision
+    ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
+    └── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
 
     ServiceError (code)                 errors only the HTTP layer has (not HelixErrors: no library
     └── ResultTimeoutError              transport_result_timeout    call raises them)
@@ -424,11 +427,35 @@ class AgentNotFoundError(HelixError):
         self.name = name
 
 
+class EmbeddingExecutorClosedError(HelixError):
+    """A memory saved after the embedding executor's ``shutdown()``: refused, not left ``pending`` forever."""
+
+    def __init__(self) -> None:
+        super().__init__("the embedding executor is shut down; save memories before shutdown()", retryable=False)
+
+
 class ServiceAuthConfigError(HelixError, ValueError):
     """The service was built without an authentication decision (or with contradictory ones)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="validation_error", retryable=False)
+
+
+class SkillNotFoundError(HelixError, LookupError):
+    """A skill tool named a skill the agent's provider does not have (the model sees the message)."""
+
+    def __init__(self, name: str, available: list[str] | None = None) -> None:
+        known = f"; available skills: {', '.join(available)}" if available else ""
+        super().__init__(f"Unknown skill {name!r}{known}", code="tool_input_invalid", retryable=False)
+        self.name = name
+
+
+class SkillPathError(HelixError, ValueError):
+    """``read_skill_file`` refused a path: absolute, with ``..``, or resolving outside the skill's folder."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"Refused skill file path {path!r}: {problem}", code="tool_input_invalid", retryable=False)
+        self.path = path
 
 
 class ServiceError(Exception):

@@ -15,17 +15,21 @@ from helix_dbos.errors import DefinitionError
 from helix_dbos.messages import COMMON_METADATA_KEYS, Message, UserInputMessage, UserMessage
 from helix_dbos.orchestration.message_builder import build_messages_for_llm
 from helix_dbos.session import AgentInput, AgentState, SendInput
+from helix_dbos.skills.tools import create_skill_tools
 from helix_dbos.state.tracker import to_json_state
 from helix_dbos.tool import FINISH_TOOL_NAME, Tool, create_finish_tool
 
 
 def build_effective_tools(agent: AgentConfig) -> list[Tool]:
-    """The tools the model sees: the agent's, its ``companion__*`` tools, and ``__finish__``.
+    """The tools the model sees: the agent's, the skill tools, its ``companion__*`` tools, ``__finish__``.
 
-    Companion tools come with ``persistent_agents``; ``__finish__`` with an output schema unless a
-    finish_with tool completes the agent.
+    ``load_skill`` / ``read_skill_file`` come with ``skills``; companion tools with
+    ``persistent_agents``; ``__finish__`` with an output schema unless a finish_with tool completes
+    the agent. Each comes from the agent's own definition, so a sub-agent or companion never
+    inherits its parent's skills or companions.
     """
     tools = list(agent.tools)
+    tools.extend(create_skill_tools(agent.skills))
     tools.extend(create_companion_tools(agent.persistent_agents))
     if agent.output_schema is not None and not agent.finish_with_tools:
         tools.append(create_finish_tool(agent.output_schema, strict=agent.llm_config.strict_output))
@@ -108,12 +112,18 @@ def build_agent_messages_for_llm(
     custom_state: dict[str, Any],
     *,
     extra_system_sections: Sequence[str] = (),
+    skills_fragment: str = "",
 ) -> list[Message]:
-    """:func:`build_messages_for_llm` with the agent's prompt, typed state and completion tool."""
+    """:func:`build_messages_for_llm` with the agent's prompt, typed state and completion tool.
+
+    ``skills_fragment`` is the run's resolved skills catalog
+    (:func:`~helix_dbos.skills.resolve_skills_catalog`), appended last so everything before it,
+    and it itself, stays byte-identical from step to step (the cached prefix).
+    """
     return build_messages_for_llm(
         messages,
         agent.system_prompt,
         typed_custom_state(agent, custom_state),
         completion_tool_name=completion_tool_name(agent),
-        extra_system_sections=extra_system_sections,
+        extra_system_sections=[*extra_system_sections, skills_fragment],
     )

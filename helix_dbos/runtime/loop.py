@@ -54,8 +54,10 @@ from helix_dbos.runtime.budget import BudgetAnswer, BudgetTracker
 from helix_dbos.runtime.companions import deliver_notices
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
+from helix_dbos.runtime.memory import inject_memories
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
 from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.skills import resolve_run_skills
 from helix_dbos.runtime.step_outputs import FinalizeStepOutput, LLMStepOutput
 from helix_dbos.runtime.steps import fail_run_step, finalize_step, hooks_step, llm_step
 from helix_dbos.runtime.tools import BatchOutcome, execute_tools, outstanding_calls, sub_agent_tool_calls
@@ -83,15 +85,18 @@ class _Toolbox:
     by_name: dict[str, Tool]
     finish_name: str | None
     stop_config: StopConfig
+    skills_fragment: str = ""
+    """The skills catalog resolved (in a step) for this run; the same bytes on every LLM call."""
 
     @classmethod
-    def of(cls, agent: AgentConfig) -> _Toolbox:
+    def of(cls, agent: AgentConfig, skills_fragment: str = "") -> _Toolbox:
         tools = build_effective_tools(agent)
         return cls(
             tools=tools,
             by_name={t.name: t for t in tools},
             finish_name=completion_tool_name(agent),
             stop_config=StopConfig(max_steps=agent.max_steps, stop_when=agent.stop_when),
+            skills_fragment=skills_fragment,
         )
 
 
@@ -148,7 +153,7 @@ def _run_observed(request: RunRequest) -> RunSummary:
 def _run_loop(request: RunRequest) -> RunSummary:
     rt = services.current()
     run = _open_run(rt, request)
-    toolbox = _Toolbox.of(run.agent)
+    toolbox = _Toolbox.of(run.agent, resolve_run_skills(run.agent))
     _fire_agent_start(run)
     budget = BudgetTracker.start(run)
     early = _answer_outstanding(run, toolbox)
@@ -161,6 +166,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
     ended = _check_budget(run, budget)
     if ended is not None:
         return ended
+    inject_memories(run)
     # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
     # an interrupt that arrives before the first model call is honoured too.
     pending: StepCommit | None = run.pending_commit()
@@ -271,7 +277,9 @@ def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) 
     Non-blocking companions that finished are announced first, so the model sees them in this call.
     """
     deliver_notices(run)
-    llm_messages = build_agent_messages_for_llm(run.agent, run.messages, run.custom_state)
+    llm_messages = build_agent_messages_for_llm(
+        run.agent, run.messages, run.custom_state, skills_fragment=toolbox.skills_fragment
+    )
     applied, run.applied_pending = run.applied_pending, []
     llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None
     out: LLMStepOutput = DBOS.run_step(

@@ -20,6 +20,11 @@ def llm(agent: str) -> str:
     return f"{agent}.llm"
 
 
+def memory(agent: str) -> str:
+    """Search the agent's memories for the turn's user message (the hidden injection message)."""
+    return f"{agent}.memory"
+
+
 def tool(agent: str, tool_name: str) -> str:
     """Validate and run one tool call."""
     return f"{agent}.tool.{tool_name}"
@@ -100,6 +105,11 @@ def budget_register(agent: str) -> str:
     return f"{agent}.budget.register"
 
 
+def skills_catalog(agent: str) -> str:
+    """Resolve the run's skills catalog (the system-prompt fragment) from the agent's provider."""
+    return f"{agent}.skills.catalog"
+
+
 __all__ = [
     "FAIL_RUN",
     "approval_gate",
@@ -118,5 +128,7 @@ __all__ = [
     "hitl_resumed",
     "hooks",
     "llm",
+    "memory",
+    "skills_catalog",
     "tool",
 ]

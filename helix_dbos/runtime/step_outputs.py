@@ -71,6 +71,14 @@ class ToolStepOutput(TypedDict):
     """``False`` on results the loop makes for rejected approvals: no ``after_tool`` hook for them."""
 
 
+class MemoryStepOutput(TypedDict):
+    """``{agent}.memory``: the memories found for the turn and the hidden message carrying them."""
+
+    memory_ids: list[str]
+    message: dict[str, Any] | None
+    """The injection ``UserMessage`` as JSON; ``None`` when nothing new matched."""
+
+
 class HooksStepOutput(TypedDict):
     """``{agent}.hooks``: how many deferred hooks fired."""
 
@@ -231,6 +239,12 @@ class CompanionStatusOutput(TypedDict):
     children: list[CompanionChild]
 
 
+class SkillsCatalogStepOutput(TypedDict):
+    """``{agent}.skills.catalog``: the skills fragment this run's system prompt carries (``''`` for none)."""
+
+    fragment: str
+
+
 __all__ = [
     "BudgetStartStepOutput",
     "CheckStepOutput",
@@ -246,10 +260,12 @@ __all__ = [
     "GateStepOutput",
     "HooksStepOutput",
     "LLMStepOutput",
+    "MemoryStepOutput",
     "ParkStepOutput",
     "PendingRow",
     "RegisterStepOutput",
     "ResumedStepOutput",
+    "SkillsCatalogStepOutput",
     "ToolStepOutput",
     "WritesOutput",
 ]

@@ -23,6 +23,11 @@ Design notes:
 - Produced text (model output, tool results, errors) may hold NUL or lone surrogates, which
   PostgreSQL refuses: JSON documents and the ``EscapedText`` columns store them through the
   reversible escape of :mod:`helix_dbos.store.codec` (the engine's JSON serialiser applies it).
+- Memories (``helix_memories``; revision 0007) belong to
+  :class:`helix_dbos.memory.postgres.PostgresMemoryStore`. Full-text search uses a GIN index on
+  ``to_tsvector('english', content)`` that revision 0007 creates on PostgreSQL only (an expression
+  index, so it is not declared here); ``embedding`` is a JSON array that pgvector reads as a
+  ``vector`` when the extension is installed.
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
   compares them.
 """
@@ -36,7 +41,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -270,6 +275,35 @@ workers = sa.Table(
     sa.Column("recovered_by", sa.String(), nullable=True),
 )
 
+memories = sa.Table(
+    "helix_memories",
+    metadata,
+    sa.Column("memory_id", sa.String(), primary_key=True),
+    sa.Column("namespace", sa.String(), nullable=False),
+    sa.Column("content", EscapedText(), nullable=False),
+    sa.Column("metadata", json_type(), nullable=True),
+    # pending | complete | failed (helix_dbos.memory.base.EmbeddingStatus)
+    sa.Column("embedding_status", sa.String(16), nullable=False),
+    sa.Column("embedding", json_type(), nullable=True),
+    sa.Column("embedding_dimensions", sa.Integer(), nullable=True),
+    sa.Column("created_at", sa.BigInteger(), nullable=False),
+    sa.Column("updated_at", sa.BigInteger(), nullable=False),
+    sa.Index(None, "namespace", "created_at"),
+    # list_pending: what the embedding executor has not finished.
+    sa.Index(
+        "ix_helix_memories_pending",
+        "created_at",
+        postgresql_where=sa.text("embedding_status = 'pending'"),
+        sqlite_where=sa.text("embedding_status = 'pending'"),
+    ),
+)
+
+MEMORIES_FTS_INDEX = "ix_helix_memories_fts"
+"""The GIN index on ``to_tsvector('english', content)`` that revision 0007 creates on PostgreSQL only.
+
+An expression index on one backend, so it is not declared on the table above (autogenerate cannot
+compare it); ``tests/store/test_migrations.py`` checks it exists on PostgreSQL instead."""
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,
@@ -281,5 +315,6 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     streams,
     stream_chunks,
     workers,
+    memories,
 )
 """Every helix table (the alembic version table excluded)."""

@@ -22,8 +22,10 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.companion_status("writer") == "writer.companion.status"
     assert step_names.companion_wait("writer") == "writer.companion.wait"
     assert step_names.companion_terminate("writer") == "writer.companion.terminate"
+    assert step_names.memory("writer") == "writer.memory"
     assert step_names.budget_start("writer") == "writer.budget.start"
     assert step_names.budget_register("writer") == "writer.budget.register"
+    assert step_names.skills_catalog("writer") == "writer.skills.catalog"
 
 
 def test_names_embed_agent_and_tool_names_verbatim() -> None:
@@ -52,5 +54,7 @@ def test_the_module_lists_every_name_it_defines() -> None:
         "hitl_resumed",
         "hooks",
         "llm",
+        "memory",
+        "skills_catalog",
         "tool",
     ]

@@ -9,11 +9,13 @@ from alembic.runtime.migration import MigrationContext
 
 from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.migrate import check_migrated, current_revision, downgrade, head_revision, upgrade
-from helix_dbos.store.schema import ALL_TABLES, SCHEMA_REVISION, VERSION_TABLE, metadata
+from helix_dbos.store.schema import ALL_TABLES, MEMORIES_FTS_INDEX, SCHEMA_REVISION, VERSION_TABLE, metadata
 
 
 def _diffs(engine: sa.Engine) -> list[object]:
     def include(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+        if type_ == "index" and name == MEMORIES_FTS_INDEX:
+            return False  # a PostgreSQL-only expression index, checked by the test below
         return type_ != "table" or (name is not None and name.startswith("helix_") and name != VERSION_TABLE)
 
     with engine.connect() as conn:
@@ -35,6 +37,19 @@ def test_migrations_match_schema(empty_database_url: str) -> None:
         tables = set(sa.inspect(engine).get_table_names())
         assert {t.name for t in ALL_TABLES} | {VERSION_TABLE} <= tables
         assert "alembic_version" not in tables  # never the application's own version table
+    finally:
+        engine.dispose()
+
+
+def test_memories_full_text_index_exists_on_postgres(pg_database_url: str) -> None:
+    upgrade(pg_database_url)
+    engine = create_engine_for(pg_database_url)
+    try:
+        with engine.connect() as conn:
+            definition = conn.execute(
+                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"), {"name": MEMORIES_FTS_INDEX}
+            ).scalar_one()
+        assert "gin" in definition and "to_tsvector('english'::regconfig, content)" in definition
     finally:
         engine.dispose()
 

@@ -36,6 +36,7 @@ LAYERS_BELOW = {
     "store": {"runtime", "service", "llm", "cli", "demo"},
     "stream": {"runtime", "service", "llm", "cli", "demo"},
     "runtime": {"service", "cli"},
+    "memory": {"runtime", "service", "llm", "cli", "demo"},
     "observability": {"runtime", "service", "store", "stream", "llm", "cli", "demo"},
 }
 """For each package, the top-level packages/modules it must never import (imports go downwards)."""
