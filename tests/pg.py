@@ -237,6 +237,26 @@ def create_database(base_url: str, name: str) -> str:
     return make_url(_with_psycopg(base_url)).set(database=name).render_as_string(hide_password=False)
 
 
+def create_database_from_template(base_url: str, name: str, template: str) -> str:
+    """Create database ``name`` as a copy of database ``template`` and return its URL.
+
+    PostgreSQL copies the template's files (no SQL replayed), so a copy of a migrated database is
+    ready in a fraction of the time the migrations take. Nobody may be connected to the template
+    while it is copied: connections left to it are ended first.
+    """
+    engine = _admin_engine(base_url)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (template,),
+            )
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        engine.dispose()
+    return make_url(_with_psycopg(base_url)).set(database=name).render_as_string(hide_password=False)
+
+
 def drop_database(base_url: str, name: str) -> None:
     """Drop database ``name``, disconnecting anyone still connected (PostgreSQL 13+)."""
     engine = _admin_engine(base_url)

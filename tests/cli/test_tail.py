@@ -8,7 +8,7 @@ connection, and the stream's end.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +16,18 @@ import pytest
 import sqlalchemy as sa
 
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.store import SqlSessionStore, upgrade
+from helix_dbos.store import SqlSessionStore
 from helix_dbos.stream.chunks import OutputChunk, StreamChunk, TextDeltaChunk, ToolEndChunk, ToolStartChunk
 from helix_dbos.stream.sql import SqlStreamManager
 from tests.cli.conftest import REPO, cli_env, run_cli
 from tests.cli_process import CliProcess
-from tests.pg import create_database, unique_name
 
 BASE = {"agent_id": "run-1", "agent_type": "tailer"}
 
 
 @pytest.fixture(scope="module")
-def tail_db(pg_server_url: str) -> str:
-    url = create_database(pg_server_url, unique_name("tail"))
-    upgrade(url)
+def tail_db(new_migrated_database: Callable[[str], str]) -> str:
+    url = new_migrated_database("tail")
     return url
 
 

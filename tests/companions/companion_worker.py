@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from helix_dbos import PersistentAgentConfig, define_agent, define_tool
-from helix_dbos.runtime.launch import launch, shutdown
+from tests.worker_harness import append_line, serve_session
 
 DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
 SLOW_SECONDS = 1.5
@@ -35,17 +34,11 @@ class RecordIn(BaseModel):
     text: str
 
 
-def _write(line: str) -> None:
-    with Path(SIDE_EFFECTS).open("a") as f:
-        f.write(line + "\n")
-        f.flush()
-
-
 def record(inp: RecordIn, ctx: object) -> dict[str, str]:
-    _write(f"start:{inp.text}")
+    append_line(SIDE_EFFECTS, f"start:{inp.text}")
     if inp.text == "draft two":
         time.sleep(SLOW_SECONDS)
-    _write(f"append:{inp.text}")
+    append_line(SIDE_EFFECTS, f"append:{inp.text}")
     return {"recorded": inp.text}
 
 
@@ -65,19 +58,12 @@ writer = define_agent(
     persistent_agents=[PersistentAgentConfig(agent=critic, mode="blocking")],
 )
 
-executor = launch(DATABASE_URL, agents=[writer], executor_id="companion-worker")
-if "--start" in sys.argv:
-    executor.execute(writer, "write", session_id=SESSION_ID)
-    print("started", flush=True)
-deadline = time.time() + 90
-while time.time() < deadline:
-    session = executor.store.load_session(SESSION_ID)
-    if session is not None and session.status in ("completed", "failed"):
-        print(f"finished {session.status}", flush=True)
-        break
-    time.sleep(0.1)
-else:
-    print("timed out", flush=True)
-    shutdown(executor)
-    sys.exit(3)
-shutdown(executor)
+serve_session(
+    DATABASE_URL,
+    [writer],
+    SESSION_ID,
+    executor_id="companion-worker",
+    start="write" if "--start" in sys.argv else None,
+    deadline_seconds=90,
+    poll_seconds=0.1,
+)

@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos import SqlSessionStore
 from helix_dbos.messages import ToolResultMessage, UserMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.runtime.launch import dbos_system_database_url
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.companions.brain import Brain, call, tool_results, users
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]  # two worker processes, each importing LiteLLM
 
@@ -69,9 +69,8 @@ class Critic:
 
 
 @pytest.fixture
-def env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = create_database(pg_server_url, unique_name("companion_crash"))
-    upgrade(url)
+def env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = new_migrated_database("companion_crash")
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"cc-{unique_name('s')}"}
 
 

@@ -15,18 +15,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helix_dbos import PostgresMemoryStore, SqlSessionStore, upgrade
+from helix_dbos import PostgresMemoryStore, SqlSessionStore
 from helix_dbos.memory import MemoryManager
 from helix_dbos.memory.injection import MEMORY_INJECTION_HEADER, is_memory_injection
 from helix_dbos.messages import AssistantMessage
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.memory.agents import NAMESPACE
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 
 pytestmark = pytest.mark.postgres
 
@@ -59,9 +60,8 @@ def _spawn(url: str, base_url: str, session_id: str, *, start: bool) -> subproce
     )
 
 
-def test_memory_injected_once_after_a_sigkill(pg_server_url: str) -> None:
-    url = create_database(pg_server_url, unique_name("memcrash"))
-    upgrade(url)
+def test_memory_injected_once_after_a_sigkill(new_migrated_database: Callable[[str], str]) -> None:
+    url = new_migrated_database("memcrash")
     session_id = f"memcrash-{unique_name('s')}"
     memories = PostgresMemoryStore(url)
     manager = MemoryManager(memories)

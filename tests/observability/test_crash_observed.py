@@ -14,17 +14,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos import SqlSessionStore
 from helix_dbos.observability import session_trace_id
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.cli_process import REPO, CliProcess, cli_env
 from tests.observability.spans import read_span_file, tree
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 
 pytestmark = pytest.mark.postgres
 
@@ -38,9 +39,10 @@ def model(body: dict[str, Any]) -> dict[str, Any]:
     return {"tool_calls": [{"id": "a3", "name": "submit", "arguments": {"answer": "done"}}]}
 
 
-def test_a_recovered_run_continues_its_trace_and_logs_its_recovery(pg_server_url: str, tmp_path: Path) -> None:
-    url = create_database(pg_server_url, unique_name("obs"))
-    upgrade(url)
+def test_a_recovered_run_continues_its_trace_and_logs_its_recovery(
+    new_migrated_database: Callable[[str], str], tmp_path: Path
+) -> None:
+    url = new_migrated_database("obs")
     session = f"obs-{unique_name('s')}"
     effects, span_file = tmp_path / "effects.txt", tmp_path / "spans.jsonl"
     server = ScriptedOpenAIServer(handler=model)

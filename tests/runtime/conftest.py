@@ -1,8 +1,10 @@
 """Fixtures for runtime tests: one PostgreSQL database and one launched DBOS per test module.
 
-DBOS's first launch on a fresh database runs its migrations (about 1.5 s), so modules share a
-launch and tests isolate themselves by session id. Each test gets its own executor (and so its own
-scripted model); creating one installs it as the process runtime without touching DBOS.
+DBOS's launch costs time (threads, recovery), so modules share a launch and tests isolate themselves
+by session id. The database is a copy of the session's migrated template (``new_migrated_database``
+in ``tests/conftest.py``): neither helix's nor DBOS's migrations run per module. Each test gets
+its own executor (and so its own scripted model); creating one installs it as the process runtime
+without touching DBOS.
 """
 
 from __future__ import annotations
@@ -12,18 +14,16 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 from dbos import DBOS
 
-from helix_dbos import AgentConfig, DBOSAgentExecutor, LLMAdapter, SqlSessionStore, upgrade
+from helix_dbos import AgentConfig, DBOSAgentExecutor, LLMAdapter, SqlSessionStore
 from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
-from tests.pg import create_database, unique_name
 
 ExecutorFactory = Callable[..., DBOSAgentExecutor]
 
 
 @pytest.fixture(scope="module")
-def runtime_db(pg_server_url: str) -> Iterator[str]:
+def runtime_db(new_migrated_database: Callable[[str], str]) -> Iterator[str]:
     """A fresh, migrated database with DBOS launched on it for the whole module."""
-    url = create_database(pg_server_url, unique_name("rt"))
-    upgrade(url)
+    url = new_migrated_database("rt")
     DBOS.destroy()
     DBOS(
         config={

@@ -11,6 +11,8 @@ finishes with the answer; the test submits that answer from its own process.
 ``--legacy-hitl-steps`` records the HITL steps the way versions before checks could park did, so
 a test can recover such a history with the current code.
 
+Launching, starting and waiting for the session are ``tests/worker_harness.py``'s.
+
 ``--executor-id=ID`` and ``--takeover-after=SECONDS`` run it as one of several workers that take
 over the runs of a worker whose heartbeat stopped.
 
@@ -22,12 +24,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from helix_dbos import define_agent, define_tool
-from helix_dbos.runtime.launch import launch, shutdown
+from tests.worker_harness import append_line, serve_session
 
 DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
 START = "--start" in sys.argv
@@ -37,9 +38,7 @@ SLOW_SECONDS = 1.5
 
 
 def _write(line: str) -> None:
-    with Path(SIDE_EFFECTS).open("a") as f:
-        f.write(line + "\n")
-        f.flush()
+    append_line(SIDE_EFFECTS, line)
 
 
 class LineIn(BaseModel):
@@ -50,7 +49,7 @@ class Answer(BaseModel):
     answer: str
 
 
-def append_line(inp: LineIn, ctx: object) -> dict[str, str]:
+def append_line_tool(inp: LineIn, ctx: object) -> dict[str, str]:
     _write(f"append:{inp.text}")
     return {"appended": inp.text}
 
@@ -74,7 +73,7 @@ agent = define_agent(
     system_prompt="You append lines, then submit.",
     llm_config={"model": "openai/fake", "api_base": LLM_BASE_URL, "api_key": "test", "max_retries": 0},
     tools=[
-        define_tool("append_line", input_schema=LineIn, execute=append_line),
+        define_tool("append_line", input_schema=LineIn, execute=append_line_tool),
         define_tool("slow_append", input_schema=LineIn, execute=slow_append),
         define_tool("submit", input_schema=Answer, execute=submit, finish_with=True),
     ],
@@ -112,24 +111,12 @@ if "--text" in sys.argv:
 
     agent = text_agent(LLM_BASE_URL)
 
-executor = launch(
+serve_session(
     DATABASE_URL,
-    agents=[agent],
+    [agent],
+    SESSION_ID,
     executor_id=OPTIONS.get("executor-id", "crash-worker-hitl" if HITL else "crash-worker"),
+    start="go" if START else None,
+    poll_seconds=0.1,
     takeover_after_seconds=float(OPTIONS.get("takeover-after", "30")),
 )
-if START:
-    executor.execute(agent, "go", session_id=SESSION_ID)
-    print("started", flush=True)
-deadline = time.time() + 60
-while time.time() < deadline:
-    session = executor.store.load_session(SESSION_ID)
-    if session is not None and session.status in ("completed", "failed"):
-        print(f"finished {session.status}", flush=True)
-        break
-    time.sleep(0.1)
-else:
-    print("timed out", flush=True)
-    shutdown(executor)
-    sys.exit(3)
-shutdown(executor)

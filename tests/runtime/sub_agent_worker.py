@@ -10,29 +10,17 @@ Usage: python sub_agent_worker.py DATABASE_URL LLM_BASE_URL SESSION_ID [--start]
 from __future__ import annotations
 
 import sys
-import time
 
-from helix_dbos.runtime.launch import launch, shutdown
 from tests.runtime.sub_agent_agents import agents
+from tests.worker_harness import serve_session
 
 DATABASE_URL, LLM_BASE_URL, SESSION_ID = sys.argv[1:4]
 
 planner, _ = agents(LLM_BASE_URL)
-_t0 = time.time()
-executor = launch(DATABASE_URL, agents=[planner], executor_id="sub-agent-worker")
-print(f"launched in {time.time() - _t0:.1f}s", flush=True)
-if "--start" in sys.argv:
-    executor.execute(planner, "plan the weather report", session_id=SESSION_ID)
-    print("started", flush=True)
-deadline = time.time() + 60
-while time.time() < deadline:
-    session = executor.store.load_session(SESSION_ID)
-    if session is not None and session.status in ("completed", "failed"):
-        print(f"finished {session.status} after {time.time() - _t0:.1f}s", flush=True)
-        break
-    time.sleep(0.05)
-else:
-    print("timed out", flush=True)
-    shutdown(executor)
-    sys.exit(3)
-shutdown(executor)
+serve_session(
+    DATABASE_URL,
+    [planner],
+    SESSION_ID,
+    executor_id="sub-agent-worker",
+    start="plan the weather report" if "--start" in sys.argv else None,
+)

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos import SqlSessionStore
 from helix_dbos.messages import AssistantMessage, ToolResultMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 
 pytestmark = pytest.mark.postgres
 
@@ -57,9 +57,8 @@ class Model:
 
 
 @pytest.fixture
-def crash_env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = create_database(pg_server_url, unique_name("crash"))
-    upgrade(url)
+def crash_env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = new_migrated_database("crash")
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"crash-{unique_name('s')}"}
 
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos import SqlSessionStore
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 from tests.runtime.sub_agent_agents import PLANNER_PROMPT, Model
 
 pytestmark = pytest.mark.postgres
@@ -37,9 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = create_database(pg_server_url, unique_name("subcrash"))
-    upgrade(url)
+def env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = new_migrated_database("subcrash")
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"sub-{unique_name('s')}"}
 
 

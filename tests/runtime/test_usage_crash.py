@@ -7,25 +7,24 @@ scripted server through the real LiteLLM adapter). The server lives in this proc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos import SqlSessionStore
 from helix_dbos.testing import ScriptedOpenAIServer
 from helix_dbos.usage import summarize_usage
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 from tests.runtime.test_crash_recovery import BASELINE_LLM_CALLS, Model, _crash_and_recover, _effects
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def crash_env(pg_server_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = create_database(pg_server_url, unique_name("crash"))
-    upgrade(url)
+def crash_env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    url = new_migrated_database("crash")
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"crash-{unique_name('s')}"}
 
 

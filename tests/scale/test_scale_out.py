@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -25,7 +25,6 @@ from dbos import DBOSClient
 
 from helix_dbos.runtime.launch import dbos_system_database_url
 from helix_dbos.store import SqlSessionStore
-from helix_dbos.store.migrate import upgrade
 from tests.scale.deployment import REPO, Deployment, max_overlap
 
 pytestmark = pytest.mark.postgres
@@ -36,11 +35,10 @@ STEP_SECONDS = 0.3
 
 
 @pytest.fixture(scope="module")
-def deployment(pg_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    import pg
-
-    url = pg.create_database(pg_server_url, pg.unique_name("scale"))
-    upgrade(url)
+def deployment(
+    new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    url = new_migrated_database("scale")
     deployment = Deployment(url, tmp_path_factory.mktemp("scale"), queue=QUEUE, workers=3, step_seconds=STEP_SECONDS)
     try:
         yield deployment
@@ -129,13 +127,11 @@ def test_queue_status_names_the_workers(deployment: Deployment) -> None:
 
 
 def test_a_restarted_worker_puts_its_runs_back_on_the_queue(
-    pg_server_url: str, tmp_path_factory: pytest.TempPathFactory
+    new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """DBOS's own recovery (same executor id, no takeover): the runs go back to the run queue."""
-    import pg
 
-    url = pg.create_database(pg_server_url, pg.unique_name("scale_restart"))
-    upgrade(url)
+    url = new_migrated_database("scale_restart")
     workdir = tmp_path_factory.mktemp("restart")
     deployment = Deployment(url, workdir, queue=QUEUE, workers=2, step_seconds=1.0, takeover_after=600)
     try:

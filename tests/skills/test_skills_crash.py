@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from helix_dbos import SqlSessionStore, upgrade
+from helix_dbos import SqlSessionStore
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.skills import file_system_skill_provider, resolve_skills_catalog
 from helix_dbos.testing import ScriptedOpenAIServer
-from tests.pg import create_database, unique_name
+from tests.pg import unique_name
 from tests.skills.fixtures import make_skills_root, write_skill_folder
 
 pytestmark = pytest.mark.postgres
@@ -77,9 +77,10 @@ def _wait_for(condition: Callable[[], bool], timeout: float, proc: subprocess.Po
     raise AssertionError("timed out waiting for the crash point")
 
 
-def test_a_recovered_run_keeps_the_catalog_it_saw_before_the_crash(pg_server_url: str, tmp_path: Path) -> None:
-    url = create_database(pg_server_url, unique_name("skills_crash"))
-    upgrade(url)
+def test_a_recovered_run_keeps_the_catalog_it_saw_before_the_crash(
+    new_migrated_database: Callable[[str], str], tmp_path: Path
+) -> None:
+    url = new_migrated_database("skills_crash")
     root = make_skills_root(tmp_path / "skills")
     session = f"skills-{unique_name('s')}"
     model = Model()
