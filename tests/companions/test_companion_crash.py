@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +29,7 @@ from helix_dbos.runtime.launch import dbos_system_database_url
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.companions.brain import Brain, call, tool_results, users
 from tests.pg import unique_name
+from tests.worker_process import WorkerProcess, start_worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]  # two worker processes, each importing LiteLLM
 
@@ -74,16 +72,9 @@ def env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"cc-{unique_name('s')}"}
 
 
-def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), env["url"], base_url, str(env["effects"]), env["session"]]
-    return subprocess.Popen(
-        [*args, "--start"] if start else args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> WorkerProcess:
+    args = [env["url"], base_url, str(env["effects"]), env["session"]]
+    return start_worker(WORKER, [*args, "--start"] if start else args)
 
 
 def _effects(env: dict[str, Any]) -> collections.Counter[str]:

@@ -9,10 +9,7 @@ injection message must land in the transcript once.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +25,7 @@ from helix_dbos.messages import AssistantMessage
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.memory.agents import NAMESPACE
 from tests.pg import unique_name
+from tests.worker_process import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -48,16 +46,8 @@ class Model:
         return {"text": "Teal."}
 
 
-def _spawn(url: str, base_url: str, session_id: str, *, start: bool) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), url, base_url, session_id, *(["--start"] if start else [])]
-    return subprocess.Popen(
-        args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+def _spawn(url: str, base_url: str, session_id: str, *, start: bool) -> WorkerProcess:
+    return start_worker(WORKER, [url, base_url, session_id, *(["--start"] if start else [])])
 
 
 def test_memory_injected_once_after_a_sigkill(new_migrated_database: Callable[[str], str]) -> None:

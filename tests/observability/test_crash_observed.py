@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +24,7 @@ from helix_dbos.testing import ScriptedOpenAIServer
 from tests.cli_process import REPO, CliProcess, cli_env
 from tests.observability.spans import read_span_file, tree
 from tests.pg import unique_name
+from tests.worker_process import start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -52,14 +51,7 @@ def test_a_recovered_run_continues_its_trace_and_logs_its_recovery(
         HELIX_TEST_SPAN_FILE=str(span_file),
         HELIX_LOG_LEVEL="INFO",
     )
-    first = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("obs_worker.py")), url, session],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    first = start_worker(Path(__file__).with_name("obs_worker.py"), [url, session], env=env)
     worker: CliProcess | None = None
     store = SqlSessionStore(url)
     try:

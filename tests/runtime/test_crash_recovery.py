@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +26,7 @@ from helix_dbos.messages import AssistantMessage, ToolResultMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
+from tests.worker_process import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -62,21 +60,14 @@ def crash_env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> It
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"crash-{unique_name('s')}"}
 
 
-def _spawn(env: dict[str, Any], base_url: str, *, start: bool, extra: list[str] | None = None) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), env["url"], base_url, str(env["effects"]), env["session"], *(extra or [])]
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool, extra: list[str] | None = None) -> WorkerProcess:
+    args = [env["url"], base_url, str(env["effects"]), env["session"], *(extra or [])]
     if start:
         args.append("--start")
-    return subprocess.Popen(
-        args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    return start_worker(WORKER, args)
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: subprocess.Popen[str]) -> None:
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str, proc: WorkerProcess) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if condition():
@@ -221,7 +212,7 @@ def test_three_workers_one_killed_for_good_its_run_is_taken_over(crash_env: dict
     base_url = server.start()
     common = ["--takeover-after=2"]
     a = _spawn(crash_env, base_url, start=True, extra=["--executor-id=worker-a", *common])
-    others: list[subprocess.Popen[str]] = []
+    others: list[WorkerProcess] = []
     try:
         _wait_for(lambda: _effects(crash_env)["start:two"] >= 1, 60, "worker A inside slow_append", a)
         others = [_spawn(crash_env, base_url, start=False, extra=[f"--executor-id=worker-{n}", *common]) for n in "bc"]

@@ -9,10 +9,7 @@ recovers it: it must replay the old steps and finish, not fail on an unexpected 
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +23,7 @@ from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
 from tests.runtime.crash_agents import hitl_agent
+from tests.worker_process import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -33,15 +31,8 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _spawn(url: str, base_url: str, effects: Path, session: str, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), url, base_url, str(effects), session, "--hitl", *extra],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+def _spawn(url: str, base_url: str, effects: Path, session: str, *extra: str) -> WorkerProcess:
+    return start_worker(WORKER, [url, base_url, str(effects), session, "--hitl", *extra])
 
 
 def test_a_run_recorded_with_the_old_hitl_steps_recovers_under_the_new_ones(

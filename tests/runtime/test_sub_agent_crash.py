@@ -13,8 +13,6 @@ import collections
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +27,7 @@ from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
 from tests.runtime.sub_agent_agents import PLANNER_PROMPT, Model
+from tests.worker_process import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -42,16 +41,10 @@ def env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"sub-{unique_name('s')}"}
 
 
-def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), env["url"], base_url, env["session"], *(["--start"] if start else [])]
-    return subprocess.Popen(
-        args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), "HELIX_SUBAGENT_EFFECTS": str(env["effects"])},
-    )
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> WorkerProcess:
+    args = [env["url"], base_url, env["session"], *(["--start"] if start else [])]
+    worker_env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_SUBAGENT_EFFECTS": str(env["effects"])}
+    return start_worker(WORKER, args, env=worker_env)
 
 
 def _effects(env: dict[str, Any]) -> collections.Counter[str]:

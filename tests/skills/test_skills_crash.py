@@ -11,10 +11,7 @@ very system prompt of the first one (the files are only read afresh by new tool 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +26,7 @@ from helix_dbos.skills import file_system_skill_provider, resolve_skills_catalog
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
 from tests.skills.fixtures import make_skills_root, write_skill_folder
+from tests.worker_process import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -55,18 +53,11 @@ class Model:
         return {"text": "deployed"}
 
 
-def _spawn(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+def _spawn(args: list[str]) -> WorkerProcess:
+    return start_worker(WORKER, args)
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, proc: subprocess.Popen[str]) -> None:
+def _wait_for(condition: Callable[[], bool], timeout: float, proc: WorkerProcess) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if condition():
