@@ -1,11 +1,15 @@
 """The shared body of the crash-test worker processes (``tests/runtime/crash_worker.py``,
-``tests/runtime/sub_agent_worker.py``, ``tests/companions/companion_worker.py``).
+``tests/runtime/sub_agent_worker.py``, ``tests/companions/companion_worker.py``,
+``tests/memory/memory_worker.py``, ``tests/skills/skill_worker.py``).
 
 Each worker is a real process of the app: it launches helix-dbos on PostgreSQL with its agents,
 optionally starts one run, and waits until that session is finished, printing ``started`` and then
 ``finished <status>`` for the test to read. The test SIGKILLs the first worker at a chosen point
 and starts a second one without ``--start``: launching it is what recovers the run. The scripts
 differ only in their agents (and tools writing side effects to a file), so only those live in them.
+
+The tests start these scripts with ``tests/worker_process.py``'s ``start_worker`` (a process
+forked from a server that has imported this module and what it needs).
 
 A worker that waits past its deadline prints ``timed out`` and exits 3, so a stuck recovery fails
 the test with the worker's output instead of hanging it.

@@ -1,5 +1,6 @@
 """A real worker process for the skills crash test: launch helix-dbos on PostgreSQL with an agent
-whose skills are folders on disk, maybe start a run, and wait for its session to finish.
+whose skills are folders on disk, maybe start a run, and wait for its session to finish
+(launching, starting and waiting are ``tests/worker_harness.py``'s).
 
 Usage: python skill_worker.py DATABASE_URL LLM_BASE_URL SKILLS_ROOT SESSION_ID [--start]
 """
@@ -7,10 +8,9 @@ Usage: python skill_worker.py DATABASE_URL LLM_BASE_URL SKILLS_ROOT SESSION_ID [
 from __future__ import annotations
 
 import sys
-import time
 
 from helix_dbos import define_agent, file_system_skill_provider
-from helix_dbos.runtime.launch import launch, shutdown
+from tests.worker_harness import serve_session
 
 DATABASE_URL, LLM_BASE_URL, SKILLS_ROOT, SESSION_ID = sys.argv[1:5]
 
@@ -23,19 +23,10 @@ agent = define_agent(
     max_steps=10,
 )
 
-executor = launch(DATABASE_URL, agents=[agent], executor_id="skills-worker")
-if "--start" in sys.argv:
-    executor.execute(agent, "deploy", session_id=SESSION_ID)
-    print("started", flush=True)
-deadline = time.time() + 60
-while time.time() < deadline:
-    session = executor.store.load_session(SESSION_ID)
-    if session is not None and session.status in ("completed", "failed"):
-        print(f"finished {session.status}", flush=True)
-        break
-    time.sleep(0.1)
-else:
-    print("timed out", flush=True)
-    shutdown(executor)
-    sys.exit(3)
-shutdown(executor)
+serve_session(
+    DATABASE_URL,
+    [agent],
+    SESSION_ID,
+    executor_id="skills-worker",
+    start="deploy" if "--start" in sys.argv else None,
+)
