@@ -8,10 +8,6 @@ second (the answer then starts the continuation in whichever process receives it
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,64 +17,23 @@ import httpx
 import pytest
 
 from helix_dbos.store.migrate import upgrade
-from tests.service.conftest import AUTH, TOKEN, free_port
+from tests.serve_process import ServeProcess
+from tests.service.conftest import TOKEN
 
 pytestmark = pytest.mark.postgres
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-class Server:
-    def __init__(self, url: str, name: str, hot_window_seconds: float, logs: Path) -> None:
-        self.port = free_port()
-        self.name = name
-        self.log = logs / f"{name}.log"
-        command = [
-            sys.executable,
-            "-m",
-            "helix_dbos.cli",
-            "serve",
-            "--agents",
-            "tests.service.agents:agents",
-            "--llm-adapter",
-            "tests.service.agents:model",
-            "--database-url",
-            url,
-            "--executor-id",
-            name,
-            "--port",
-            str(self.port),
-            "--hot-window-seconds",
-            str(hot_window_seconds),
-        ]
-        env = {**os.environ, "HELIX_API_TOKENS": TOKEN, "PYTHONPATH": str(REPO)}
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", headers=AUTH, timeout=15)
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"{self.name} exited: {self.log.read_text()}")
-            try:
-                if self.http.get("/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"{self.name} did not start: {self.log.read_text()}")
-
-    def stop(self) -> int:
-        self.http.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"{self.name} did not stop on SIGTERM: {self.log.read_text()}") from None
+def _server(url: str, name: str, hot_window_seconds: float, logs: Path) -> ServeProcess:
+    return ServeProcess(
+        name,
+        url,
+        agents="tests.service.agents:agents",
+        llm_adapter="tests.service.agents:model",
+        token=TOKEN,
+        logs=logs,
+        extra_args=["--hot-window-seconds", str(hot_window_seconds)],
+        http_timeout=15,
+    )
 
 
 def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -111,28 +66,28 @@ def poll(
 
 
 @pytest.fixture
-def servers(pg_database_url: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+def servers(pg_database_url: str, tmp_path: Path) -> Iterator[tuple[ServeProcess, ServeProcess]]:
     upgrade(pg_database_url)
-    started: list[Server] = []
+    started: list[ServeProcess] = []
     try:
         # One after the other: the first launch creates DBOS's schema, which must not race.
         for name, hot in (("server-a", 60.0), ("server-b", 0.5)):
-            server = Server(pg_database_url, name, hot, tmp_path)
+            server = _server(pg_database_url, name, hot, tmp_path)
             started.append(server)
-            server.wait_ready()
+            server.start()
         yield started[0], started[1]
     finally:
         codes = [server.stop() for server in started]
-    assert codes == [0] * len(started), [s.log.read_text()[-3000:] for s in started]
+    assert codes == [0] * len(started), [s.log_text() for s in started]
 
 
-def test_runs_are_driven_from_either_server(servers: tuple[Server, Server]) -> None:
+def test_runs_are_driven_from_either_server(servers: tuple[ServeProcess, ServeProcess]) -> None:
     a, b = servers
 
-    def snapshot(server: Server, session_id: str) -> Callable[[], dict[str, Any]]:
+    def snapshot(server: ServeProcess, session_id: str) -> Callable[[], dict[str, Any]]:
         return lambda: server.http.get(f"/v1/sessions/{session_id}").json()
 
-    def answer(server: Server, session_id: str, call: dict[str, Any], city: str) -> dict[str, Any]:
+    def answer(server: ServeProcess, session_id: str, call: dict[str, Any], city: str) -> dict[str, Any]:
         submission = {"kind": "client-tool-result", "tool_call_id": call["tool_call_id"], "result": {"city": city}}
         response = server.http.post(f"/v1/sessions/{session_id}/tool-results", json=submission)
         assert response.status_code == 202, response.text
