@@ -154,7 +154,6 @@ def test_kill_inside_the_companions_tool_during_a_reconsult(env: dict[str, Any])
     _check(env)
 
 
-@pytest.mark.slow  # the re-consult crash in another phase; the kill inside its tool above stays in the default run
 def test_kill_while_the_reconsulted_companion_calls_its_model(env: dict[str, Any]) -> None:
     critic = Critic(hold_round_two=True)
     brain = _crash_and_recover(env, critic, critic.held.is_set)

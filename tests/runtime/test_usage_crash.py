@@ -46,7 +46,6 @@ def _check_counted_once(env: dict[str, Any], server: ScriptedOpenAIServer) -> No
     assert (summary.llm_calls, summary.tool_calls, summary.failed.llm_calls) == (3, 3, 0)
 
 
-@pytest.mark.slow  # the same crash machinery as the committed-LLM-step test above, which stays in the default run
 def test_usage_is_counted_once_when_the_worker_dies_during_a_tool(crash_env: dict[str, Any]) -> None:
     """Recovery replays the recorded LLM steps and re-runs the tool: no usage row twice."""
     server = _crash_and_recover(crash_env, Model(), lambda s: _effects(crash_env)["start:two"] >= 1)
