@@ -133,7 +133,7 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
         "helix-dbos: unknown --status 'running': use one of active, completed, failed, interrupted, paused"
     ]
     shown = json.loads(_ok("sessions", "show", "cli-done", "--json", url=cli_sessions))
-    assert set(shown) == SESSION_KEYS | {"output", "custom_state", "totals", "runs", "pending_tool_calls"}
+    assert set(shown) == SESSION_KEYS | {"output", "custom_state", "totals", "usage", "runs", "pending_tool_calls"}
     assert set(shown["runs"][0]) == {
         "run_id",
         "turn",
@@ -148,6 +148,7 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
         "step_count",
         "error",
         "totals",
+        "usage",
         "steps",
     }
 
