@@ -153,6 +153,14 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
     }
 
 
+def test_queue_status_has_json_too(cli_sessions: str) -> None:
+    """``queue-status`` lists workers: like every listing it has ``--json`` (the ``QueueStatus`` fields)."""
+    status = json.loads(_ok("queue-status", "--json", url=cli_sessions))
+    assert status["name"] == "helix-runs" and status["running_by_worker"] == {}, status
+    assert {"enqueued", "running", "concurrency", "worker_concurrency"} <= set(status)
+    assert _ok("queue-status", url=cli_sessions).startswith("queue helix-runs: ")
+
+
 @pytest.mark.parametrize(
     "args",
     [["sessions", "show", "nope"], ["tail", "nope"], ["fork", "nope"]],
