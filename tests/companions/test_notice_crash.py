@@ -83,7 +83,8 @@ def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Pop
     )
 
 
-@pytest.mark.slow  # ~60 s (two workers); test_companion_tools.py's in-process exactly-once notice test stays in the default run
+# ~60 s (two workers): the in-process exactly-once notice test (test_companion_tools.py) stays in the default run
+@pytest.mark.slow
 def test_kill_while_the_model_call_carrying_a_notice_is_in_flight(env: dict[str, Any]) -> None:
     lead = Lead()
     brain = Brain({"LEAD": lead, "MONITOR": monitor})
