@@ -71,7 +71,10 @@ def writer_script(reconsult: str) -> Any:
 
 
 def critic_agent(server: ScriptedOpenAIServer) -> Any:
-    return define_agent("critic", system_prompt="CRITIC: judge drafts.", llm_config=llm(server), output_schema=Verdict)
+    """max_steps=1: each consult has one step, so a re-consult only works on a fresh budget."""
+    return define_agent(
+        "critic", system_prompt="CRITIC: judge drafts.", llm_config=llm(server), output_schema=Verdict, max_steps=1
+    )
 
 
 @pytest.mark.parametrize("reconsult", ["companion__sendMessage", "companion__spawnAgent"])
