@@ -115,11 +115,10 @@ def open_child(run: RunContext, child: ChildRun) -> ChildStartOutput:
 
 def await_child(run: RunContext, opened: ChildStartOutput) -> ChildWaitOutput:
     """Wait for an opened child to end (a step; see the module docstring)."""
-    if opened["error"] is not None:
+    if opened["error"] is not None and not opened["workflow_id"]:
         return {"status": "failed", "output": None, "error": opened["error"], "duration_ms": 0.0}
-    ended: ChildWaitOutput = DBOS.run_step(
-        {"name": step_names.child_wait(run.agent.name)}, wait_child_step, run.who, opened
-    )
+    body = wait_child_step if opened["error"] is None else close_unstarted_step
+    ended: ChildWaitOutput = DBOS.run_step({"name": step_names.child_wait(run.agent.name)}, body, run.who, opened)
     return ended
 
 
@@ -246,6 +245,32 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
             interrupt_passed_on = True
 
 
+def close_unstarted_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitOutput:
+    """``{agent}.child.wait`` for a child whose run was opened but whose workflow could not start.
+
+    Nothing would ever end that run: no workflow runs it, and the orphan sweep leaves child runs to
+    their parent. So the parent ends it ``failed`` here (and closes its stream and its ref); a
+    companion left like this would otherwise look busy forever, and ``sendMessage`` would wait on it.
+    """
+    rt = services.current()
+    error = opened["error"] or "the child workflow could not be started"
+    child_session = opened["session_id"]
+    session = rt.store.load_session(child_session)
+    current = rt.store.get_current_run(child_session)
+    if (
+        session is not None
+        and current is not None
+        and current.run_id == opened["run_id"]
+        and session.status == "active"
+    ):
+        rt.store.finish_run(
+            child_session, current.run_id, session_status="failed", run_status="failed", error=error, now_ms=now_ms()
+        )
+        rt.streams.fail(session.stream_id, error)
+    _close_ref(rt.store, parent.session_id, child_session, "failed")
+    return {"status": "failed", "output": None, "error": error, "duration_ms": 0.0}
+
+
 def _since(opened: ChildStartOutput) -> float:
     started = opened.get("started_at_ms")
     return float(max(0, now_ms() - started)) if started is not None else 0.0
@@ -344,6 +369,7 @@ __all__ = [
     "ChildMode",
     "ChildRun",
     "await_child",
+    "close_unstarted_step",
     "interrupt_child",
     "open_child",
     "running_children",

@@ -208,6 +208,36 @@ def test_a_child_session_that_cannot_be_created_is_a_tool_error_and_its_sibling_
         assert effects.read_text().splitlines() == ["note rain"]
 
 
+def test_a_child_workflow_that_cannot_start_is_a_tool_error_and_its_sibling_is_unaffected(
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DBOS refuses the snow child's workflow id (a workflow of another function holds it): the call is
+    a tool error with ``subagent.dispatch_failed``, the rain child completes, the parent goes on."""
+    import sqlalchemy as sa
+
+    for server in _serve(Model()):
+        executor = executor_for(server.base_url)
+        with executor.store.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO dbos.workflow_status (workflow_uuid, status, name) "
+                    "VALUES ('nostart-sub-call_snow-turn-1', 'SUCCESS', 'someone.else')"
+                )
+            )
+        with caplog.at_level(logging.ERROR):
+            result = executor.execute("planner", "plan", session_id="nostart").result(timeout_seconds=30)
+        assert result.status == "completed", result.error
+        assert json.loads(result.output.summaries[0]) == {"summary": "about rain"}
+        assert "could not start the child workflow" in result.output.summaries[1]
+        assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
+        assert effects.read_text().splitlines() == ["note rain"]
+        # the opened run is not left active with no workflow to end it
+        child = executor.store.load_session("nostart-sub-call_snow")
+        assert child is not None and child.status == "failed"
+        refs = {r.sub_session_id: r.status for r in executor.store.get_sub_session_refs("nostart")}
+        assert refs == {"nostart-sub-call_rain": "completed", "nostart-sub-call_snow": "failed"}
+
+
 def test_finish_called_alongside_delegations_waits_for_the_children(
     executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
