@@ -27,6 +27,8 @@ API (stable; all of it is workflow code except where a step is named)::
   passes (the child is stopped: session aborted, workflow cancelled) and when the parent is aborted
   (the child is stopped too); an interrupt of the parent is passed on to the child, whose run then
   ends ``interrupted``. A wait never hangs on a parent that was stopped.
+  A child whose run was opened but whose workflow could not start takes the same step name with
+  :func:`close_unstarted_step`, which ends that run ``failed`` (nothing else ever would).
 - Stream mirroring is the child's own doing: its ``RunRequest`` carries the parent's stream id,
   and every chunk the child writes (``RunContext.emit``, the LLM step's deltas) is also written to
   the parent's stream, keyed by the child's run so a replay never stores it twice.
