@@ -27,6 +27,8 @@ API (stable; all of it is workflow code except where a step is named)::
   passes (the child is stopped: session aborted, workflow cancelled) and when the parent is aborted
   (the child is stopped too); an interrupt of the parent is passed on to the child, whose run then
   ends ``interrupted``. A wait never hangs on a parent that was stopped.
+  A child whose run was opened but whose workflow could not start takes the same step name with
+  :func:`close_unstarted_step`, which ends that run ``failed`` (nothing else ever would).
 - Stream mirroring is the child's own doing: its ``RunRequest`` carries the parent's stream id,
   and every chunk the child writes (``RunContext.emit``, the LLM step's deltas) is also written to
   the parent's stream, keyed by the child's run so a replay never stores it twice.
@@ -115,11 +117,10 @@ def open_child(run: RunContext, child: ChildRun) -> ChildStartOutput:
 
 def await_child(run: RunContext, opened: ChildStartOutput) -> ChildWaitOutput:
     """Wait for an opened child to end (a step; see the module docstring)."""
-    if opened["error"] is not None:
+    if opened["error"] is not None and not opened["workflow_id"]:
         return {"status": "failed", "output": None, "error": opened["error"], "duration_ms": 0.0}
-    ended: ChildWaitOutput = DBOS.run_step(
-        {"name": step_names.child_wait(run.agent.name)}, wait_child_step, run.who, opened
-    )
+    body = wait_child_step if opened["error"] is None else close_unstarted_step
+    ended: ChildWaitOutput = DBOS.run_step({"name": step_names.child_wait(run.agent.name)}, body, run.who, opened)
     return ended
 
 
@@ -246,6 +247,32 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
             interrupt_passed_on = True
 
 
+def close_unstarted_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitOutput:
+    """``{agent}.child.wait`` for a child whose run was opened but whose workflow could not start.
+
+    Nothing would ever end that run: no workflow runs it, and the orphan sweep leaves child runs to
+    their parent. So the parent ends it ``failed`` here (and closes its stream and its ref); a
+    companion left like this would otherwise look busy forever, and ``sendMessage`` would wait on it.
+    """
+    rt = services.current()
+    error = opened["error"] or "the child workflow could not be started"
+    child_session = opened["session_id"]
+    session = rt.store.load_session(child_session)
+    current = rt.store.get_current_run(child_session)
+    if (
+        session is not None
+        and current is not None
+        and current.run_id == opened["run_id"]
+        and session.status == "active"
+    ):
+        rt.store.finish_run(
+            child_session, current.run_id, session_status="failed", run_status="failed", error=error, now_ms=now_ms()
+        )
+        rt.streams.fail(session.stream_id, error)
+    _close_ref(rt.store, parent.session_id, child_session, "failed")
+    return {"status": "failed", "output": None, "error": error, "duration_ms": 0.0}
+
+
 def _since(opened: ChildStartOutput) -> float:
     started = opened.get("started_at_ms")
     return float(max(0, now_ms() - started)) if started is not None else 0.0
@@ -344,6 +371,7 @@ __all__ = [
     "ChildMode",
     "ChildRun",
     "await_child",
+    "close_unstarted_step",
     "interrupt_child",
     "open_child",
     "running_children",

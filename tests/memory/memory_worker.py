@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from helix_dbos import PostgresMemoryStore
+from helix_dbos.memory import PostgresMemoryStore
 from helix_dbos.runtime.launch import launch, shutdown
 from tests.memory.agents import memory_agent
 
