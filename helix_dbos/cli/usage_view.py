@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from helix_dbos.store.base import SessionStore, UsageRecord
+from helix_dbos.store.usage_tree import usage_with_children
 from helix_dbos.usage import UsageSummary, summarize_usage
 
 __all__ = ["StepUsage", "ToolCallUsage", "llm_cost_usd", "run_usage", "session_usage", "summarise", "usage_by_step"]
@@ -80,8 +81,8 @@ def usage_by_step(store: SessionStore, session_id: str, run_id: str) -> dict[int
 
 
 def run_usage(store: SessionStore, session_id: str, run_id: str) -> UsageSummary:
-    """One run's rollup, as ``AgentResult.usage`` and ``handle.usage()`` report it."""
-    return summarize_usage(store.get_usage(session_id, run_id=run_id))
+    """One run's rollup with the sub-agents it started, as ``AgentResult.usage`` and ``handle.usage()`` report it."""
+    return summarize_usage(usage_with_children(store, session_id, run_id=run_id))
 
 
 def session_usage(store: SessionStore, session_id: str) -> UsageSummary:

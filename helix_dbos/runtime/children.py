@@ -33,8 +33,8 @@ API (stable; all of it is workflow code except where a step is named)::
   and every chunk the child writes (``RunContext.emit``, the LLM step's deltas) is also written to
   the parent's stream, keyed by the child's run so a replay never stores it twice.
 
-Outside workflows, :func:`stop_child` stops a child tree and :func:`usage_with_children` sums a
-session's usage with its children's (the executor's cascades and reports use them).
+Outside workflows, :func:`stop_child` stops a child tree (the executor's cascades use it);
+``helix_dbos.store.usage_tree`` sums a session's usage with its children's.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
 from helix_dbos.runtime.steps import OUTCOME_EVENT, RunIdentity
 from helix_dbos.session import SubSessionRef
-from helix_dbos.store.base import SessionStore, StartRun, UsageRow
+from helix_dbos.store.base import SessionStore, StartRun
 from helix_dbos.store.engine import now_ms
 
 ChildMode = Literal["ephemeral", "persistent"]
@@ -350,23 +350,6 @@ def running_children(store: SessionStore, session_id: str) -> list[SubSessionRef
     return [ref for ref in store.get_sub_session_refs(session_id) if ref.status == "running"]
 
 
-def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | None = None) -> list[UsageRow]:
-    """The session's usage records followed by its children's, depth first (all of a tree's spend).
-
-    With ``run_id``: that run's records and those of the children it started (children opened
-    while it ran), so a parent run's cost includes its delegations.
-    """
-    records = list(store.get_usage(session_id, run_id=run_id))
-    run = store.get_run(run_id) if run_id is not None else None
-    for ref in store.get_sub_session_refs(session_id):
-        if run is not None and not (
-            run.started_at <= ref.started_at and (run.completed_at is None or ref.started_at <= run.completed_at)
-        ):
-            continue
-        records.extend(usage_with_children(store, ref.sub_session_id))
-    return records
-
-
 __all__ = [
     "ChildMode",
     "ChildRun",
@@ -377,6 +360,5 @@ __all__ = [
     "running_children",
     "start_child_step",
     "stop_child",
-    "usage_with_children",
     "wait_child_step",
 ]

@@ -106,6 +106,10 @@ def test_a_parent_delegates_to_two_sub_agents_in_one_step_and_finishes_with_thei
         tree = executor.get_usage(parent, run_id=handle.run_id, include_children=True)
         assert sum(u.kind == "llm" for u in own) == 2
         assert sum(u.kind == "llm" for u in tree) == 2 + 2 * 2
+        # ... and what the run reports as its cost includes them (the CLI's per-run rollup is the same).
+        usage = handle.result().usage
+        assert usage is not None and usage.llm_calls == 2 + 2 * 2
+        assert handle.usage() == usage
 
 
 async def test_one_sse_connection_shows_the_children_between_start_and_end_and_resumes(
