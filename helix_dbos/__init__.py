@@ -2,19 +2,26 @@
 
 The public API is tiered, as httpx's is:
 
-* **This module** holds what an application touches: defining agents and tools, launching the
-  executor, the handle a run returns, the messages, step results and stream chunks a user reads or
-  scripts, the errors a user catches, the stores and stream managers a user wires up. A test pins
-  ``__all__`` (``tests/unit/test_public_api.py``) so nothing joins or leaves it by accident.
-* **Subpackages** hold the seeds' parity helpers, importable where they live: the ``is_*`` chunk
-  predicates and the rest of the chunk types (``helix_dbos.stream.chunks``), stream filters
-  (``helix_dbos.stream.filters``), message helpers (``helix_dbos.messages``), the pure orchestration
-  functions (``helix_dbos.orchestration.*``), the state tracker (``helix_dbos.state.tracker``),
-  checkpoint ids (``helix_dbos.checkpoint``), stop-reason mapping and cache strategies
-  (``helix_dbos.llm.*``), the seeds' ``Logger`` (``helix_dbos.logger``), the client streaming
-  toolkit's event classes and guards (``helix_dbos.stream.events``) and its resumable SSE handler
-  (``helix_dbos.stream.resumable``: the ``server`` extra, so never imported here). A second pinned list
-  (``SUBPACKAGE_NAMES`` in the same test) keeps them where a seed reader expects them.
+* **This module** (80 names) holds what an application touches in the README's quickstart and main
+  sections: defining agents, tools, skills and sub-agents, launching or embedding the executor, the
+  handle a run returns and its results and outcomes, the hook payloads, the messages a user sends and
+  reads, the model adapters, the stream chunk union and the stores and stream managers a user wires
+  up, and the errors a user catches. A test pins ``__all__`` (``tests/unit/test_public_api.py``) so
+  nothing joins or leaves it by accident.
+* **Subpackages** hold the rest of the public API, importable where it lives: the individual chunk
+  types and the ``is_*`` chunk predicates (``helix_dbos.stream.chunks``), stream filters
+  (``helix_dbos.stream.filters``), the client streaming toolkit (wire events and their
+  ``parse_stream_event`` / ``serialize_stream_event`` in ``helix_dbos.stream.events``, the state
+  streamer in ``helix_dbos.stream.state_streamer``, ``StreamProjector`` in
+  ``helix_dbos.stream.projection``, the resumable SSE handler in ``helix_dbos.stream.resumable``:
+  the ``server`` extra, so never imported here), memory stores and helpers (``helix_dbos.memory``),
+  the ``StepResult`` variants a custom ``LLMAdapter`` returns (``helix_dbos.step_result``), cache
+  strategies and stop-reason mapping (``helix_dbos.llm.*``), tool-name constants and predicates
+  (``helix_dbos.tool``, ``helix_dbos.sub_agent``), the rarer errors (``helix_dbos.errors``), message
+  helpers (``helix_dbos.messages``), the pure orchestration functions (``helix_dbos.orchestration.*``),
+  the state tracker (``helix_dbos.state.tracker``), checkpoint ids (``helix_dbos.checkpoint``) and the
+  seeds' ``Logger`` (``helix_dbos.logger``). A second pinned list (``SUBPACKAGE_NAMES`` in the same
+  test) keeps them where a seed reader expects them.
 * Everything else is internal, even where its module is importable.
 """
 
@@ -31,16 +38,14 @@ from helix_dbos.errors import (
     InvalidTextError,
     PendingToolCallNotFoundError,
     SessionNotFoundError,
-    StreamTruncatedError,
     ToolCallAlreadyAnsweredError,
 )
 from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
-from helix_dbos.llm.caching import anthropic_cache, openai_cache, xai_cache
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.llm.mock import MockLLMAdapter
 from helix_dbos.llm.router import ModelRouter
-from helix_dbos.memory import InMemoryMemoryStore, MemoryConfig, PostgresMemoryStore, collect_injected_memory_ids
+from helix_dbos.memory import MemoryConfig
 from helix_dbos.messages import (
     AssistantMessage,
     FileInput,
@@ -78,41 +83,21 @@ from helix_dbos.skills import (
     file_system_skill_provider,
     in_code_skill_provider,
 )
-from helix_dbos.step_result import (
-    ErrorStepResult,
-    ParsedToolCall,
-    StepResult,
-    StructuredOutputStepResult,
-    TextStepResult,
-    ToolCallsStepResult,
-)
+from helix_dbos.step_result import StepResult
 from helix_dbos.store.base import PendingToolCall, SessionStore
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.sessions import SqlSessionStore
 from helix_dbos.stream.base import StreamManager
-from helix_dbos.stream.chunks import (
-    ErrorChunk,
-    OutputChunk,
-    StatePatchChunk,
-    StreamChunk,
-    TextDeltaChunk,
-    ToolApprovalRequestChunk,
-    ToolEndChunk,
-    ToolStartChunk,
-)
-from helix_dbos.stream.events import StreamEvent, parse_stream_event, serialize_stream_event
-from helix_dbos.stream.filters import collect_text, filter_by_type
+from helix_dbos.stream.chunks import StreamChunk
+from helix_dbos.stream.filters import collect_text
 from helix_dbos.stream.memory import InMemoryStreamManager
-from helix_dbos.stream.projection import StreamProjector, create_state_projection
 from helix_dbos.stream.sql import SqlStreamManager
-from helix_dbos.stream.state_streamer import create_state_streamer
-from helix_dbos.sub_agent import SubAgentTool, create_sub_agent_tool, is_sub_agent_tool
-from helix_dbos.tool import FINISH_TOOL_NAME, AbortSignal, Tool, ToolContext, define_tool
+from helix_dbos.sub_agent import SubAgentTool, create_sub_agent_tool
+from helix_dbos.tool import AbortSignal, Tool, ToolContext, define_tool
 from helix_dbos.usage import Budget, UsageSummary
 
 __all__ = [
     "APPLICATION_VERSION",
-    "FINISH_TOOL_NAME",
     "AbortSignal",
     "AbortedOutcome",
     "AgentAlreadyRunningError",
@@ -131,13 +116,10 @@ __all__ = [
     "DBOSAgentExecutor",
     "DatabaseUnavailableError",
     "DefinitionError",
-    "ErrorChunk",
     "ErrorCode",
-    "ErrorStepResult",
     "FailedOutcome",
     "FileInput",
     "HelixError",
-    "InMemoryMemoryStore",
     "InMemoryStreamManager",
     "InterruptedOutcome",
     "InvalidTextError",
@@ -151,12 +133,9 @@ __all__ = [
     "MessagePayload",
     "MockLLMAdapter",
     "ModelRouter",
-    "OutputChunk",
-    "ParsedToolCall",
     "PendingToolCall",
     "PendingToolCallNotFoundError",
     "PersistentAgentConfig",
-    "PostgresMemoryStore",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",
@@ -170,53 +149,32 @@ __all__ = [
     "SqlSessionStore",
     "SqlStreamManager",
     "StateChangePayload",
-    "StatePatchChunk",
     "StepResult",
     "StreamChunk",
-    "StreamEvent",
     "StreamManager",
-    "StreamProjector",
-    "StreamTruncatedError",
-    "StructuredOutputStepResult",
     "SubAgentTool",
     "SubmitToolResult",
     "SuspendedClientToolOutcome",
     "SystemMessage",
-    "TextDeltaChunk",
-    "TextStepResult",
     "Tool",
-    "ToolApprovalRequestChunk",
     "ToolCallAlreadyAnsweredError",
     "ToolCallRequest",
-    "ToolCallsStepResult",
     "ToolContext",
-    "ToolEndChunk",
     "ToolHookPayload",
     "ToolResultMessage",
-    "ToolStartChunk",
     "UsageSummary",
     "UserInputMessage",
     "UserMessage",
     "__version__",
-    "anthropic_cache",
-    "collect_injected_memory_ids",
     "collect_text",
-    "create_state_projection",
-    "create_state_streamer",
     "create_sub_agent_tool",
     "dbos_config_for",
     "define_agent",
     "define_skill",
     "define_tool",
     "file_system_skill_provider",
-    "filter_by_type",
     "in_code_skill_provider",
-    "is_sub_agent_tool",
     "launch",
-    "openai_cache",
-    "parse_stream_event",
-    "serialize_stream_event",
     "shutdown",
     "upgrade",
-    "xai_cache",
 ]

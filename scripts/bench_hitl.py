@@ -35,15 +35,13 @@ from pydantic import BaseModel
 from helix_dbos import (
     DBOSAgentExecutor,
     LLMGenerateInput,
-    ParsedToolCall,
     SqlSessionStore,
     StepResult,
-    TextStepResult,
-    ToolCallsStepResult,
     ToolResultMessage,
     define_agent,
     define_tool,
 )
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from scripts._bench_pg import FLUSH_WAIT_SECONDS, ServerCounters
 from scripts._bench_setup import bench_database, configure_dbos
 

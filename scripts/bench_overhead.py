@@ -39,18 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dbos import DBOS, SetWorkflowID
 
-from helix_dbos import (
-    DBOSAgentExecutor,
-    LLMGenerateInput,
-    ParsedToolCall,
-    SqlSessionStore,
-    StepResult,
-    TextStepResult,
-    ToolCallsStepResult,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import DBOSAgentExecutor, LLMGenerateInput, SqlSessionStore, StepResult, define_agent, define_tool
 from helix_dbos.messages import ToolResultMessage
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.sql import SqlStreamManager
 from scripts._bench_pg import FLUSH_WAIT_SECONDS, ServerCounters, Snapshot
 from scripts._bench_setup import bench_database, configure_dbos

@@ -31,16 +31,14 @@ from pydantic import BaseModel
 from helix_dbos import (
     DBOSAgentExecutor,
     LLMGenerateInput,
-    ParsedToolCall,
     SqlSessionStore,
     StepResult,
-    TextStepResult,
-    ToolCallsStepResult,
     create_sub_agent_tool,
     define_agent,
     define_tool,
 )
 from helix_dbos.messages import ToolResultMessage
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.sql import SqlStreamManager
 from scripts._bench_pg import FLUSH_WAIT_SECONDS, ServerCounters
 from scripts._bench_setup import bench_database, configure_dbos

@@ -4,6 +4,10 @@ Both print a session's status with the word the HTTP API uses (``GET /v1/session
 ``active``, ``completed``, ``failed``, ``interrupted``), ids whole, and times as local ISO 8601.
 ``--json`` prints the same facts with stable keys (times as UTC ISO 8601 plus ``*_ms``), for
 scripts. ``show`` prints message previews; ``--messages`` (or ``--full``) prints every message whole.
+
+``show``'s usage is the API's: each run's rollup is what its ``AgentResult.usage`` says, the
+session's (sub-agents included, failed-but-billed attempts apart) what ``GET /v1/sessions/{id}``
+says (``usage`` in ``--json``), computed by the same function from the same records.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from helix_dbos.cli.common import (
 from helix_dbos.cli.inputs import CliError
 from helix_dbos.cli.render import duration_text, iso_utc, local_time, status_style
 from helix_dbos.cli.timeline import RunTimeline, build_timeline, totals
-from helix_dbos.cli.usage_view import ToolCallUsage, usage_by_step
+from helix_dbos.cli.usage_view import ToolCallUsage, run_usage, session_usage, usage_by_step
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.messages import Message
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import PendingToolCall, SessionRecord
+from helix_dbos.usage import UsageSummary
 
 __all__ = ["session_json", "sessions_list", "sessions_show"]
 
@@ -119,22 +124,36 @@ def sessions_show(
         timelines = build_timeline(
             runs, checkpoints, {r.run_id: usage_by_step(store, session_id, r.run_id) for r in runs}
         )
+        per_run = {r.run_id: run_usage(store, session_id, r.run_id) for r in runs}
+        usage = _Usage(session_usage(store, session_id), per_run)
         transcript = store.get_message_prefix(session_id, session.message_count)
         pending = store.pending.open_calls(session_id)
     finally:
         store.close()
     if as_json:
-        print_json(_show_json(session, timelines, transcript, pending, with_messages=messages))
+        print_json(_show_json(session, timelines, usage, transcript, pending, with_messages=messages))
         return
-    _print_session(session, timelines)
+    _print_session(session, timelines, usage)
     _print_transcript(transcript, whole=messages)
     console.print(f"custom state: {escape(compact_json(session.custom_state))}", soft_wrap=True)
     _print_pending(pending)
 
 
+class _Usage:
+    """The API's rollups of a session: the session's (sub-agents included) and each run's."""
+
+    def __init__(self, session: UsageSummary, runs: dict[str, UsageSummary]) -> None:
+        self.session = session
+        self.runs = runs
+
+    def of_run(self, run_id: str) -> UsageSummary:
+        return self.runs.get(run_id) or UsageSummary()
+
+
 def _show_json(
     session: SessionRecord,
     timelines: list[RunTimeline],
+    usage: _Usage,
     transcript: list[Message],
     pending: list[PendingToolCall],
     *,
@@ -145,7 +164,8 @@ def _show_json(
         "output": session.output,
         "custom_state": session.custom_state,
         "totals": totals([step.usage for t in timelines for step in t.steps]),
-        "runs": [t.to_json() for t in timelines],
+        "usage": usage.session.model_dump(mode="json"),
+        "runs": [{**t.to_json(), "usage": usage.of_run(t.run.run_id).model_dump(mode="json")} for t in timelines],
         "pending_tool_calls": [call.model_dump(mode="json") for call in pending],
     }
     if with_messages:
@@ -153,7 +173,7 @@ def _show_json(
     return shown
 
 
-def _print_session(session: SessionRecord, timelines: list[RunTimeline]) -> None:
+def _print_session(session: SessionRecord, timelines: list[RunTimeline], usage: _Usage) -> None:
     console.print(f"[bold]session {session.session_id}[/bold]", soft_wrap=True)
     console.print(
         f"  agent {escape(session.agent_type)} · status {status_style(session.status)} · "
@@ -172,13 +192,11 @@ def _print_session(session: SessionRecord, timelines: list[RunTimeline]) -> None
     if session.error:
         console.print(f"  error: [red]{escape(session.error)}[/red]", soft_wrap=True)
     for timeline in timelines:
-        _print_run(timeline)
-    all_steps = [step.usage for t in timelines for step in t.steps]
-    if len(timelines) > 1:
-        console.print(f"session total: {_usage_text(totals(all_steps))}", soft_wrap=True)
+        _print_run(timeline, usage.of_run(timeline.run.run_id))
+    console.print(f"\nsession usage (sub-agents included): {_summary_text(usage.session)}", soft_wrap=True)
 
 
-def _print_run(timeline: RunTimeline) -> None:
+def _print_run(timeline: RunTimeline, usage: UsageSummary) -> None:
     run = timeline.run
     took = duration_text(timeline.duration_ms) if timeline.duration_ms is not None else "still running"
     console.print(
@@ -192,21 +210,24 @@ def _print_run(timeline: RunTimeline) -> None:
         console.print(f"  error: [red]{escape(run.error)}[/red]", soft_wrap=True)
     table = Table("step", "committed", "took", "model", "in", "out", "cached", "cost", "tools", "checkpoint", box=None)
     for row in timeline.steps:
-        usage = row.usage
+        step = row.usage
         table.add_row(
             str(row.step),
             local_time(row.committed_at) if row.checkpoint_id else "(discarded by a retry)",
             duration_text(row.duration_ms),
-            escape(usage.model or "-"),
-            str(usage.input_tokens) if usage.llm_calls else "-",
-            str(usage.output_tokens) if usage.llm_calls else "-",
-            str(usage.cached_input_tokens) if usage.llm_calls else "-",
-            _cost_text(usage.cost_usd) if usage.llm_calls else "-",
-            escape(_tools_text(usage.tool_calls)),
+            escape(step.model or "-"),
+            str(step.input_tokens) if step.llm_calls else "-",
+            str(step.output_tokens) if step.llm_calls else "-",
+            str(step.cached_input_tokens) if step.llm_calls else "-",
+            _cost_text(step.cost_usd) if step.llm_calls else "-",
+            escape(_tools_text(step.tool_calls)),
             row.checkpoint_id or "-",
         )
     print_table(table)
     console.print(f"  run total: {_usage_text(totals([s.usage for s in timeline.steps]))}", soft_wrap=True)
+    extra = _extra_text(usage)
+    if extra:
+        console.print(f"  {extra}", soft_wrap=True)
 
 
 def _tools_text(calls: list[ToolCallUsage]) -> str:
@@ -233,6 +254,32 @@ def _usage_text(total: dict[str, Any]) -> str:
         f"({total['cached_input_tokens']} cached, {total['reasoning_tokens']} reasoning), "
         f"{total['tool_calls']} tool call(s), cost {_cost_text(total['cost_usd'])}"
     )
+
+
+def _summary_text(usage: UsageSummary) -> str:
+    """A :class:`UsageSummary` on one line (what the API says, in words)."""
+    unpriced = f" ({usage.unpriced_llm_calls} call(s) unpriced)" if usage.unpriced_llm_calls else ""
+    text = (
+        f"{usage.llm_calls} LLM call(s), {usage.input_tokens} input / {usage.output_tokens} output tokens "
+        f"({usage.cached_input_tokens} cached, {usage.reasoning_tokens} reasoning), "
+        f"{usage.tool_calls} tool call(s), cost {_cost_text(usage.cost_usd)}{unpriced}"
+    )
+    extra = _extra_text(usage)
+    return f"{text}; {extra}" if extra else text
+
+
+def _extra_text(usage: UsageSummary) -> str:
+    """Failed-but-billed attempts and client waits, when there are any."""
+    parts = []
+    failed = usage.failed
+    if failed.llm_calls:
+        parts.append(
+            f"{failed.llm_calls} failed attempt(s) billed apart: {failed.input_tokens} input / "
+            f"{failed.output_tokens} output tokens, {_cost_text(failed.cost_usd)}"
+        )
+    if usage.client_tool_waits:
+        parts.append(f"{usage.client_tool_waits} client wait(s), {duration_text(usage.client_tool_wait_ms)}")
+    return "; ".join(parts)
 
 
 def _print_transcript(transcript: list[Message], *, whole: bool) -> None:

@@ -1,12 +1,15 @@
 """Tokens, tool durations and cost per step, as the CLI shows them: the one place that reads usage.
 
 The usage rows (``SessionStore.get_usage``) are one per LLM call and per tool call, keyed by run and
-step, and written once per step commit, so summing them never double counts. Cost is priced from
-LiteLLM's local cost map (offline) when LiteLLM is installed and knows the model; otherwise it is
-``None`` (shown as ``-``), never a guess.
+step, and written once per step commit, so summing them never double counts. A call's cost is the
+one recorded with it (LiteLLM's cost map when the call was made); a call recorded without one (an
+adapter that does not price, rows older than cost recording) is priced from LiteLLM's local cost map
+file when it knows the model, otherwise it is ``None`` (shown as ``-``), never a guess.
 
-This module is deliberately the only reader: when the executor grows a usage summary of its own
-(cost recorded at call time, budgets), :func:`usage_by_step` is the one function to point at it.
+Failed-but-billed LLM attempts are kept apart (``failed_*``), as ``helix_dbos.usage.UsageSummary``
+keeps them: the step's tokens and cost are those of the call that bought it. The whole session's
+rollup, sub-agents included, is ``UsageSummary`` itself (:func:`session_usage`), the one
+``GET /v1/sessions/{id}`` returns.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from helix_dbos.store.base import SessionStore, UsageRecord
+from helix_dbos.store.usage_tree import usage_with_children
+from helix_dbos.usage import UsageSummary, summarize_usage
 
-__all__ = ["StepUsage", "ToolCallUsage", "llm_cost_usd", "summarise", "usage_by_step"]
+__all__ = ["StepUsage", "ToolCallUsage", "llm_cost_usd", "run_usage", "session_usage", "summarise", "usage_by_step"]
 
 
 @dataclass
@@ -44,7 +49,11 @@ class StepUsage:
     reasoning_tokens: int = 0
     cost_usd: float | None = None
     llm_calls: int = 0
+    """Successful LLM calls (one per step)."""
     failed_llm_calls: int = 0
+    """Billed attempts that bought no step: their tokens are the ``failed_*`` ones, not the above."""
+    failed_input_tokens: int = 0
+    failed_output_tokens: int = 0
     tool_calls: list[ToolCallUsage] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -58,6 +67,8 @@ class StepUsage:
             "cost_usd": self.cost_usd,
             "llm_calls": self.llm_calls,
             "failed_llm_calls": self.failed_llm_calls,
+            "failed_input_tokens": self.failed_input_tokens,
+            "failed_output_tokens": self.failed_output_tokens,
             "tool_calls": [
                 {"name": t.name, "duration_ms": t.duration_ms, "success": t.success} for t in self.tool_calls
             ],
@@ -69,20 +80,33 @@ def usage_by_step(store: SessionStore, session_id: str, run_id: str) -> dict[int
     return summarise(store.get_usage(session_id, run_id=run_id))
 
 
+def run_usage(store: SessionStore, session_id: str, run_id: str) -> UsageSummary:
+    """One run's rollup with the sub-agents it started, as ``AgentResult.usage`` and ``handle.usage()`` report it."""
+    return summarize_usage(usage_with_children(store, session_id, run_id=run_id))
+
+
+def session_usage(store: SessionStore, session_id: str) -> UsageSummary:
+    """The session's rollup with its sub-agents' sessions, as ``GET /v1/sessions/{id}`` reports it."""
+    return summarize_usage(store.get_usage(session_id, include_children=True))
+
+
 def summarise(records: Iterable[UsageRecord]) -> dict[int, StepUsage]:
     """Fold usage rows into one :class:`StepUsage` per step (pure)."""
     steps: dict[int, StepUsage] = {}
     for record in records:
         step = steps.setdefault(record.step, StepUsage())
-        if record.kind == "llm":
+        if record.kind == "llm" and not record.success:
+            step.failed_llm_calls += 1
+            step.failed_input_tokens += record.input_tokens
+            step.failed_output_tokens += record.output_tokens
+        elif record.kind == "llm":
             step.model = record.name
             step.llm_calls += 1
-            step.failed_llm_calls += not record.success
             step.input_tokens += record.input_tokens
             step.output_tokens += record.output_tokens
             step.cached_input_tokens += record.cached_input_tokens
             step.reasoning_tokens += record.reasoning_tokens
-            cost = llm_cost_usd(record)
+            cost = record.cost_usd if record.cost_usd is not None else llm_cost_usd(record)
             if cost is not None:
                 step.cost_usd = (step.cost_usd or 0.0) + cost
         elif record.kind == "tool":

@@ -17,12 +17,14 @@ from helix_dbos.agent import AgentConfig
 from helix_dbos.cli.common import (
     AGENTS_HELP,
     DatabaseUrl,
+    JsonOutput,
     QueueSpec,
     app,
     console,
     friendly,
     open_store,
     parse_queue,
+    print_json,
     resolve_url,
 )
 from helix_dbos.cli.demo_run import report_recovered
@@ -141,7 +143,7 @@ def worker(
 
 @app.command("queue-status")
 @friendly
-def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None) -> None:
+def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None, as_json: JsonOutput = False) -> None:
     """Show a run queue's depth and how many runs each worker is running."""
     from dbos import DBOSClient
 
@@ -154,6 +156,9 @@ def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None) -> N
         status = queue_status(client, run_queue)
     finally:
         client.destroy()
+    if as_json:
+        print_json(status.model_dump(mode="json"))
+        return
     console.print(f"queue {status.name}: {status.enqueued} waiting, {status.running} running", soft_wrap=True)
     for worker_id, running in status.running_by_worker.items():
         console.print(f"  {worker_id}: {running} running", soft_wrap=True)

@@ -27,12 +27,14 @@ API (stable; all of it is workflow code except where a step is named)::
   passes (the child is stopped: session aborted, workflow cancelled) and when the parent is aborted
   (the child is stopped too); an interrupt of the parent is passed on to the child, whose run then
   ends ``interrupted``. A wait never hangs on a parent that was stopped.
+  A child whose run was opened but whose workflow could not start takes the same step name with
+  :func:`close_unstarted_step`, which ends that run ``failed`` (nothing else ever would).
 - Stream mirroring is the child's own doing: its ``RunRequest`` carries the parent's stream id,
   and every chunk the child writes (``RunContext.emit``, the LLM step's deltas) is also written to
   the parent's stream, keyed by the child's run so a replay never stores it twice.
 
-Outside workflows, :func:`stop_child` stops a child tree and :func:`usage_with_children` sums a
-session's usage with its children's (the executor's cascades and reports use them).
+Outside workflows, :func:`stop_child` stops a child tree (the executor's cascades use it);
+``helix_dbos.store.usage_tree`` sums a session's usage with its children's.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
 from helix_dbos.runtime.steps import OUTCOME_EVENT, RunIdentity
 from helix_dbos.session import SubSessionRef
-from helix_dbos.store.base import SessionStore, StartRun, UsageRow
+from helix_dbos.store.base import SessionStore, StartRun
 from helix_dbos.store.engine import now_ms
 
 ChildMode = Literal["ephemeral", "persistent"]
@@ -115,11 +117,10 @@ def open_child(run: RunContext, child: ChildRun) -> ChildStartOutput:
 
 def await_child(run: RunContext, opened: ChildStartOutput) -> ChildWaitOutput:
     """Wait for an opened child to end (a step; see the module docstring)."""
-    if opened["error"] is not None:
+    if opened["error"] is not None and not opened["workflow_id"]:
         return {"status": "failed", "output": None, "error": opened["error"], "duration_ms": 0.0}
-    ended: ChildWaitOutput = DBOS.run_step(
-        {"name": step_names.child_wait(run.agent.name)}, wait_child_step, run.who, opened
-    )
+    body = wait_child_step if opened["error"] is None else close_unstarted_step
+    ended: ChildWaitOutput = DBOS.run_step({"name": step_names.child_wait(run.agent.name)}, body, run.who, opened)
     return ended
 
 
@@ -246,6 +247,32 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
             interrupt_passed_on = True
 
 
+def close_unstarted_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitOutput:
+    """``{agent}.child.wait`` for a child whose run was opened but whose workflow could not start.
+
+    Nothing would ever end that run: no workflow runs it, and the orphan sweep leaves child runs to
+    their parent. So the parent ends it ``failed`` here (and closes its stream and its ref); a
+    companion left like this would otherwise look busy forever, and ``sendMessage`` would wait on it.
+    """
+    rt = services.current()
+    error = opened["error"] or "the child workflow could not be started"
+    child_session = opened["session_id"]
+    session = rt.store.load_session(child_session)
+    current = rt.store.get_current_run(child_session)
+    if (
+        session is not None
+        and current is not None
+        and current.run_id == opened["run_id"]
+        and session.status == "active"
+    ):
+        rt.store.finish_run(
+            child_session, current.run_id, session_status="failed", run_status="failed", error=error, now_ms=now_ms()
+        )
+        rt.streams.fail(session.stream_id, error)
+    _close_ref(rt.store, parent.session_id, child_session, "failed")
+    return {"status": "failed", "output": None, "error": error, "duration_ms": 0.0}
+
+
 def _since(opened: ChildStartOutput) -> float:
     started = opened.get("started_at_ms")
     return float(max(0, now_ms() - started)) if started is not None else 0.0
@@ -323,32 +350,15 @@ def running_children(store: SessionStore, session_id: str) -> list[SubSessionRef
     return [ref for ref in store.get_sub_session_refs(session_id) if ref.status == "running"]
 
 
-def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | None = None) -> list[UsageRow]:
-    """The session's usage records followed by its children's, depth first (all of a tree's spend).
-
-    With ``run_id``: that run's records and those of the children it started (children opened
-    while it ran), so a parent run's cost includes its delegations.
-    """
-    records = list(store.get_usage(session_id, run_id=run_id))
-    run = store.get_run(run_id) if run_id is not None else None
-    for ref in store.get_sub_session_refs(session_id):
-        if run is not None and not (
-            run.started_at <= ref.started_at and (run.completed_at is None or ref.started_at <= run.completed_at)
-        ):
-            continue
-        records.extend(usage_with_children(store, ref.sub_session_id))
-    return records
-
-
 __all__ = [
     "ChildMode",
     "ChildRun",
     "await_child",
+    "close_unstarted_step",
     "interrupt_child",
     "open_child",
     "running_children",
     "start_child_step",
     "stop_child",
-    "usage_with_children",
     "wait_child_step",
 ]

@@ -158,6 +158,7 @@ def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> To
         "error": _start_child(run, opened["workflow_id"], opened["request"]),
     }
     if child["error"] is not None:
+        await_child(run, child)  # ends the opened run: no workflow will (see children.close_unstarted_step)
         return _output(call, error=f"The companion could not be started: {child['error']}")
     running = companion_result(
         name=opened["name"],

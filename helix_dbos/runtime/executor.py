@@ -85,6 +85,7 @@ from helix_dbos.store.base import (
 )
 from helix_dbos.store.conversation import can_resume_session
 from helix_dbos.store.engine import now_ms
+from helix_dbos.store.usage_tree import usage_with_children
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.memory import InMemoryStreamManager
@@ -757,12 +758,11 @@ class DBOSAgentExecutor:
         """What a session (with its sub-agents' sessions) or one of its runs used and cost.
 
         From the usage recorded with each step commit; ``include_children=False`` leaves the
-        sub-agents' sessions out. A run's usage counts that run only (its sub-agents have sessions
-        of their own). Unknown session or run: an empty summary.
+        sub-agents' sessions out. A run's usage includes the sub-agents and companions that run
+        started (what the run cost, delegations included), as ``AgentResult.usage`` reports it.
+        Unknown session or run: an empty summary.
         """
-        if run_id is not None:
-            include_children = False
-        return summarize_usage(self.store.get_usage(session_id, run_id=run_id, include_children=include_children))
+        return summarize_usage(self.get_usage(session_id, run_id=run_id, include_children=include_children))
 
     async def get_usage_summary_async(
         self, session_id: str, run_id: str | None = None, *, include_children: bool = True
@@ -781,7 +781,7 @@ class DBOSAgentExecutor:
         started: so a parent run's cost includes what it delegated.
         """
         if include_children:
-            return children.usage_with_children(self.store, session_id, run_id=run_id)
+            return usage_with_children(self.store, session_id, run_id=run_id)
         return self.store.get_usage(session_id, run_id=run_id)
 
     def get_current_run(self, session_id: str) -> RunRecord | None:

@@ -139,7 +139,7 @@ class AgentExecutionHandle:
         return FailedOutcome(final_state=state, error=result.error or "failed")
 
     def usage(self) -> UsageSummary:
-        """What this run has used and cost so far (committed steps; final once the run ended)."""
+        """What this run has used and cost so far, its sub-agents included (committed steps; final once it ended)."""
         return self._executor.get_usage_summary(self.session_id, self.run_id)
 
     def session_usage(self, *, include_children: bool = True) -> UsageSummary:

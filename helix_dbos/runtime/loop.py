@@ -474,9 +474,22 @@ def _finish(
         extra={"pending_tool_call_ids": pending_ids or []},
     )
     applied, run.applied_pending = run.applied_pending, []
+    close_after = run.emitted if status in ("completed", "failed") else None
     out: FinalizeStepOutput = DBOS.run_step(
-        {"name": step_names.finalize(run.agent.name)}, finalize_step, run.who, commit, run.hooks, payload, applied
+        {"name": step_names.finalize(run.agent.name)},
+        finalize_step,
+        run.who,
+        commit,
+        run.hooks,
+        payload,
+        applied,
+        close_after,
     )
+    closed = out.get("closing_chunks")
+    if closed is not None:  # the step ended the stream before publishing the outcome
+        run.emitted += closed
+        return _summary(run, status, output, error, pending_ids)
+    # A run recorded before the finalize step closed streams (replayed now), or one left open.
     run.emit_checkpoint(out.get("commit"), run.step)
     if status == "completed":
         run.emit(OutputChunk(**run.chunk_base(), output=output))
@@ -485,6 +498,12 @@ def _finish(
         run.emit(RunInterruptedChunk(**run.chunk_base(), reason=reason))
     elif status == "failed":
         run.rt.streams.fail(run.who.stream_id, error or "failed")
+    return _summary(run, status, output, error, pending_ids)
+
+
+def _summary(
+    run: RunContext, status: FinalStatus, output: Any, error: str | None, pending_ids: list[str] | None
+) -> RunSummary:
     return RunSummary(
         session_id=run.who.session_id,
         run_id=run.who.run_id,

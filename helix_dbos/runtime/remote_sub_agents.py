@@ -22,7 +22,6 @@ A remote service that does not answer (restarting, unreachable) is retried: the 
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -45,6 +44,7 @@ from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import RemoteStartOutput, RemoteWaitOutput, RemoteWaitStatus, ToolStepOutput
 from helix_dbos.runtime.steps import RunIdentity
+from helix_dbos.runtime.sub_agents import delegation_message, empty_tool_output, ended_run_message
 from helix_dbos.session import RemoteSessionInfo, SubSessionRef
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.store.engine import now_ms
@@ -90,7 +90,7 @@ def start_remote_sub_agents(
                 input=arguments,
             )
         )
-        message = _message(tool, arguments)
+        message = delegation_message(tool, arguments)
         if isinstance(message, ValidationError):
             results[call.id] = _result(run, call, tool, validation_error_message(call.name, message))
             continue
@@ -114,7 +114,7 @@ def await_remote_sub_agents(
         )
         if ended["status"] == "completed":
             results[d.call.id] = {
-                **_empty(d.call),
+                **empty_tool_output(d.call),
                 "success": True,
                 "result": ended["output"],
                 "duration_ms": ended["duration_ms"],
@@ -352,43 +352,10 @@ def _close_ref(rt: RuntimeServices, parent_session: str, remote_id: str, status:
     rt.store.update_sub_session_ref(parent_session, remote_id, status=status, completed_at=now_ms())
 
 
-def _message(tool: RemoteSubAgentTool, arguments: dict[str, Any]) -> str | ValidationError:
-    """The remote run's first message: the call's input, validated, as JSON (sorted keys: deterministic)."""
-    try:
-        validated = tool.validate_input(arguments)
-    except ValidationError as exc:
-        return exc
-    data = validated.model_dump(mode="json") if hasattr(validated, "model_dump") else validated
-    return json.dumps(data, sort_keys=True, ensure_ascii=False)
-
-
 def _failure_message(tool: RemoteSubAgentTool, ended: RemoteWaitOutput) -> str:
-    name = tool.remote_agent
     if ended["status"] == "client-tool-unsupported":
-        return ended["error"] or f"Remote sub-agent '{name}' needs a client-executed tool"
-    if ended["status"] == "timeout":
-        return f"Remote sub-agent '{name}' timed out: {ended['error']}"
-    if ended["status"] == "interrupted":
-        return f"Remote sub-agent '{name}' was interrupted before it finished"
-    if ended["status"] == "aborted":
-        return f"Remote sub-agent '{name}' was stopped: {ended['error']}"
-    return f"Remote sub-agent '{name}' failed: {ended['error'] or ended['status']}"
-
-
-def _empty(call: ParsedToolCall) -> ToolStepOutput:
-    return {
-        "tool_call_id": call.id,
-        "tool_name": call.name,
-        "success": False,
-        "result": None,
-        "error": None,
-        "writes": {"ops": [], "warnings": []},
-        "patches": [],
-        "events": [],
-        "duration_ms": 0.0,
-        "finish_output": None,
-        "transform_error": None,
-    }
+        return ended["error"] or f"Remote sub-agent '{tool.remote_agent}' needs a client-executed tool"
+    return ended_run_message(f"Remote sub-agent '{tool.remote_agent}'", ended["status"], ended["error"])
 
 
 def _result(run: RunContext, call: ParsedToolCall, tool: RemoteSubAgentTool, error: str) -> ToolStepOutput:
@@ -404,7 +371,7 @@ def _result(run: RunContext, call: ParsedToolCall, tool: RemoteSubAgentTool, err
             "error": error,
         },
     )
-    return {**_empty(call), "error": error}
+    return {**empty_tool_output(call), "error": error}
 
 
 __all__ = [

@@ -93,6 +93,9 @@ class FinalizeStepOutput(TypedDict):
     """``{agent}.finalize``: the last commit of the run."""
 
     commit: CommitOutput
+    closing_chunks: NotRequired[int]
+    """Chunks the step wrote before ending (or failing) the stream itself; absent when it did not
+    (a suspended or interrupted run, or a run recorded before the step closed streams)."""
 
 
 class FailRunStepOutput(TypedDict):

@@ -61,7 +61,14 @@ from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter
 from helix_dbos.store.base import CommitResult, StepCommit
 from helix_dbos.store.engine import now_ms
 from helix_dbos.store.retry import RetryPolicy, retry_call
-from helix_dbos.stream.chunks import StreamChunk, StreamResyncChunk, TextDeltaChunk, ThinkingChunk
+from helix_dbos.stream.chunks import (
+    CheckpointCreatedChunk,
+    OutputChunk,
+    StreamChunk,
+    StreamResyncChunk,
+    TextDeltaChunk,
+    ThinkingChunk,
+)
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
 
 
@@ -407,8 +414,15 @@ def finalize_step(
     hook_sets: list[AgentHooks],
     payload: RunPayload,
     applied_pending: list[str] | None = None,
+    close_after: int | None = None,
 ) -> FinalizeStepOutput:
-    """Commit the last iteration with the final status, then fire the completion hook exactly once."""
+    """Commit the last iteration with the final status, then fire the completion hook exactly once.
+
+    With ``close_after`` (the run's count of emitted chunks; given for a completed or failed run)
+    the step also writes the run's closing chunks and ends the stream, *before* the outcome is
+    published: a caller may start the session's next turn on the same stream as soon as it learns
+    the outcome, and an end still to come would then end the stream the next turn had reopened.
+    """
     rt = services.current()
     stamp = now_ms()
     applied = applied_pending or []
@@ -432,11 +446,40 @@ def finalize_step(
         error=payload.error,
         pending_ids=(payload.extra or {}).get("pending_tool_call_ids", []),
     )
+    output: FinalizeStepOutput = {"commit": _commit_output(result)}
+    if close_after is not None:
+        output["closing_chunks"] = _close_stream(rt, who, commit.step_count, close_after, result, payload)
     publish_outcome(payload.status, payload.output, payload.error, who, payload.extra)
     hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
     if hook is not None:
         fire(hook_sets, hook, payload, rt.logger)
-    return {"commit": _commit_output(result)}
+    return output
+
+
+def _close_stream(
+    rt: RuntimeServices, who: RunIdentity, step: int, emitted: int, result: CommitResult, payload: RunPayload
+) -> int:
+    """Write the last checkpoint (and a completed run's output), then end the stream; returns the count.
+
+    Keyed as the workflow keys its own chunks (``{run_id}:{ordinal}``, continuing from
+    ``emitted``), so an attempt of this step that runs again stores none of them twice.
+    """
+    base = {"agent_id": who.run_id, "agent_type": who.agent.name, "step": step}
+    chunks: list[StreamChunk] = [
+        CheckpointCreatedChunk(**base, checkpoint_id=result.checkpoint_id, step_count=step),
+    ]
+    if payload.status == "completed":
+        chunks.append(OutputChunk(**base, output=payload.output))
+    for i, chunk in enumerate(chunks, start=emitted + 1):
+        key = f"{who.run_id}:{i}"
+        rt.streams.write(who.stream_id, chunk, dedupe_key=key)
+        if who.parent_stream_id is not None:
+            rt.streams.write(who.parent_stream_id, chunk, dedupe_key=key)
+    if payload.status == "completed":
+        rt.streams.end(who.stream_id, payload.output)
+    else:
+        rt.streams.fail(who.stream_id, payload.error or "failed")
+    return len(chunks)
 
 
 def fail_run_step(session_id: str, run_id: str, error: str) -> FailRunStepOutput:

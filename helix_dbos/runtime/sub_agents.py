@@ -29,7 +29,7 @@ from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput, T
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.stream.chunks import SubAgentEndChunk, SubAgentStartChunk
 from helix_dbos.sub_agent import SubAgentTool
-from helix_dbos.tool import validation_error_message
+from helix_dbos.tool import Tool, validation_error_message
 
 HITL_IN_EPHEMERAL_CHILD = (
     "Tool '{tool}' waits for a human (client-executed or approval-gated), which a sub-agent cannot do: "
@@ -63,7 +63,7 @@ def start_sub_agents(
                 input=arguments,
             )
         )
-        message = _child_message(tool, arguments)
+        message = delegation_message(tool, arguments)
         if isinstance(message, ValidationError):
             results[call.id] = _failure(run, call, tool, validation_error_message(call.name, message))
             continue
@@ -102,12 +102,15 @@ def refuse_hitl(run: RunContext, hitl: list[HitlRequest], results: dict[str, Too
     if run.request.child_mode != "ephemeral" or not hitl:
         return hitl
     for h in hitl:
-        results[h.call.id] = {**_empty(h.call), "error": HITL_IN_EPHEMERAL_CHILD.format(tool=h.tool.name)}
+        results[h.call.id] = {**empty_tool_output(h.call), "error": HITL_IN_EPHEMERAL_CHILD.format(tool=h.tool.name)}
     return []
 
 
-def _child_message(tool: SubAgentTool, arguments: dict[str, Any]) -> str | ValidationError:
-    """The child's first user message: its input, validated, as JSON (sorted keys: deterministic)."""
+def delegation_message(tool: Tool, arguments: dict[str, Any]) -> str | ValidationError:
+    """The delegated run's first user message: its input, validated, as JSON (sorted keys: deterministic).
+
+    Shared with remote runs (:mod:`.remote_sub_agents`).
+    """
     try:
         validated = tool.validate_input(arguments)
     except ValidationError as exc:
@@ -116,18 +119,26 @@ def _child_message(tool: SubAgentTool, arguments: dict[str, Any]) -> str | Valid
     return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
 
+def ended_run_message(who: str, status: str, error: str | None) -> str:
+    """What the model reads when a delegated run did not complete; ``who`` names it ("Sub-agent 'x'").
+
+    Shared by local children and remote runs (:mod:`.remote_sub_agents`), so both read alike.
+    """
+    if status == "timeout":
+        return f"{who} timed out: {error}"
+    if status == "interrupted":
+        return f"{who} was interrupted before it finished"
+    if status == "aborted":
+        return f"{who} was stopped: {error}"
+    return f"{who} failed: {error or status}"
+
+
 def _failure_message(tool: SubAgentTool, ended: ChildWaitOutput) -> str:
-    name = tool.agent.name
-    if ended["status"] == "timeout":
-        return f"Sub-agent '{name}' timed out: {ended['error']}"
-    if ended["status"] == "interrupted":
-        return f"Sub-agent '{name}' was interrupted before it finished"
-    if ended["status"] == "aborted":
-        return f"Sub-agent '{name}' was stopped: {ended['error']}"
-    return f"Sub-agent '{name}' failed: {ended['error'] or ended['status']}"
+    return ended_run_message(f"Sub-agent '{tool.agent.name}'", ended["status"], ended["error"])
 
 
-def _empty(call: ParsedToolCall) -> ToolStepOutput:
+def empty_tool_output(call: ParsedToolCall) -> ToolStepOutput:
+    """A delegation's result before it is filled in: no result, no error, no writes (shared with remote runs)."""
     return {
         "tool_call_id": call.id,
         "tool_name": call.name,
@@ -144,7 +155,7 @@ def _empty(call: ParsedToolCall) -> ToolStepOutput:
 
 
 def _success(call: ParsedToolCall, ended: ChildWaitOutput) -> ToolStepOutput:
-    return {**_empty(call), "success": True, "result": ended["output"], "duration_ms": ended["duration_ms"]}
+    return {**empty_tool_output(call), "success": True, "result": ended["output"], "duration_ms": ended["duration_ms"]}
 
 
 def _failure(
@@ -168,7 +179,17 @@ def _failure(
             "error": error,
         },
     )
-    return {**_empty(call), "error": error, "duration_ms": ended["duration_ms"] if ended else 0.0}
+    return {**empty_tool_output(call), "error": error, "duration_ms": ended["duration_ms"] if ended else 0.0}
 
 
-__all__ = ["HITL_IN_EPHEMERAL_CHILD", "Delegation", "await_sub_agents", "end_chunk", "refuse_hitl", "start_sub_agents"]
+__all__ = [
+    "HITL_IN_EPHEMERAL_CHILD",
+    "Delegation",
+    "await_sub_agents",
+    "delegation_message",
+    "empty_tool_output",
+    "end_chunk",
+    "ended_run_message",
+    "refuse_hitl",
+    "start_sub_agents",
+]

@@ -133,7 +133,7 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
         "helix-dbos: unknown --status 'running': use one of active, completed, failed, interrupted, paused"
     ]
     shown = json.loads(_ok("sessions", "show", "cli-done", "--json", url=cli_sessions))
-    assert set(shown) == SESSION_KEYS | {"output", "custom_state", "totals", "runs", "pending_tool_calls"}
+    assert set(shown) == SESSION_KEYS | {"output", "custom_state", "totals", "usage", "runs", "pending_tool_calls"}
     assert set(shown["runs"][0]) == {
         "run_id",
         "turn",
@@ -148,8 +148,16 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
         "step_count",
         "error",
         "totals",
+        "usage",
         "steps",
     }
+
+
+def test_queue_status_has_json_too(cli_sessions: str) -> None:
+    """``queue-status`` lists workers: like every listing it has ``--json`` (the ``QueueStatus`` fields)."""
+    status = json.loads(_ok("queue-status", "--json", url=cli_sessions))
+    assert status["name"] == "helix-runs" and status["running_by_worker"] == {}, status
+    assert {"enqueued", "running", "concurrency", "worker_concurrency"} <= set(status)
 
 
 @pytest.mark.parametrize(

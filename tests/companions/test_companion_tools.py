@@ -329,3 +329,47 @@ def test_terminate_cascades_to_the_companions_own_companions(
     assert leaf_session is not None and leaf_session.status == "failed" and leaf_session.aborted
     mid_session = executor.store.load_session("cascade-agent-m")
     assert mid_session is not None and mid_session.status == "completed"  # it had finished; only its child ran
+
+
+def test_a_companion_whose_workflow_cannot_start_is_not_left_busy(
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer
+) -> None:
+    """DBOS refuses the companion's workflow id (another function holds it): the spawn is a tool error,
+    the opened run is ended ``failed``, and spawning the name again starts it afresh (no wait on a
+    run nothing would ever finish)."""
+    import sqlalchemy as sa
+
+    def lead(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        n = len(tool_results(messages))
+        if n < 2:
+            return call("companion__spawnAgent", {"agentType": "helper", "name": "h", "message": f"try {n}"}, f"s{n}")
+        return call("__finish__", {"verdicts": []}, "done")
+
+    server._handler = Brain({"LEAD": lead, "HELPER": finisher("ok")})
+    parent = define_agent(
+        "lead4",
+        system_prompt="LEAD: delegate.",
+        llm_config=llm(server),
+        output_schema=Report,
+        persistent_agents=[PersistentAgentConfig(agent=companion("helper", server, "HELPER"), mode="blocking")],
+    )
+    executor = make_executor(LiteLLMAdapter(), [parent])
+    with executor.store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO dbos.workflow_status (workflow_uuid, status, name) "
+                "VALUES ('nostart-agent-h-turn-1', 'SUCCESS', 'someone.else')"
+            )
+        )
+    result = executor.execute(parent, "go", session_id="nostart").result(timeout_seconds=30)
+
+    assert result.status == "completed", result
+    out = {m.tool_call_id: m for m in transcript(executor, "nostart") if isinstance(m, ToolResultMessage)}
+    assert "could not be started" in out["s0"].content and out["s0"].metadata
+    again = json.loads(out["s1"].content)
+    assert again["status"] == "completed" and again["output"] == {"verdict": "ok on try 1", "round": 1}
+    child = "nostart-agent-h"
+    assert [(r.workflow_id, r.status) for r in executor.store.list_runs(child)] == [
+        (f"{child}-turn-1", "failed"),
+        (f"{child}-respawn-s1", "completed"),
+    ]

@@ -15,7 +15,7 @@ import pytest
 from dbos import DBOS
 from pydantic import BaseModel
 
-from helix_dbos import LiteLLMAdapter, LLMConfig, PersistentAgentConfig, define_agent
+from helix_dbos import LiteLLMAdapter, LLMConfig, PersistentAgentConfig, define_agent, define_tool
 from helix_dbos.messages import AssistantMessage, ToolResultMessage, UserMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
@@ -142,3 +142,40 @@ def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict
     critic_outputs = [c.output for c in chunks if c.type == "output" and c.agent_type == "critic"]
     assert [o["round"] if isinstance(o, dict) else o.round for o in critic_outputs] == [1, 2]
     assert chunks[-1].type == "output" and chunks[-1].agent_type == "writer"
+
+
+def test_a_reconsult_runs_on_a_fresh_max_steps_budget(
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer
+) -> None:
+    """Each consult takes two steps (look, then finish) and the critic has ``max_steps=2``: a step count
+    carried over from the first turn would stop the second consult after its first step."""
+
+    def slow_critic(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        asks, looked = users(messages), len(tool_results(messages))
+        n = len(asks)
+        if looked < 2 * n - 1:  # each consult: look (one result), then __finish__ (its ack follows)
+            return call("look", {}, f"look-{n}")
+        return call("__finish__", {"verdict": f"verdict {n} on {asks[-1]}", "round": n}, f"fin-{n}")
+
+    server._handler = Brain({"WRITER": writer_script("companion__sendMessage"), "CRITIC": slow_critic})
+    critic = define_agent(
+        "critic",
+        system_prompt="CRITIC: look, then judge.",
+        llm_config=llm(server),
+        output_schema=Verdict,
+        max_steps=2,
+        tools=[define_tool("look", execute=lambda i, c: {"seen": True})],
+    )
+    writer = define_agent(
+        "writer",
+        system_prompt="WRITER: write, then ask the critic.",
+        llm_config=llm(server),
+        output_schema=Report,
+        persistent_agents=[PersistentAgentConfig(agent=critic, mode="blocking")],
+    )
+    executor = make_executor(LiteLLMAdapter(), [writer])
+    result = executor.execute(writer, "write", session_id="fresh-budget").result(timeout_seconds=30)
+
+    assert result.status == "completed", result
+    assert result.output == Report(verdicts=["verdict 1 on draft one", "verdict 2 on draft two"])
+    assert [r.step_count for r in executor.store.list_runs("fresh-budget-agent-critic")] == [2, 2]

@@ -17,11 +17,8 @@ from pydantic import BaseModel
 from helix_dbos import (
     DBOSAgentExecutor,
     LLMGenerateInput,
-    ParsedToolCall,
     SqlSessionStore,
     StepResult,
-    TextStepResult,
-    ToolCallsStepResult,
     define_agent,
     define_tool,
     upgrade,
@@ -30,6 +27,7 @@ from helix_dbos.errors import HelixError
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.launch import dbos_config_for
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.store.retry import RetryPolicy
 from helix_dbos.stream.sql import SqlStreamManager
 from tests import pg

@@ -16,18 +16,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import (
-    AgentHooks,
-    LLMGenerateInput,
-    ParsedToolCall,
-    StepResult,
-    TextStepResult,
-    ToolCallsStepResult,
-    ToolResultMessage,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import AgentHooks, LLMGenerateInput, StepResult, ToolResultMessage, define_agent, define_tool
 from helix_dbos.errors import DatabaseUnavailableError
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.store.retry import RetryPolicy
 from tests import pg
 from tests.durability.harness import Env, launched

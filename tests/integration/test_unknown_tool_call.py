@@ -17,10 +17,11 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import MockLLMAdapter, ParsedToolCall, TextStepResult, ToolCallsStepResult, define_agent, define_tool
+from helix_dbos import MockLLMAdapter, define_agent, define_tool
 from helix_dbos.errors import HelixError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service import create_app
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
 
 __all__ = ["make_executor", "runtime_db"]

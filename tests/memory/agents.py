@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from helix_dbos import AgentConfig, MemoryConfig, PostgresMemoryStore, define_agent
-from helix_dbos.memory import MemoryContext
+from helix_dbos import AgentConfig, MemoryConfig, define_agent
+from helix_dbos.memory import MemoryContext, PostgresMemoryStore
 from helix_dbos.testing import deterministic_embedding
 
 NAMESPACE = "ada"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from helix_dbos import PostgresMemoryStore
+from helix_dbos.memory import PostgresMemoryStore
 from tests.memory.agents import memory_agent
 from tests.worker_harness import serve_session
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from helix_dbos import PostgresMemoryStore, SqlSessionStore
-from helix_dbos.memory import MemoryManager
+from helix_dbos import SqlSessionStore
+from helix_dbos.memory import MemoryManager, PostgresMemoryStore
 from helix_dbos.memory.injection import MEMORY_INJECTION_HEADER, is_memory_injection
 from helix_dbos.messages import AssistantMessage
 from helix_dbos.testing import ScriptedOpenAIServer

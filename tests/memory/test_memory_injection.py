@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from dbos import DBOS
 
-from helix_dbos import PostgresMemoryStore, UserMessage, collect_injected_memory_ids
+from helix_dbos import UserMessage
 from helix_dbos.llm.litellm import LiteLLMAdapter
-from helix_dbos.memory import MemoryManager
+from helix_dbos.memory import MemoryManager, PostgresMemoryStore, collect_injected_memory_ids
 from helix_dbos.memory.injection import MEMORY_INJECTION_HEADER, is_memory_injection
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.memory.agents import NAMESPACE, memory_agent

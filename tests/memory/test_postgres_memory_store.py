@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos import PostgresMemoryStore
-from helix_dbos.memory import BackgroundEmbeddingExecutor, MemoryManager
+from helix_dbos.memory import BackgroundEmbeddingExecutor, MemoryManager, PostgresMemoryStore
 from helix_dbos.store.schema import memories
 from helix_dbos.testing import deterministic_embedding
 

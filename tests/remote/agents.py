@@ -20,9 +20,6 @@ from pydantic import BaseModel
 from helix_dbos import (
     LLMGenerateInput,
     MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
     ToolContext,
     ToolResultMessage,
     UserMessage,
@@ -31,6 +28,7 @@ from helix_dbos import (
 )
 from helix_dbos.client import HttpRemoteAgentTransport
 from helix_dbos.remote_sub_agent import create_remote_sub_agent_tool
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
 TOKEN = "remote-token-0123456789"
 

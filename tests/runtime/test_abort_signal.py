@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import MockLLMAdapter, ParsedToolCall, TextStepResult, ToolCallsStepResult, define_agent, define_tool
+from helix_dbos import MockLLMAdapter, define_agent, define_tool
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.store.engine import now_ms
 from tests.runtime.conftest import ExecutorFactory
 

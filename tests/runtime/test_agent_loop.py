@@ -14,14 +14,10 @@ from helix_dbos import (
     AgentAlreadyRunningError,
     AgentHooks,
     AssistantMessage,
-    ErrorStepResult,
     HelixError,
     LLMGenerateInput,
     MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
     ToolCallRequest,
-    ToolCallsStepResult,
     ToolContext,
     ToolResultMessage,
     UserMessage,
@@ -29,6 +25,7 @@ from helix_dbos import (
     define_tool,
 )
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
+from helix_dbos.step_result import ErrorStepResult, ParsedToolCall, TextStepResult, ToolCallsStepResult
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

@@ -16,17 +16,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos import (
-    DBOSAgentExecutor,
-    MockLLMAdapter,
-    ParsedToolCall,
-    SqlSessionStore,
-    TextStepResult,
-    ToolCallsStepResult,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, SqlSessionStore, define_agent, define_tool
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.sql import SqlStreamManager
 
 pytestmark = pytest.mark.postgres

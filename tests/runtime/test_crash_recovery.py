@@ -243,8 +243,8 @@ FINAL_TEXT = "Durable agents finish what they start, even when a worker dies mid
 
 
 def test_kill_during_a_streamed_llm_step_reader_sees_resync_and_final_text_once(crash_env: dict[str, Any]) -> None:
-    from helix_dbos import TextDeltaChunk, collect_text
-    from helix_dbos.stream.chunks import StreamResyncChunk
+    from helix_dbos import collect_text
+    from helix_dbos.stream.chunks import StreamResyncChunk, TextDeltaChunk
     from helix_dbos.stream.sql import SqlStreamManager
 
     calls = {"n": 0}

@@ -19,9 +19,7 @@ from helix_dbos import (
     HelixError,
     LLMGenerateInput,
     MockLLMAdapter,
-    ParsedToolCall,
     SessionNotFoundError,
-    ToolCallsStepResult,
     ToolResultMessage,
     define_agent,
     define_tool,
@@ -29,6 +27,7 @@ from helix_dbos import (
 from helix_dbos.errors import PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, find_unpaired_tool_call_ids
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.step_result import ParsedToolCall, ToolCallsStepResult
 from helix_dbos.store.base import PendingToolCall
 from tests.runtime.conftest import ExecutorFactory
 
@@ -445,7 +444,7 @@ def test_abort_a_waiting_run(make_executor: ExecutorFactory) -> None:
 
 
 def test_retry_from_latest_and_explicit_checkpoint(make_executor: ExecutorFactory) -> None:
-    from helix_dbos import ErrorStepResult
+    from helix_dbos.step_result import ErrorStepResult
 
     agent = define_agent(
         "retrier",
@@ -490,12 +489,12 @@ def test_handle_methods_and_run_outcome(make_executor: ExecutorFactory) -> None:
     from helix_dbos import (
         AbortedOutcome,
         CompletedOutcome,
-        ErrorStepResult,
         FailedOutcome,
         ResumeOptions,
         RetryOptions,
         SuspendedClientToolOutcome,
     )
+    from helix_dbos.step_result import ErrorStepResult
 
     agent = client_agent("handled")
     executor = make_executor(

@@ -16,15 +16,8 @@ import pytest
 from dbos import DBOS
 from pydantic import BaseModel, Field
 
-from helix_dbos import (
-    AgentHooks,
-    MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import AgentHooks, MockLLMAdapter, define_agent, define_tool
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.chunks import StatePatchChunk
 from tests.runtime.conftest import ExecutorFactory
 

@@ -13,16 +13,9 @@ import pytest
 from dbos import DBOS
 from pydantic import BaseModel
 
-from helix_dbos import (
-    AgentHooks,
-    MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import AgentHooks, MockLLMAdapter, define_agent, define_tool
 from helix_dbos.runtime.hooks import HOOK_NAMES
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

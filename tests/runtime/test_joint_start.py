@@ -16,14 +16,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from helix_dbos import (
-    DBOSAgentExecutor,
-    MockLLMAdapter,
-    SqlSessionStore,
-    TextStepResult,
-    define_agent,
-)
+from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, SqlSessionStore, define_agent
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.step_result import TextStepResult
 from helix_dbos.store.base import StartRun
 from helix_dbos.stream.sql import SqlStreamManager
 

@@ -32,17 +32,15 @@ from helix_dbos import (
     DBOSAgentExecutor,
     LLMGenerateInput,
     MockLLMAdapter,
-    ParsedToolCall,
     SqlSessionStore,
     StepResult,
-    TextStepResult,
-    ToolCallsStepResult,
     ToolResultMessage,
     define_agent,
     define_tool,
 )
 from helix_dbos.messages import COMMON_METADATA_KEYS
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
 pytestmark = [
     pytest.mark.postgres,

@@ -13,16 +13,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel, Field
 
-from helix_dbos import (
-    MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
-    ToolResultMessage,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import MockLLMAdapter, ToolResultMessage, define_agent, define_tool
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.chunks import TextDeltaChunk, ToolEndChunk
 from helix_dbos.stream.sql import SqlStreamManager
 from tests.runtime.conftest import ExecutorFactory

@@ -10,17 +10,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import (
-    AbortSignal,
-    MockLLMAdapter,
-    ParsedToolCall,
-    RetryOptions,
-    TextStepResult,
-    ToolCallsStepResult,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import AbortSignal, MockLLMAdapter, RetryOptions, define_agent, define_tool
 from helix_dbos.errors import SessionNotFoundError
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.store.conversation import load_conversation_messages, recover_conversation
 from tests.runtime.conftest import ExecutorFactory
 

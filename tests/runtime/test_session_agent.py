@@ -5,16 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import (
-    AgentMismatchError,
-    MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import AgentMismatchError, MockLLMAdapter, define_agent, define_tool
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres

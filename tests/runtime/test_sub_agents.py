@@ -106,6 +106,10 @@ def test_a_parent_delegates_to_two_sub_agents_in_one_step_and_finishes_with_thei
         tree = executor.get_usage(parent, run_id=handle.run_id, include_children=True)
         assert sum(u.kind == "llm" for u in own) == 2
         assert sum(u.kind == "llm" for u in tree) == 2 + 2 * 2
+        # ... and what the run reports as its cost includes them (the CLI's per-run rollup is the same).
+        usage = handle.result().usage
+        assert usage is not None and usage.llm_calls == 2 + 2 * 2
+        assert handle.usage() == usage
 
 
 async def test_one_sse_connection_shows_the_children_between_start_and_end_and_resumes(
@@ -176,6 +180,68 @@ def test_a_failed_child_is_a_tool_error_and_its_sibling_is_unaffected(
         assert not (results["call_rain"].metadata or {}).get("is_error")
 
 
+def test_a_child_session_that_cannot_be_created_is_a_tool_error_and_its_sibling_is_unaffected(
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store refuses the snow child's session (a run of it is already going on): no child workflow
+    starts, the call is a tool error with ``subagent.dispatch_failed``, the rain child completes."""
+    from helix_dbos.runtime import starts
+
+    for server in _serve(Model()):
+        executor = executor_for(server.base_url)
+        _, researcher = agents(server.base_url)
+        squatter = starts.child_first_turn(
+            researcher,
+            "taken-sub-call_snow",
+            '{"topic": "other"}',
+            parent_session_id="someone-else",
+            root_session_id="someone-else",
+            request_key="child:other",
+            fingerprint=None,
+            metadata=None,
+            now_ms=1,
+        )
+        executor.store.start_run(squatter)
+        with caplog.at_level(logging.ERROR):
+            result = executor.execute("planner", "plan", session_id="taken").result(timeout_seconds=30)
+        assert result.status == "completed", result.error
+        assert json.loads(result.output.summaries[0]) == {"summary": "about rain"}
+        assert "the child session could not be created" in result.output.summaries[1]
+        assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
+        assert _child_workflows("taken") == ["taken-sub-call_rain-turn-1"]
+        assert effects.read_text().splitlines() == ["note rain"]
+
+
+def test_a_child_workflow_that_cannot_start_is_a_tool_error_and_its_sibling_is_unaffected(
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DBOS refuses the snow child's workflow id (a workflow of another function holds it): the call is
+    a tool error with ``subagent.dispatch_failed``, the rain child completes, the parent goes on."""
+    import sqlalchemy as sa
+
+    for server in _serve(Model()):
+        executor = executor_for(server.base_url)
+        with executor.store.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO dbos.workflow_status (workflow_uuid, status, name) "
+                    "VALUES ('nostart-sub-call_snow-turn-1', 'SUCCESS', 'someone.else')"
+                )
+            )
+        with caplog.at_level(logging.ERROR):
+            result = executor.execute("planner", "plan", session_id="nostart").result(timeout_seconds=30)
+        assert result.status == "completed", result.error
+        assert json.loads(result.output.summaries[0]) == {"summary": "about rain"}
+        assert "could not start the child workflow" in result.output.summaries[1]
+        assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
+        assert effects.read_text().splitlines() == ["note rain"]
+        # the opened run is not left active with no workflow to end it
+        child = executor.store.load_session("nostart-sub-call_snow")
+        assert child is not None and child.status == "failed"
+        refs = {r.sub_session_id: r.status for r in executor.store.get_sub_session_refs("nostart")}
+        assert refs == {"nostart-sub-call_rain": "completed", "nostart-sub-call_snow": "failed"}
+
+
 def test_finish_called_alongside_delegations_waits_for_the_children(
     executor_for: Callable[..., DBOSAgentExecutor], effects: Path
 ) -> None:
@@ -193,17 +259,20 @@ def test_finish_called_alongside_delegations_waits_for_the_children(
 
 
 def test_a_child_past_its_timeout_is_stopped_and_the_parent_goes_on(
-    executor_for: Callable[..., DBOSAgentExecutor], effects: Path
+    executor_for: Callable[..., DBOSAgentExecutor], effects: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = Model(hold_topic="snow", hold_seconds=20)
     for server in _serve(model):
         executor = executor_for(server.base_url, timeout_ms=1500)
         started = time.monotonic()
-        handle = executor.execute("planner", "plan")
-        result = handle.result(timeout_seconds=30)
+        with caplog.at_level(logging.ERROR):
+            handle = executor.execute("planner", "plan")
+            result = handle.result(timeout_seconds=30)
         assert result.status == "completed", result.error
         assert time.monotonic() - started < 10
         assert "timed out" in result.output.summaries[1]
+        assert json.loads(result.output.summaries[0]) == {"summary": "about rain"}  # the sibling is unaffected
+        assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
         child = executor.store.load_session(f"{handle.session_id}-sub-call_snow")
         assert child is not None and child.status == "failed" and child.aborted
         status = DBOS.get_workflow_status(f"{handle.session_id}-sub-call_snow-turn-1")

@@ -234,3 +234,28 @@ def test_a_retried_run_has_its_own_usage_and_the_failed_one_stays_counted(
     session = retried.session_usage()
     assert (session.input_tokens, session.failed.input_tokens) == (310, 300)  # the failed run was billed too
     assert session.billed_tokens == sum(u["total_tokens"] for u in server.usage_sent)
+
+
+def _slow_weather(inp: CityIn, ctx: object) -> dict[str, str]:
+    time.sleep(0.25)
+    return {"city": inp.city, "sky": "sun"}
+
+
+def test_each_calls_duration_is_what_it_took(server: ScriptedOpenAIServer, make_executor: ExecutorFactory) -> None:
+    """A model that answers after 0.3 s and a tool that takes 0.25 s: the records say so (not just > 0)."""
+    server.add(
+        {"tool_calls": [("get_weather", {"city": "Paris"})], "usage": usage(100, 5), "delay_seconds": 0.3},
+        {"text": "Sunny.", "usage": usage(120, 2)},
+    )
+    slow = define_tool("get_weather", input_schema=CityIn, execute=_slow_weather)
+    agent = agent_at(server, "usage-durations", tools=[slow])
+    executor = make_executor(LiteLLMAdapter(), [agent])
+    handle = executor.execute(agent, "Paris?")
+    summary = handle.result(timeout_seconds=60).usage
+    assert summary is not None
+    rows = {(r.kind, r.step): r for r in executor.store.get_usage(handle.session_id)}
+    first_llm, tool = rows[("llm", 1)], rows[("tool", 1)]
+    assert first_llm.value is not None and 300 <= first_llm.value < 30_000
+    assert tool.value is not None and 250 <= tool.value < 30_000
+    assert summary.tool_duration_ms == tool.value
+    assert summary.llm_duration_ms >= first_llm.value

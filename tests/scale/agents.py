@@ -15,8 +15,8 @@ import json
 import os
 import time
 
-from helix_dbos import LLMGenerateInput, TextStepResult, UserMessage, define_agent
-from helix_dbos.step_result import StepResult
+from helix_dbos import LLMGenerateInput, UserMessage, define_agent
+from helix_dbos.step_result import StepResult, TextStepResult
 
 sleeper = define_agent("sleeper", system_prompt="Answer after a while.", llm_config="scripted/sleeper")
 agents = [sleeper]

@@ -19,8 +19,6 @@ from helix_dbos import (
     AgentAlreadyRunningError,
     HelixError,
     LLMGenerateInput,
-    TextStepResult,
-    ToolCallsStepResult,
     ToolResultMessage,
     define_agent,
     define_tool,
@@ -28,7 +26,7 @@ from helix_dbos import (
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.launch import launch, shutdown
 from helix_dbos.runtime.queues import RateLimit, RunQueue, register_run_queue
-from helix_dbos.step_result import ParsedToolCall, StepResult
+from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, ToolCallsStepResult
 from tests.pg import create_database, drop_database, unique_name
 
 pytestmark = pytest.mark.postgres

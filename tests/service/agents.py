@@ -18,15 +18,13 @@ from pydantic import BaseModel
 from helix_dbos import (
     LLMGenerateInput,
     MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
     ToolContext,
     ToolResultMessage,
     UserMessage,
     define_agent,
     define_tool,
 )
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
 
 class CityIn(BaseModel):

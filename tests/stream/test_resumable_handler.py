@@ -16,12 +16,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from helix_dbos import StreamEvent, StreamProjector, create_state_streamer, parse_stream_event
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import TextDeltaChunk
-from helix_dbos.stream.events import SSEMessage, StreamChunkEvent, StreamEndEvent, StreamTruncatedEvent
+from helix_dbos.stream.events import (
+    SSEMessage,
+    StreamChunkEvent,
+    StreamEndEvent,
+    StreamEvent,
+    StreamTruncatedEvent,
+    parse_stream_event,
+)
+from helix_dbos.stream.projection import StreamProjector
 from helix_dbos.stream.resumable import create_resumable_stream_handler, records_from_manager, stream_events
 from helix_dbos.stream.sql import SqlStreamManager
+from helix_dbos.stream.state_streamer import create_state_streamer
 from tests.service.conftest import serve
 from tests.stream.conftest import empty_database
 from tests.stream.helpers import text

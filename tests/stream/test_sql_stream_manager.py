@@ -359,7 +359,7 @@ async def test_delete_stream_removes_it_and_stops_readers(manager: SqlStreamMana
 async def test_activate_reopens_a_stream_another_process_ended(pg_store_url: str) -> None:
     """A run's start reactivates the stream in the database even when this manager's cache says
     it is active (another process ended or failed it meanwhile)."""
-    from helix_dbos import TextDeltaChunk
+    from helix_dbos.stream.chunks import TextDeltaChunk
     from helix_dbos.stream.sql import SqlStreamManager
 
     here, elsewhere = SqlStreamManager(pg_store_url), SqlStreamManager(pg_store_url)

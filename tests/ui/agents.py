@@ -13,17 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos import (
-    LLMGenerateInput,
-    MockLLMAdapter,
-    ParsedToolCall,
-    TextStepResult,
-    ToolCallsStepResult,
-    ToolContext,
-    ToolResultMessage,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import LLMGenerateInput, MockLLMAdapter, ToolContext, ToolResultMessage, define_agent, define_tool
+from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
 
 class PathIn(BaseModel):

@@ -21,6 +21,20 @@ def test_usage_rows_are_read_in_one_place() -> None:
     assert steps[1].input_tokens == 10 and steps[1].cost_usd is not None and steps[1].cost_usd > 0
     assert [(t.name, t.duration_ms) for t in steps[1].tool_calls] == [("lookup", 4.5)]
     assert steps[2].cost_usd is None and steps[2].failed_llm_calls == 1  # unknown model: no price, no guess
+    assert (steps[2].llm_calls, steps[2].input_tokens, steps[2].failed_input_tokens) == (0, 0, 5)  # kept apart
+
+
+def test_a_step_shows_the_cost_recorded_with_its_call() -> None:
+    """The price recorded when the call was made wins over today's cost map (history is not rewritten)."""
+    from helix_dbos.cli.usage_view import summarise
+
+    steps = summarise(
+        [
+            UsageRecord(kind="llm", name=MODEL, step=1, input_tokens=10, success=False, cost_usd=0.5),
+            UsageRecord(kind="llm", name=MODEL, step=1, input_tokens=10, output_tokens=2, cost_usd=0.25),
+        ]
+    )
+    assert (steps[1].cost_usd, steps[1].input_tokens, steps[1].failed_input_tokens) == (0.25, 10, 10)
 
 
 def test_a_forks_branch_checkpoint_is_no_step_of_its_first_run() -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from helix_dbos import DefinitionError, MemoryConfig, UserMessage, collect_injected_memory_ids, define_agent
+from helix_dbos import DefinitionError, MemoryConfig, UserMessage, define_agent
 from helix_dbos.errors import EmbeddingExecutorClosedError
 from helix_dbos.memory import (
     BackgroundEmbeddingExecutor,
@@ -16,6 +16,7 @@ from helix_dbos.memory import (
     InMemoryMemoryStore,
     Memory,
     MemoryManager,
+    collect_injected_memory_ids,
     create_memory_injection_message,
 )
 from helix_dbos.memory.base import fuse_rankings

@@ -138,8 +138,9 @@ def test_the_toolkit_needs_no_server_stack_except_its_sse_handler() -> None:
     out = _run(
         _SERVER_PACKAGES,
         """
-        from helix_dbos import StreamProjector, create_state_streamer, parse_stream_event
-        from helix_dbos.stream.events import to_sse_message
+        from helix_dbos.stream.events import parse_stream_event, to_sse_message
+        from helix_dbos.stream.projection import StreamProjector
+        from helix_dbos.stream.state_streamer import create_state_streamer
         try:
             import helix_dbos.stream.resumable
         except ImportError as exc:

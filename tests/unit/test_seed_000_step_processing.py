@@ -5,20 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import (
-    FINISH_TOOL_NAME,
-    AssistantMessage,
-    ErrorStepResult,
-    HelixError,
-    ParsedToolCall,
-    StructuredOutputStepResult,
-    SystemMessage,
-    TextStepResult,
-    ToolCallRequest,
-    ToolCallsStepResult,
-    ToolResultMessage,
-    UserMessage,
-)
+from helix_dbos import AssistantMessage, HelixError, SystemMessage, ToolCallRequest, ToolResultMessage, UserMessage
 from helix_dbos.orchestration.message_builder import (
     AssistantMessagePlan,
     build_messages_for_llm,
@@ -31,7 +18,17 @@ from helix_dbos.orchestration.message_builder import (
 )
 from helix_dbos.orchestration.step_processor import plan_step_processing
 from helix_dbos.orchestration.stop_checker import StopConfig, determine_final_status, should_stop_execution
-from helix_dbos.step_result import ParsedSubAgentCall, is_error_stop_reason, is_recoverable_error_stop_reason
+from helix_dbos.step_result import (
+    ErrorStepResult,
+    ParsedSubAgentCall,
+    ParsedToolCall,
+    StructuredOutputStepResult,
+    TextStepResult,
+    ToolCallsStepResult,
+    is_error_stop_reason,
+    is_recoverable_error_stop_reason,
+)
+from helix_dbos.tool import FINISH_TOOL_NAME
 
 
 class ResultOut(BaseModel):

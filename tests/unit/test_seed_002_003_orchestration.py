@@ -6,15 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from helix_dbos import (
-    FINISH_TOOL_NAME,
-    AgentInput,
-    SystemMessage,
-    UserInputMessage,
-    UserMessage,
-    define_agent,
-    define_tool,
-)
+from helix_dbos import AgentInput, SystemMessage, UserInputMessage, UserMessage, define_agent, define_tool
 from helix_dbos.checkpoint import generate_checkpoint_id, parse_checkpoint_id
 from helix_dbos.orchestration.message_builder import output_requirement_section
 from helix_dbos.orchestration.state_operations import (
@@ -25,6 +17,7 @@ from helix_dbos.orchestration.state_operations import (
 )
 from helix_dbos.orchestration.step_processor import coerce_tool_call_arguments, repair_structured_output
 from helix_dbos.session import agent_status_to_session_status, session_status_to_agent_status
+from helix_dbos.tool import FINISH_TOOL_NAME
 
 
 class Sentiment(BaseModel):

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helix_dbos import StreamProjector, create_state_projection, create_state_streamer
 from helix_dbos.errors import StateProjectionError
 from helix_dbos.stream.base import ChunkRecord
 from helix_dbos.stream.chunks import StatePatchChunk, StreamResyncChunk, TextDeltaChunk
@@ -29,6 +28,8 @@ from helix_dbos.stream.events import (
     to_sse_message,
 )
 from helix_dbos.stream.memory import InMemoryStreamManager
+from helix_dbos.stream.projection import StreamProjector, create_state_projection
+from helix_dbos.stream.state_streamer import create_state_streamer
 
 
 def patch(ops: list[dict[str, Any]], agent_id: str = "s1") -> StatePatchChunk:

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from helix_dbos import StreamEvent, parse_stream_event, serialize_stream_event
 from helix_dbos.stream.base import ChunkRecord
 from helix_dbos.stream.chunks import ErrorChunk, StatePatchChunk, TextDeltaChunk, chunk_to_json
 from helix_dbos.stream.events import (
@@ -22,6 +21,7 @@ from helix_dbos.stream.events import (
     SSEMessage,
     StreamChunkEvent,
     StreamEndEvent,
+    StreamEvent,
     StreamEventAdapter,
     StreamFailEvent,
     StreamStatusEvent,
@@ -32,6 +32,8 @@ from helix_dbos.stream.events import (
     is_stream_fail_event,
     is_stream_truncated_event,
     parse_named_sse_event,
+    parse_stream_event,
+    serialize_stream_event,
     to_sse_message,
 )
 

@@ -5,18 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from helix_dbos import (
-    DefinitionError,
-    SubAgentTool,
-    create_sub_agent_tool,
-    define_agent,
-    define_tool,
-    is_sub_agent_tool,
-)
+from helix_dbos import DefinitionError, SubAgentTool, create_sub_agent_tool, define_agent, define_tool
 from helix_dbos.errors import SubAgentDefinitionError
 from helix_dbos.orchestration.tool_batch import split_tool_batch
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.sub_agent import is_sub_agent_tool
 
 
 class Topic(BaseModel):

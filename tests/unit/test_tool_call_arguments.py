@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from helix_dbos import ParsedToolCall, ToolCallsStepResult
 from helix_dbos.orchestration.step_processor import (
     coerce_tool_call_arguments,
     tool_call_argument_error,
     tool_call_argument_errors,
 )
+from helix_dbos.step_result import ParsedToolCall, ToolCallsStepResult
 
 
 @pytest.mark.parametrize("raw", [{}, {"a": [1, {"b": None}]}, "", "  ", '{"a": 1}', '{"t": "\\u0000"}'])
