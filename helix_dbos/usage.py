@@ -13,6 +13,7 @@ counts both, because both were paid for.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
@@ -107,34 +108,45 @@ class UsageSummary(BaseModel):
 
 
 def summarize_usage(records: Iterable[UsageRecordLike]) -> UsageSummary:
-    """Roll usage records up into one :class:`UsageSummary` (pure: no I/O, any order)."""
+    """Roll usage records up into one :class:`UsageSummary` (pure: no I/O, any order).
+
+    Dollars and milliseconds are summed with :func:`math.fsum`, which is exactly rounded: the
+    same records give the same totals in any order (a run's rollup read child by child equals
+    the session's read by time, to the last bit).
+    """
     s = UsageSummary()
     failed = FailedUsage()
+    sums: dict[str, list[float]] = {k: [] for k in ("cost", "failed_cost", "llm_ms", "tool_ms", "wait_ms")}
     for r in records:
         if r.kind == "llm":
             if not r.success:
                 failed.llm_calls += 1
                 failed.input_tokens += r.input_tokens
                 failed.output_tokens += r.output_tokens
-                failed.cost_usd += r.cost_usd or 0.0
+                sums["failed_cost"].append(r.cost_usd or 0.0)
                 continue
             s.llm_calls += 1
             s.input_tokens += r.input_tokens
             s.output_tokens += r.output_tokens
             s.cached_input_tokens += r.cached_input_tokens
             s.reasoning_tokens += r.reasoning_tokens
-            s.llm_duration_ms += r.value or 0.0
+            sums["llm_ms"].append(r.value or 0.0)
             if r.cost_usd is None:
                 s.unpriced_llm_calls += 1
             else:
-                s.cost_usd += r.cost_usd
+                sums["cost"].append(r.cost_usd)
         elif r.kind == "tool":
             s.tool_calls += 1
             s.failed_tool_calls += 0 if r.success else 1
-            s.tool_duration_ms += r.value or 0.0
+            sums["tool_ms"].append(r.value or 0.0)
         elif r.kind == "client_tool_wait_ms":
             s.client_tool_waits += 1
-            s.client_tool_wait_ms += r.value or 0.0
+            sums["wait_ms"].append(r.value or 0.0)
+    s.cost_usd = math.fsum(sums["cost"])
+    failed.cost_usd = math.fsum(sums["failed_cost"])
+    s.llm_duration_ms = math.fsum(sums["llm_ms"])
+    s.tool_duration_ms = math.fsum(sums["tool_ms"])
+    s.client_tool_wait_ms = math.fsum(sums["wait_ms"])
     s.total_tokens = s.input_tokens + s.output_tokens
     s.failed = failed
     return s

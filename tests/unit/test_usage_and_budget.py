@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import pytest
 
 from helix_dbos.orchestration.budget import (
@@ -43,6 +46,20 @@ def test_the_rollup_is_pure_and_keeps_failed_attempts_apart() -> None:
     )
     assert (summary.billed_tokens, summary.billed_cost_usd) == (22, 0.75)
     assert summarize_usage([]) == UsageSummary()
+
+
+def test_the_rollup_gives_the_same_totals_in_any_order() -> None:
+    # Plain float addition is not associative: 0.1 + 0.2 + 0.3 != 0.3 + 0.2 + 0.1. A run's rollup read
+    # child by child must equal the session's read by time, to the last bit.
+    values = [0.1, 0.2, 0.3]
+    records = [
+        UsageRecord(kind=kind, name="x", step=i, value=v, cost_usd=v / 1000)
+        for i, v in enumerate(values)
+        for kind in ("llm", "tool", "client_tool_wait_ms")
+    ]
+    forward, backward = summarize_usage(records), summarize_usage(list(reversed(records)))
+    assert forward == backward
+    assert functools.reduce(operator.add, values) != functools.reduce(operator.add, reversed(values))  # plain + differs
 
 
 def test_a_budget_is_crossed_at_its_limit_and_an_approval_grants_one_more_budget() -> None:
