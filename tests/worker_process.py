@@ -27,7 +27,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,3 +145,36 @@ def start_worker(
     to the repository, as the tests' ``subprocess.Popen`` calls did).
     """
     return WorkerProcess(script, args, env if env is not None else {**os.environ, "PYTHONPATH": str(REPO)}, cwd)
+
+
+def kill_then_recover(
+    spawn: Callable[[bool], WorkerProcess],
+    kill_when: Callable[[], bool],
+    *,
+    wait_seconds: float = 90,
+    recover_seconds: float = 120,
+) -> str:
+    """SIGKILL the worker ``spawn(True)`` starts once ``kill_when()`` holds; return the output of the next.
+
+    The second worker (``spawn(False)``) must recover the run from the database and print that it
+    finished completed. Both processes are killed on the way out, whatever happened.
+    """
+    first = spawn(True)
+    second: WorkerProcess | None = None
+    try:
+        deadline = time.time() + wait_seconds
+        while not kill_when():
+            assert first.poll() is None, f"worker exited early: {first.output}"
+            assert time.time() < deadline, "timed out waiting for the crash point"
+            time.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert first.returncode == -signal.SIGKILL
+        second = spawn(False)
+        out, _ = second.communicate(timeout=recover_seconds)
+        assert second.returncode == 0 and "finished completed" in out, out
+        return out
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()

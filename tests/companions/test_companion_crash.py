@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
-import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from helix_dbos.runtime.launch import dbos_system_database_url
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.companions.brain import Brain, call, tool_results, users
 from tests.pg import unique_name
-from tests.worker_process import WorkerProcess, start_worker
+from tests.worker_process import WorkerProcess, kill_then_recover, start_worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]  # two worker processes, each importing LiteLLM
 
@@ -86,22 +84,9 @@ def _crash_and_recover(env: dict[str, Any], critic: Critic, kill_when: Callable[
     brain = Brain({"WRITER": writer, "CRITIC": critic})
     server = ScriptedOpenAIServer(handler=brain)
     base_url = server.start()
-    first = _spawn(env, base_url, start=True)
     try:
-        deadline = time.time() + 90
-        while not kill_when():
-            assert first.poll() is None, f"worker exited early: {first.stdout.read() if first.stdout else ''}"
-            assert time.time() < deadline, "timed out waiting for the crash point"
-            time.sleep(0.02)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-        assert first.returncode == -signal.SIGKILL
-        second = _spawn(env, base_url, start=False)
-        out, _ = second.communicate(timeout=120)
-        assert second.returncode == 0 and "finished completed" in out, out
+        kill_then_recover(lambda start: _spawn(env, base_url, start=start), kill_when)
     finally:
-        if first.poll() is None:
-            first.kill()
         server.stop()
     return brain
 

@@ -11,12 +11,7 @@ not run again, and no call may dangle.
 from __future__ import annotations
 
 import collections
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +25,7 @@ from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.companions.brain import Brain, call, tool_results, users
 from tests.pg import unique_name
+from tests.worker_process import WorkerProcess, kill_then_recover, start_worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]  # two worker processes, each importing LiteLLM
 
@@ -71,43 +67,19 @@ def env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"nc-{unique_name('s')}"}
 
 
-def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), env["url"], base_url, str(env["effects"]), env["session"]]
-    return subprocess.Popen(
-        [*args, "--start"] if start else args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> WorkerProcess:
+    args = [env["url"], base_url, str(env["effects"]), env["session"]]
+    return start_worker(WORKER, [*args, "--start"] if start else args)
 
 
-# ~60 s (two workers): the in-process exactly-once notice test (test_companion_tools.py) stays in the default run
-@pytest.mark.slow
 def test_kill_while_the_model_call_carrying_a_notice_is_in_flight(env: dict[str, Any]) -> None:
     lead = Lead()
     brain = Brain({"LEAD": lead, "MONITOR": monitor})
     server = ScriptedOpenAIServer(handler=brain)
     base_url = server.start()
-    first = _spawn(env, base_url, start=True)
-    second = None
     try:
-        deadline = time.time() + 90
-        while not lead.held.is_set():
-            assert first.poll() is None, f"worker exited early: {first.stdout.read() if first.stdout else ''}"
-            assert time.time() < deadline, "timed out waiting for the crash point"
-            time.sleep(0.02)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-        assert first.returncode == -signal.SIGKILL
-        second = _spawn(env, base_url, start=False)
-        out, _ = second.communicate(timeout=120)
-        assert second.returncode == 0 and "finished completed" in out, out
+        kill_then_recover(lambda start: _spawn(env, base_url, start=start), lead.held.is_set)
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
         server.stop()
 
     session, child = env["session"], f"{env['session']}-agent-monitor-1"

@@ -12,8 +12,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
 from tests.runtime.sub_agent_agents import PLANNER_PROMPT, Model
-from tests.worker_process import WorkerProcess, start_worker
+from tests.worker_process import WorkerProcess, kill_then_recover, start_worker
 
 pytestmark = pytest.mark.postgres
 
@@ -55,24 +53,9 @@ def _effects(env: dict[str, Any]) -> collections.Counter[str]:
 def _crash_and_recover(env: dict[str, Any], model: Model, kill_when: Callable[[], bool]) -> None:
     server = ScriptedOpenAIServer(handler=model)
     base_url = server.start()
-    first = _spawn(env, base_url, start=True)
-    second = None
     try:
-        deadline = time.time() + 60
-        while not kill_when():
-            if first.poll() is not None:
-                raise AssertionError(f"worker exited early: {first.stdout.read() if first.stdout else ''}")
-            assert time.time() < deadline, "timed out waiting for the crash point"
-            time.sleep(0.02)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-        second = _spawn(env, base_url, start=False)
-        out, _ = second.communicate(timeout=90)
-        assert second.returncode == 0 and "finished completed" in out, out
+        kill_then_recover(lambda start: _spawn(env, base_url, start=start), kill_when)
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
         server.stop()
 
 
