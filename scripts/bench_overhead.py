@@ -7,9 +7,9 @@ session store, no checkpoints. Both run in this process, against the same databa
 in rounds so machine noise hits both alike. A third system, the floor (scripts/_bench_floor.py), is
 the bare workflow plus the least durable bookkeeping the contract needs (the run's row, each model
 call's transcript messages, checkpoint, usage and stream chunks in one hand-written statement, the
-run's end): ``floor / bare`` is the contract's price, ``helix / floor`` is helix-dbos's own code. helix-dbos runs with the durable SQL stream, as
-``helix_dbos.launch`` configures it (``--stream memory`` for the in-memory one, which the issue's
-first 1.94x figure used).
+run's end): ``floor / bare`` is the contract's price, ``helix / floor`` is helix-dbos's own code.
+helix-dbos runs with the durable SQL stream, as ``helix_dbos.launch`` configures it (``--stream
+memory`` for the in-memory one, which the issue's first 1.94x figure used).
 
 For each system it prints latency (p50, mean, p95), throughput, committed PostgreSQL transactions
 per run (``pg_stat_database.xact_commit``, read after the pools sit idle long enough for every
