@@ -41,10 +41,33 @@ from helix_dbos.store.schema import ALL_TABLES
 _PG_FIXTURES = frozenset({"pg_server_url", "new_migrated_database"})
 
 
+# --- test order ------------------------------------------------------------------------------------
+#
+# The default run spreads whole files over pytest-xdist workers in collection order (``addopts``:
+# ``--dist loadfile --no-loadscope-reorder``). These files take a minute or more of one worker each
+# (measured, ``--durations``): they go first, so that no worker starts one while the others finish.
+
+LONG_FILES_FIRST = (
+    "tests/service/test_fuzz_openapi.py",
+    "tests/chaos/test_chaos.py",
+    "tests/test_readme.py",
+    "tests/scale/test_scale_out.py",
+    "tests/test_cli.py",
+    "tests/cli/test_sessions.py",
+    "tests/runtime/test_crash_recovery.py",
+)
+
+
+def _file_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return LONG_FILES_FIRST.index(path) if path in LONG_FILES_FIRST else len(LONG_FILES_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _PG_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
+    items.sort(key=_file_rank)  # stable: each file keeps its own order
 
 
 @pytest.fixture(scope="session")

@@ -109,13 +109,16 @@ def test_a_take_hands_over_the_streams_queued_chunks_in_order_and_leaves_the_oth
 
 def test_chunks_written_during_a_take_wait_for_its_release_and_a_failed_one_gives_all_back_in_order() -> None:
     committed: list[str] = []
-    flusher = Flusher(lambda batch: committed.extend(i.body for i in batch), max_chunks=64, max_delay=0.01, name="f")
+    # A window long enough that chunk 0 is still queued when the take comes, even on a loaded machine
+    # (with 10 ms the flusher committed it first now and then under parallel test workers); the wait
+    # below passes the window, so chunk 1 would be committed by then if the hold did not stop it.
+    flusher = Flusher(lambda batch: committed.extend(i.body for i in batch), max_chunks=64, max_delay=0.5, name="f")
     try:
         flusher.submit(keyed("run", 0))
         hold = flusher.take("run")
-        assert hold is not None
+        assert hold is not None and [item.body for item in hold.items] == ['{"n":0}']
         flusher.submit(keyed("run", 1))  # written while the hold is out
-        time.sleep(0.1)
+        time.sleep(0.8)
         assert committed == []  # never ahead of the held chunk
         barrier = flusher.barrier("run")
         assert not barrier.done()  # a flush waits for the hold too
