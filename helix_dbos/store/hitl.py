@@ -14,8 +14,8 @@ in ``DBOS.recv`` (a submitter wakes it with ``DBOS.send``), ``parked`` once the 
 after its hot window (a submitter that completes the batch starts the continuation). The workflow
 parks through :meth:`SqlPendingCallStore.park`, a CAS on the same rows, so an answer that races
 the end of the hot window is seen by exactly one side: the submitter (it saw ``parked``) or the
-workflow (its park found the row answered). DBOS messages are only wake-ups; the answer itself is
-always read from here.
+workflow (its park found the row answered). The answer is always decided here: a wake-up may
+carry the row a submission made final, never anything else.
 
 The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``) and the protocol
 (:class:`~helix_dbos.store.base.PendingCallStore`) live in ``helix_dbos.store.base``.

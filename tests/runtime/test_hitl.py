@@ -102,6 +102,54 @@ def test_client_tool_round_trip_hot(make_executor: ExecutorFactory) -> None:
     assert find_unpaired_tool_call_ids(handle.get_state().messages) == []
 
 
+def test_a_hot_answer_rides_in_its_wake_up_and_needs_no_check_step(make_executor: ExecutorFactory) -> None:
+    """The submission sends the row it recorded with the wake-up and ``recv`` records it, so the
+    woken run goes from ``DBOS.recv`` straight to the model; an approval's answer likewise."""
+    agent = client_agent("wake-answer-agent")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
+    handle = executor.execute(agent, "where am I?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
+    wait_for(lambda: "DBOS.sleep" in [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)])
+    executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Oslo"}
+    )
+    result = handle.result()
+    assert result.status == "completed" and result.output == Out(answer='"Oslo"')
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)]
+    registered = steps.index("wake-answer-agent.hitl.register")
+    assert steps[registered:] == [  # no hitl.check after the wake-up
+        "wake-answer-agent.hitl.register",
+        "DBOS.recv",
+        "DBOS.sleep",  # recv's timeout, recorded when it started waiting
+        "wake-answer-agent.llm",
+        "wake-answer-agent.finalize",
+    ]
+    assert executor.list_pending_tool_calls(handle.session_id) == []  # the answer was applied
+
+
+def test_a_batch_answered_call_by_call_checks_until_the_last_answer(make_executor: ExecutorFactory) -> None:
+    """Two calls: the first wake-up leaves a call open, so the run checks the store; the last
+    answer (carried or read) completes the batch, and both results reach the model."""
+    agent = client_agent("two-call-agent")
+    executor = make_executor(
+        MockLLMAdapter(
+            [calls(("c1", "get_location", {"city": "?"}), ("c2", "get_location", {"city": "!"})), finish_with_results]
+        ),
+        [agent],
+    )
+    handle = executor.execute(agent, "where?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1", "c2"])
+    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "A"})
+    time.sleep(0.2)
+    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c2", "result": "B"})
+    result = handle.result()
+    assert result.status == "completed" and result.output == Out(answer='"A" | "B"')
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)]
+    assert "two-call-agent.hitl.check" in steps  # the first answer left c2 open: the store was read
+
+
 def test_list_pending_tool_calls_shows_what_a_session_waits_for(make_executor: ExecutorFactory) -> None:
     """The public way to see a session's open calls (no reaching through ``executor.store``)."""
     agent = client_agent("lister")
