@@ -24,7 +24,7 @@ The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -45,6 +45,36 @@ _MARK_APPLIED = (
     )
     .values(status="applied")
 )
+
+
+# The submission's statements, built once: every answer takes them (the hot path of HITL).
+_RUN_OF_CALL: Final = (
+    sa.select(pending_tool_calls.c.run_id)
+    .where(
+        pending_tool_calls.c.session_id == sa.bindparam("sid"),
+        pending_tool_calls.c.tool_call_id == sa.bindparam("cid"),
+    )
+    .scalar_subquery()
+)
+_BATCH_OF_CALL: Final = sa.select(pending_tool_calls).where(
+    pending_tool_calls.c.session_id == sa.bindparam("sid"), pending_tool_calls.c.run_id == _RUN_OF_CALL
+)
+"""Every call of the run the call ``cid`` belongs to (its batch: a run waits on one batch at a time)."""
+_ANSWER: Final = (
+    sa.update(pending_tool_calls)
+    .where(
+        pending_tool_calls.c.session_id == sa.bindparam("sid"),
+        pending_tool_calls.c.tool_call_id == sa.bindparam("cid"),
+        pending_tool_calls.c.status == "pending",
+    )
+    .values(
+        status="answered",
+        submission=sa.bindparam("submission", type_=pending_tool_calls.c.submission.type),
+        answered_at=sa.bindparam("now"),
+    )
+)
+"""The answer's compare-and-set: ``pending`` -> ``answered``."""
+_RUN: Final = sa.select(runs).where(runs.c.run_id == sa.bindparam("rid"))
 
 
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
@@ -157,19 +187,7 @@ class SqlPendingCallStore:
             session = self._dialect.lock_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(session_id)
-            run_of_call = (
-                sa.select(pending_tool_calls.c.run_id)
-                .where(pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id == tool_call_id)
-                .scalar_subquery()
-            )
-            batch = [
-                _row(r)
-                for r in conn.execute(
-                    sa.select(pending_tool_calls).where(
-                        pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.run_id == run_of_call
-                    )
-                )
-            ]
+            batch = [_row(r) for r in conn.execute(_BATCH_OF_CALL, {"sid": session_id, "cid": tool_call_id})]
             call = next((c for c in batch if c.tool_call_id == tool_call_id), None)
             if call is None:
                 raise PendingToolCallNotFoundError(session_id, tool_call_id)
@@ -178,18 +196,10 @@ class SqlPendingCallStore:
             if call.status != "pending":
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, call.status)
             now = now_ms()
-            changed = conn.execute(
-                sa.update(pending_tool_calls)
-                .where(
-                    pending_tool_calls.c.session_id == session_id,
-                    pending_tool_calls.c.tool_call_id == tool_call_id,
-                    pending_tool_calls.c.status == "pending",
-                )
-                .values(status="answered", submission=submission, answered_at=now)
-            ).rowcount
-            if changed != 1:
+            params = {"sid": session_id, "cid": tool_call_id, "submission": submission, "now": now}
+            if conn.execute(_ANSWER, params).rowcount != 1:
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, "answered")
-            run = conn.execute(sa.select(runs).where(runs.c.run_id == call.run_id)).first()
+            run = conn.execute(_RUN, {"rid": call.run_id}).first()
         answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
         return SubmitOutcome(
             call=answered,
