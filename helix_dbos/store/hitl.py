@@ -30,10 +30,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
-from helix_dbos.store.base import PendingToolCall, SessionRecord, SubmitOutcome
+from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SubmitOutcome
 from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.rows import run_record, session_record
+from helix_dbos.store.rows import session_record
 from helix_dbos.store.schema import pending_tool_calls, runs, sessions
 
 _MARK_APPLIED = (
@@ -56,10 +56,14 @@ _RUN_OF_CALL: Final = (
     )
     .scalar_subquery()
 )
-_BATCH_OF_CALL: Final = sa.select(pending_tool_calls).where(
-    pending_tool_calls.c.session_id == sa.bindparam("sid"), pending_tool_calls.c.run_id == _RUN_OF_CALL
+_RUN_PREFIX: Final = "run__"
+_BATCH_OF_CALL: Final = (
+    sa.select(pending_tool_calls, *[c.label(_RUN_PREFIX + c.name) for c in runs.c])
+    .select_from(pending_tool_calls.outerjoin(runs, runs.c.run_id == pending_tool_calls.c.run_id))
+    .where(pending_tool_calls.c.session_id == sa.bindparam("sid"), pending_tool_calls.c.run_id == _RUN_OF_CALL)
 )
-"""Every call of the run the call ``cid`` belongs to (its batch: a run waits on one batch at a time)."""
+"""Every call of the run the call ``cid`` belongs to (its batch: a run waits on one batch at a time),
+each with that run's row (``run__`` columns), so the submission reads the run without a statement."""
 _ANSWER: Final = (
     sa.update(pending_tool_calls)
     .where(
@@ -74,13 +78,15 @@ _ANSWER: Final = (
     )
 )
 """The answer's compare-and-set: ``pending`` -> ``answered``."""
-_RUN: Final = sa.select(runs).where(runs.c.run_id == sa.bindparam("rid"))
 
 
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
     """``answered``/``expired`` -> ``applied`` inside the caller's transaction (a step commit's)."""
     if tool_call_ids:
         conn.execute(_MARK_APPLIED, {"sid": session_id, "ids": tool_call_ids})
+
+
+_PENDING_COLUMNS: Final = tuple(c.name for c in pending_tool_calls.c)
 
 
 def _row(row: Any) -> PendingToolCall:
@@ -178,16 +184,17 @@ class SqlPendingCallStore:
     ) -> SubmitOutcome:
         """Record an answer exactly once (see the module docstring), in one transaction.
 
-        Under the session lock it reads the call with the other calls of its run, runs ``check``
-        on the call (an exception refuses the answer, nothing written), flips the call with a
-        compare-and-set and reads the call's run, so the caller has the session and the run it
-        needs to wake or continue without reading them again.
+        Under the session lock it reads the call with the other calls of its run and that run's
+        row (one statement), runs ``check`` on the call (an exception refuses the answer, nothing
+        written) and flips the call with a compare-and-set, so the caller has the session and the
+        run it needs to wake or continue without reading them again.
         """
         with self._begin() as conn:
             session = self._dialect.lock_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(session_id)
-            batch = [_row(r) for r in conn.execute(_BATCH_OF_CALL, {"sid": session_id, "cid": tool_call_id})]
+            rows = conn.execute(_BATCH_OF_CALL, {"sid": session_id, "cid": tool_call_id}).all()
+            batch = [PendingToolCall.model_validate({c: r._mapping[c] for c in _PENDING_COLUMNS}) for r in rows]
             call = next((c for c in batch if c.tool_call_id == tool_call_id), None)
             if call is None:
                 raise PendingToolCallNotFoundError(session_id, tool_call_id)
@@ -199,14 +206,14 @@ class SqlPendingCallStore:
             params = {"sid": session_id, "cid": tool_call_id, "submission": submission, "now": now}
             if conn.execute(_ANSWER, params).rowcount != 1:
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, "answered")
-            run = conn.execute(_RUN, {"rid": call.run_id}).first()
+            run = {c.name: rows[0]._mapping[_RUN_PREFIX + c.name] for c in runs.c}
         answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
         return SubmitOutcome(
             call=answered,
             delivery=call.delivery,
             batch_complete=not any(c.status == "pending" for c in batch if c.tool_call_id != tool_call_id),
             session=session_record(session),
-            run=None if run is None else run_record(run),
+            run=None if run["run_id"] is None else RunRecord.model_validate(run),
         )
 
     @retrying

@@ -27,6 +27,7 @@ from helix_dbos import (
 from helix_dbos.errors import PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, find_unpaired_tool_call_ids
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.runtime.hitl import wake_run
 from helix_dbos.step_result import ParsedToolCall, ToolCallsStepResult
 from helix_dbos.store.base import PendingToolCall
 from tests.runtime.conftest import ExecutorFactory
@@ -127,6 +128,25 @@ def test_a_hot_answer_rides_in_its_wake_up_and_needs_no_check_step(make_executor
         "wake-answer-agent.finalize",
     ]
     assert executor.list_pending_tool_calls(handle.session_id) == []  # the answer was applied
+
+
+def test_a_submission_reads_the_session_and_run_it_wakes_in_its_own_transaction(
+    make_executor: ExecutorFactory,
+) -> None:
+    """The store's submission returns the session and the call's run as its transaction read them
+    (with the batch), so waking the run needs no further read."""
+    agent = client_agent("outcome-agent")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
+    handle = executor.execute(agent, "where?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
+    outcome = executor.store.pending.submit(handle.session_id, "c1", {"kind": "client-tool-result", "result": "X"})
+    assert outcome.run == executor.store.get_run(handle.run_id)
+    assert outcome.session == executor.store.load_session(handle.session_id)
+    assert (outcome.call.status, outcome.delivery, outcome.batch_complete) == ("answered", "hot", True)
+    wake_run(outcome.call.workflow_id, "c1", executor.logger, outcome.call)
+    assert handle.result().status == "completed"
 
 
 def test_a_batch_answered_call_by_call_checks_until_the_last_answer(make_executor: ExecutorFactory) -> None:
