@@ -34,18 +34,7 @@ from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, Sub
 from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.rows import session_record
-from helix_dbos.store.schema import pending_tool_calls, runs, sessions
-
-_MARK_APPLIED = (
-    sa.update(pending_tool_calls)
-    .where(
-        pending_tool_calls.c.session_id == sa.bindparam("sid"),
-        pending_tool_calls.c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
-        pending_tool_calls.c.status.in_(["answered", "expired"]),
-    )
-    .values(status="applied")
-)
-
+from helix_dbos.store.schema import MARK_APPLIED, pending_tool_calls, runs, sessions
 
 # The submission's statements, built once: every answer takes them (the hot path of HITL).
 _RUN_OF_CALL: Final = (
@@ -83,7 +72,7 @@ _ANSWER: Final = (
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
     """``answered``/``expired`` -> ``applied`` inside the caller's transaction (a step commit's)."""
     if tool_call_ids:
-        conn.execute(_MARK_APPLIED, {"sid": session_id, "ids": tool_call_ids})
+        conn.execute(MARK_APPLIED, {"sid": session_id, "ids": tool_call_ids})
 
 
 _PENDING_COLUMNS: Final = tuple(c.name for c in pending_tool_calls.c)
