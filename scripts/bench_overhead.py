@@ -4,9 +4,12 @@ Workload per run: 10 LLM steps and 9 tool calls, with a zero-latency scripted mo
 measured is pure engine cost. The bare baseline is one DBOS workflow making the same 19 steps (an
 "llm" step returning a dict, a "tool" step returning a dict) and nothing else: no transcript, no
 session store, no checkpoints. Both run in this process, against the same database, alternating
-in rounds so machine noise hits both alike. helix-dbos runs with the durable SQL stream, as
-``helix_dbos.launch`` configures it (``--stream memory`` for the in-memory one, which the issue's
-first 1.94x figure used).
+in rounds so machine noise hits both alike. A third system, the floor (scripts/_bench_floor.py), is
+the bare workflow plus the least durable bookkeeping the contract needs (the run's row, each model
+call's transcript messages, checkpoint, usage and stream chunks in one hand-written statement, the
+run's end): ``floor / bare`` is the contract's price, ``helix / floor`` is helix-dbos's own code.
+helix-dbos runs with the durable SQL stream, as ``helix_dbos.launch`` configures it (``--stream
+memory`` for the in-memory one, which the issue's first 1.94x figure used).
 
 For each system it prints latency (p50, mean, p95), throughput, committed PostgreSQL transactions
 per run (``pg_stat_database.xact_commit``, read after the pools sit idle long enough for every
@@ -43,6 +46,7 @@ from helix_dbos import DBOSAgentExecutor, LLMGenerateInput, SqlSessionStore, Ste
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.sql import SqlStreamManager
+from scripts import _bench_floor
 from scripts._bench_pg import FLUSH_WAIT_SECONDS, ServerCounters, Snapshot
 from scripts._bench_setup import bench_database, configure_dbos
 
@@ -172,6 +176,14 @@ def run_block(
     return after
 
 
+def ratio_line(label: str, a: Tally, b: Tally) -> str:
+    return (
+        f"  {label:11s}: p50 {statistics.median(a.samples) / statistics.median(b.samples):5.2f}x  "
+        f"mean {statistics.fmean(a.samples) / statistics.fmean(b.samples):5.2f}x  "
+        f"xacts {a.commits / max(b.commits, 1):5.2f}x  CPU {a.cpu / max(b.cpu, 1e-9):5.2f}x"
+    )
+
+
 def print_statements(name: str, tally: Tally, top: int) -> None:
     runs = len(tally.samples)
     total = sum(tally.statements.values())
@@ -250,18 +262,20 @@ def main() -> None:
     with bench_database(args.database_url, "bench") as url:
         configure_dbos(url)
         executor = make_executor(url, args.stream, args.stream_delay)
+        _bench_floor.install(url)
         DBOS.launch()
         counters = ServerCounters(url, flush_wait=args.flush_wait)
-        for _ in range(5):  # warm up both paths
+        for _ in range(5):  # warm up every path
             run_helix(executor)
             run_bare()
+            _bench_floor.run_floor()
         background = counters.calibrate()
         print(
             f"workload: {TOOL_CALLS + 1} LLM steps + {TOOL_CALLS} tool calls per run, "
             f"PostgreSQL at {url.split('@')[-1]}; helix-dbos with the {args.stream} stream; "
             f"background {background:.1f} commits/s while idle (subtracted)"
         )
-        systems = {"bare DBOS": run_bare, "helix-dbos": lambda: run_helix(executor)}
+        systems = {"bare DBOS": run_bare, "floor": _bench_floor.run_floor, "helix-dbos": lambda: run_helix(executor)}
         if args.observe:
             systems["helix-dbos observed"] = observed(lambda: run_helix(executor))
         for concurrency in (1, args.concurrency):
@@ -275,12 +289,10 @@ def main() -> None:
             print(f"\n[{label}] {per_round * args.rounds} runs each, {args.rounds} alternating rounds")
             for name, tally in tallies.items():
                 print(tally.line(name))
-            h, b = tallies["helix-dbos"], tallies["bare DBOS"]
-            print(
-                f"  ratio     : p50 {statistics.median(h.samples) / statistics.median(b.samples):5.2f}x  "
-                f"mean {statistics.fmean(h.samples) / statistics.fmean(b.samples):5.2f}x  "
-                f"xacts {h.commits / max(b.commits, 1):5.2f}x  CPU {h.cpu / max(b.cpu, 1e-9):5.2f}x"
-            )
+            h, f, b = tallies["helix-dbos"], tallies["floor"], tallies["bare DBOS"]
+            print(ratio_line("helix/bare", h, b))
+            print(ratio_line("floor/bare", f, b))
+            print(ratio_line("helix/floor", h, f))
             if args.observe:
                 o = tallies["helix-dbos observed"]
                 print(
@@ -291,6 +303,7 @@ def main() -> None:
                 for name, tally in tallies.items():
                     print_statements(name, tally, args.statements)
         counters.close()
+        _bench_floor.close()
         executor.close()
         DBOS.destroy()
 

@@ -17,8 +17,11 @@ def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | N
     while it ran), so a parent run's cost includes its delegations.
     """
     records = list(store.get_usage(session_id, run_id=run_id))
+    refs = store.get_sub_session_refs(session_id)
+    if not refs:  # the common case: no delegation, and no need to read the run's time window
+        return records
     run = store.get_run(run_id) if run_id is not None else None
-    for ref in store.get_sub_session_refs(session_id):
+    for ref in refs:
         if run is not None and not (
             run.started_at <= ref.started_at and (run.completed_at is None or ref.started_at <= run.completed_at)
         ):
