@@ -5,10 +5,12 @@ DBOS keeps no transcript, no run row and no stream, so part of the gap is the pr
 not of helix-dbos's code. This module measures that price with the smallest implementation we could
 write: the same 19 DBOS steps, plus, in hand-written SQL on the same kind of engine
 
-- one transaction at the start (the run's row, as a caller must see it ``running`` at once);
+- one transaction at the start (the run's row and the user's message, as a caller must see the
+  run ``running`` at once);
 - one statement per model call, inside its step, storing what the call completed: the two new
   transcript messages (the previous tool result and the assistant turn), a checkpoint, two usage
-  records and three stream chunks, guarded so a re-executed step writes nothing twice;
+  records and three stream chunks, guarded so a re-executed step writes nothing twice, with a
+  ``NOTIFY`` for live stream readers;
 - one statement at the end (the run ``completed`` and the stream's end chunk), idempotent, so it
   needs no DBOS step of its own.
 
@@ -38,7 +40,12 @@ CREATE TABLE IF NOT EXISTS floor_usage (run_id text, step int, kind text, body j
 CREATE TABLE IF NOT EXISTS floor_chunks (run_id text, seq int, body jsonb NOT NULL, PRIMARY KEY (run_id, seq));
 """
 
-_START = sa.text("INSERT INTO floor_runs VALUES (:run, 'running', 0, :now) ON CONFLICT DO NOTHING")
+_START = sa.text(
+    """
+    WITH r AS (INSERT INTO floor_runs VALUES (:run, 'running', 0, :now) ON CONFLICT DO NOTHING RETURNING run_id)
+    INSERT INTO floor_messages SELECT run_id, 0, CAST(:message AS jsonb) FROM r
+    """
+)
 
 # One round trip: the run's step counter is the guard (a re-executed step finds it moved on).
 _COMMIT = sa.text(
@@ -53,7 +60,7 @@ _COMMIT = sa.text(
           FROM guard g, jsonb_to_recordset(CAST(:usage AS jsonb)) AS x(kind text, body jsonb)),
     c AS (INSERT INTO floor_chunks SELECT g.run_id, x.seq, x.body
           FROM guard g, jsonb_to_recordset(CAST(:chunks AS jsonb)) AS x(seq int, body jsonb))
-    SELECT count(*) FROM guard
+    SELECT count(*), pg_notify('floor_stream', :run) FROM guard
     """
 )
 
@@ -144,7 +151,7 @@ def run_floor() -> float:
     started = time.perf_counter()
     run_id = f"floor-{uuid.uuid4().hex}"
     with _engine.begin() as conn:
-        conn.execute(_START, {"run": run_id, "now": _now()})
+        conn.execute(_START, {"run": run_id, "now": _now(), "message": '{"role": "user", "content": "go"}'})
     with SetWorkflowID(run_id):
         handle = DBOS.start_workflow(floor_workflow, run_id)
     assert handle.get_result() == "done"
