@@ -139,6 +139,7 @@ def budget_register_step(
         "deadlines": {call_id: None},
         "digests": {cid: r["arguments_digest"] for cid, r in first["rows"].items()},
         "check": first,
+        "answers_in_wakes": True,
     }
 
 

@@ -366,7 +366,7 @@ class DBOSAgentExecutor:
         fits = functools.partial(check_submission_fits, parsed)
         outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
         if outcome.delivery == "hot":
-            self._wake(outcome.call.workflow_id, parsed.tool_call_id)
+            wake_run(outcome.call.workflow_id, parsed.tool_call_id, self.logger, outcome.call)
             return self._hot_handle(outcome)
         if outcome.batch_complete:
             return self._continue_parked(session_id, outcome)

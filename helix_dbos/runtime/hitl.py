@@ -7,10 +7,12 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
 2. ``{agent}.hitl.register`` records the calls in the store as pending and fixes the hot-window
    deadline (both checkpointed, so a recovered run waits against the same clock); it also takes
    the first check (below), so a batch answered before it waits goes straight on;
-3. the *hot* wait: ``DBOS.recv`` on the run's HITL topic, woken by ``submit_tool_result``. Each wake
-   (or timeout) is followed by ``{agent}.hitl.check``, which reads the answers from the store, expires
-   calls past their deadline, and records the time it looked, so every decision the loop takes on
-   replay comes from recorded values;
+3. the *hot* wait: ``DBOS.recv`` on the run's HITL topic, woken by ``submit_tool_result``. A wake-up
+   that carries the answer completing the batch (the row as the submission's transaction recorded
+   it, which ``recv`` records in turn) ends the wait. Any other wake (or a timeout) is followed by
+   ``{agent}.hitl.check``, which reads the answers from the store, expires calls past their
+   deadline, and records the time it looked, so every decision the loop takes on replay comes from
+   recorded values;
 4. when the hot window has ended (or the run is interrupted) with answers missing, that check also
    flips the open rows to ``parked`` in one compare-and-set, and the run ends as
    ``suspended_client_tool``; its workflow (and thread) are gone. The submission that completes the
@@ -18,16 +20,17 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
    a registration that already had the window over, and for runs recorded by older versions.)
 5. ``{agent}.hitl.resumed`` fires ``on_agent_resumed``, only when a hook set defines it.
 
-So a parked run takes register, check (then parks), and a hot run woken once takes register and
-check: one DBOS step per wait rather than three, each step two transactions of DBOS's own.
+So a parked run takes register, check (then parks), and a hot run answered in one submission takes
+register and ``recv``: the answer is read once (by the submission) and recorded once (by ``recv``).
 
 Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
 (:func:`check_submission_fits`) and records it in one store transaction, then wakes the run
 (:func:`wake_run`): the check runs on the row it is about to flip, so an answer is refused or
 recorded, never half of either.
 
-Answers are always read from the store; DBOS messages are only wake-ups, so a message that arrives
-late, twice, or never cannot change a result.
+The store decides every answer: a message only ever carries a row the store made final (an
+``answered`` row never changes again), and only for a call the run's last check saw pending in the
+same registration, so a message that arrives late, twice, or never cannot change a result.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from helix_dbos.runtime.step_outputs import (
     PendingRow,
     RegisterStepOutput,
     ResumedStepOutput,
+    WakeMessage,
 )
 from helix_dbos.runtime.steps import RunIdentity
 from helix_dbos.session import ApprovalResponse, SubmitToolResult, SubmitToolResultAdapter
@@ -151,6 +155,7 @@ def register_step(
         "deadlines": {cid: r["deadline_ms"] for cid, r in first["rows"].items()},
         "digests": {cid: r["arguments_digest"] for cid, r in first["rows"].items()},
         "check": first,
+        "answers_in_wakes": True,
     }
 
 
@@ -229,13 +234,18 @@ def await_answers(
     """Workflow code: wait (hot) for every call to be answered or expired, or park.
 
     Returns the outcome and the rows by call id. Deterministic under replay: every decision reads
-    recorded step outputs (including the time each check looked at the clock).
+    recorded step outputs (including the time each check looked at the clock) and the messages
+    ``DBOS.recv`` recorded. A wake-up that carries the answer completing the batch ends the wait
+    without a ``hitl.check`` (:func:`rows_with_answer`): the hot path's answer is read once, by the
+    submission, and recorded once, by ``recv``.
 
     The step sequence depends on what the steps recorded, so a run recorded by an older version
     replays the steps it took: a registration without a ``check`` took its first check in its own
     step, a check without ``parked`` never parked (a ``hitl.park`` step follows it), and such a run
     takes ``hitl.resumed`` whenever it has hook sets at all (``hooks``), where a newer one takes it
     only when a hook set defines ``on_agent_resumed`` (``resumed_hook``, from the run's hook plan).
+    A registration without ``answers_in_wakes`` takes a check after every wake-up, as such a run
+    did whatever the message carried (a submitter of this version sends answers to old runs too).
     """
     agent = who.agent.name
     hot_deadline = int(registration["hot_deadline_ms"])
@@ -270,8 +280,42 @@ def await_answers(
         deadlines = [rows[cid]["deadline_ms"] for cid in call_ids if rows[cid]["status"] == "pending"]
         pending_deadlines = [int(d) for d in deadlines if d is not None]
         wake_at = min([hot_deadline, *pending_deadlines])
-        DBOS.recv(HITL_TOPIC, timeout_seconds=max(0.01, (wake_at - now) / 1000))
+        message = DBOS.recv(HITL_TOPIC, timeout_seconds=max(0.01, (wake_at - now) / 1000))
         check = None
+        answered = rows_with_answer(message, rows, call_ids) if registration.get("answers_in_wakes") else None
+        if answered is not None:  # the wake-up carried the last answer: no check step to read it again
+            if resumed_hook:
+                DBOS.run_step({"name": step_names.hitl_resumed(agent)}, resumed_step, who, hooks, previous_run_id)
+            return "resolved", answered
+
+
+def rows_with_answer(message: object, rows: dict[str, PendingRow], call_ids: list[str]) -> dict[str, PendingRow] | None:
+    """The rows with the answer a wake-up carries, when that answer is the batch's last; else ``None``.
+
+    ``rows`` are the last check's (every status but ``pending`` is final). The answer counts only
+    for a call of this wait that was still pending there and is the same registration (same run,
+    same creation time): a wake-up left over from an earlier batch never answers a later one. An
+    answered row is final (the submission's compare-and-set from ``pending`` had one winner), so it
+    is the row a check would read; with calls still open, the wait takes a check as before.
+    """
+    if not isinstance(message, dict):
+        return None
+    answer: PendingRow | None = message.get("answer")
+    if not isinstance(answer, dict) or answer.get("status") != "answered":
+        return None
+    call_id = answer.get("tool_call_id")
+    known = rows.get(call_id) if isinstance(call_id, str) and call_id in call_ids else None
+    if (
+        known is None
+        or known["status"] != "pending"
+        or known["run_id"] != answer.get("run_id")
+        or known["created_at"] != answer.get("created_at")
+    ):
+        return None
+    merged = {**rows, known["tool_call_id"]: answer}
+    if any(merged[cid]["status"] == "pending" for cid in call_ids):
+        return None
+    return merged
 
 
 # --- outside the workflow: answers and wake-ups ------------------------------------------------------
@@ -308,13 +352,18 @@ def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> Non
         )
 
 
-def wake_run(workflow_id: str, key: str, logger: Logger) -> None:
+def wake_run(workflow_id: str, key: str, logger: Logger, answer: PendingToolCall | None = None) -> None:
     """Wake a run waiting hot on its HITL topic; a failure is only logged.
 
     The answer is already durable, so a lost wake-up only delays the run to its next check.
+    ``answer``: the call's row as the submission recorded it; the message carries it, so the run
+    need not read it back (:func:`rows_with_answer`).
     """
+    message: WakeMessage = {"wake": key}
+    if answer is not None:
+        message["answer"] = _row(answer)
     try:
-        DBOS.send(workflow_id, {"wake": key}, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
+        DBOS.send(workflow_id, message, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
     except Exception as exc:
         logger.warn("[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)})
 

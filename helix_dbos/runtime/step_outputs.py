@@ -151,6 +151,20 @@ class RegisterStepOutput(TypedDict):
     check: NotRequired[CheckStepOutput]
     """The first check, read in this step (it never parks). Absent from registrations recorded
     before: such a run takes its first check in its own ``hitl.check`` step."""
+    answers_in_wakes: NotRequired[bool]
+    """Whether the wait may take an answer from the wake-up that carries it (:class:`WakeMessage`)
+    instead of a ``hitl.check`` step. Absent from registrations recorded before: such a run takes a
+    check after every wake-up, whatever the message, as it did when it recorded its steps."""
+
+
+class WakeMessage(TypedDict):
+    """The DBOS message that wakes a run waiting hot (``DBOS.recv`` records it as the wait's output)."""
+
+    wake: str
+    """Why: the answered call's id, ``"interrupt"`` or ``"abort"``."""
+    answer: NotRequired[PendingRow]
+    """The call's row as the submission's transaction left it (``answered``: final), when a
+    submission sent it. Absent from wake-ups sent by earlier versions and for interrupt/abort."""
 
 
 class BudgetStartStepOutput(TypedDict):
@@ -305,5 +319,6 @@ __all__ = [
     "ResumedStepOutput",
     "SkillsCatalogStepOutput",
     "ToolStepOutput",
+    "WakeMessage",
     "WritesOutput",
 ]

@@ -21,7 +21,6 @@ from helix_dbos.errors import ExecutorSupersededError, HelixError, SessionNotFou
 from helix_dbos.store.base import CommitResult, StepCommit
 from helix_dbos.store.dialect import SqlDialect
 from helix_dbos.store.engine import begin_write
-from helix_dbos.store.hitl import mark_applied_in
 from helix_dbos.store.rows import interrupt_reason
 from helix_dbos.store.schema import checkpoints, sessions
 
@@ -54,7 +53,6 @@ def commit_step(
             if already is None:
                 raise _commit_conflict(conn, commit)
             result = already
-        mark_applied_in(conn, commit.session_id, commit.applied_tool_call_ids)
         if also is not None:
             also(conn)
         return result

@@ -69,6 +69,8 @@ class SqlDialect(Protocol):
 
         Applies only if the session's current run is ``commit.run_id``, its transcript has exactly
         ``commit.first_sequence`` messages and the step has no checkpoint yet; ``None`` otherwise,
-        having written nothing (``helix_dbos.store.commit`` then tells a replay from a conflict).
+        having written nothing (``helix_dbos.store.commit`` then tells a replay from a conflict)
+        but the one idempotent write it makes either way: ``commit.applied_tool_call_ids`` are
+        marked ``applied`` (a conflict rolls that back with the transaction).
         """
         ...

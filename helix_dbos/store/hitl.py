@@ -14,8 +14,8 @@ in ``DBOS.recv`` (a submitter wakes it with ``DBOS.send``), ``parked`` once the 
 after its hot window (a submitter that completes the batch starts the continuation). The workflow
 parks through :meth:`SqlPendingCallStore.park`, a CAS on the same rows, so an answer that races
 the end of the hot window is seen by exactly one side: the submitter (it saw ``parked``) or the
-workflow (its park found the row answered). DBOS messages are only wake-ups; the answer itself is
-always read from here.
+workflow (its park found the row answered). The answer is always decided here: a wake-up may
+carry the row a submission made final, never anything else.
 
 The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``) and the protocol
 (:class:`~helix_dbos.store.base.PendingCallStore`) live in ``helix_dbos.store.base``.
@@ -24,33 +24,58 @@ The records (:class:`~helix_dbos.store.base.PendingToolCall`, ``SubmitOutcome``)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
-from helix_dbos.store.base import PendingToolCall, SessionRecord, SubmitOutcome
+from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SubmitOutcome
 from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.rows import run_record, session_record
-from helix_dbos.store.schema import pending_tool_calls, runs, sessions
+from helix_dbos.store.rows import session_record
+from helix_dbos.store.schema import MARK_APPLIED, pending_tool_calls, runs, sessions
 
-_MARK_APPLIED = (
+# The submission's statements, built once: every answer takes them (the hot path of HITL).
+_RUN_OF_CALL: Final = (
+    sa.select(pending_tool_calls.c.run_id)
+    .where(
+        pending_tool_calls.c.session_id == sa.bindparam("sid"),
+        pending_tool_calls.c.tool_call_id == sa.bindparam("cid"),
+    )
+    .scalar_subquery()
+)
+_RUN_PREFIX: Final = "run__"
+_BATCH_OF_CALL: Final = (
+    sa.select(pending_tool_calls, *[c.label(_RUN_PREFIX + c.name) for c in runs.c])
+    .select_from(pending_tool_calls.outerjoin(runs, runs.c.run_id == pending_tool_calls.c.run_id))
+    .where(pending_tool_calls.c.session_id == sa.bindparam("sid"), pending_tool_calls.c.run_id == _RUN_OF_CALL)
+)
+"""Every call of the run the call ``cid`` belongs to (its batch: a run waits on one batch at a time),
+each with that run's row (``run__`` columns), so the submission reads the run without a statement."""
+_ANSWER: Final = (
     sa.update(pending_tool_calls)
     .where(
         pending_tool_calls.c.session_id == sa.bindparam("sid"),
-        pending_tool_calls.c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
-        pending_tool_calls.c.status.in_(["answered", "expired"]),
+        pending_tool_calls.c.tool_call_id == sa.bindparam("cid"),
+        pending_tool_calls.c.status == "pending",
     )
-    .values(status="applied")
+    .values(
+        status="answered",
+        submission=sa.bindparam("submission", type_=pending_tool_calls.c.submission.type),
+        answered_at=sa.bindparam("now"),
+    )
 )
+"""The answer's compare-and-set: ``pending`` -> ``answered``."""
 
 
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
     """``answered``/``expired`` -> ``applied`` inside the caller's transaction (a step commit's)."""
     if tool_call_ids:
-        conn.execute(_MARK_APPLIED, {"sid": session_id, "ids": tool_call_ids})
+        conn.execute(MARK_APPLIED, {"sid": session_id, "ids": tool_call_ids})
+
+
+_PENDING_COLUMNS: Final = tuple(c.name for c in pending_tool_calls.c)
 
 
 def _row(row: Any) -> PendingToolCall:
@@ -148,28 +173,17 @@ class SqlPendingCallStore:
     ) -> SubmitOutcome:
         """Record an answer exactly once (see the module docstring), in one transaction.
 
-        Under the session lock it reads the call with the other calls of its run, runs ``check``
-        on the call (an exception refuses the answer, nothing written), flips the call with a
-        compare-and-set and reads the call's run, so the caller has the session and the run it
-        needs to wake or continue without reading them again.
+        Under the session lock it reads the call with the other calls of its run and that run's
+        row (one statement), runs ``check`` on the call (an exception refuses the answer, nothing
+        written) and flips the call with a compare-and-set, so the caller has the session and the
+        run it needs to wake or continue without reading them again.
         """
         with self._begin() as conn:
             session = self._dialect.lock_session(conn, session_id)
             if session is None:
                 raise SessionNotFoundError(session_id)
-            run_of_call = (
-                sa.select(pending_tool_calls.c.run_id)
-                .where(pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.tool_call_id == tool_call_id)
-                .scalar_subquery()
-            )
-            batch = [
-                _row(r)
-                for r in conn.execute(
-                    sa.select(pending_tool_calls).where(
-                        pending_tool_calls.c.session_id == session_id, pending_tool_calls.c.run_id == run_of_call
-                    )
-                )
-            ]
+            rows = conn.execute(_BATCH_OF_CALL, {"sid": session_id, "cid": tool_call_id}).all()
+            batch = [PendingToolCall.model_validate({c: r._mapping[c] for c in _PENDING_COLUMNS}) for r in rows]
             call = next((c for c in batch if c.tool_call_id == tool_call_id), None)
             if call is None:
                 raise PendingToolCallNotFoundError(session_id, tool_call_id)
@@ -178,25 +192,17 @@ class SqlPendingCallStore:
             if call.status != "pending":
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, call.status)
             now = now_ms()
-            changed = conn.execute(
-                sa.update(pending_tool_calls)
-                .where(
-                    pending_tool_calls.c.session_id == session_id,
-                    pending_tool_calls.c.tool_call_id == tool_call_id,
-                    pending_tool_calls.c.status == "pending",
-                )
-                .values(status="answered", submission=submission, answered_at=now)
-            ).rowcount
-            if changed != 1:
+            params = {"sid": session_id, "cid": tool_call_id, "submission": submission, "now": now}
+            if conn.execute(_ANSWER, params).rowcount != 1:
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, "answered")
-            run = conn.execute(sa.select(runs).where(runs.c.run_id == call.run_id)).first()
+            run = {c.name: rows[0]._mapping[_RUN_PREFIX + c.name] for c in runs.c}
         answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
         return SubmitOutcome(
             call=answered,
             delivery=call.delivery,
             batch_complete=not any(c.status == "pending" for c in batch if c.tool_call_id != tool_call_id),
             session=session_record(session),
-            run=None if run is None else run_record(run),
+            run=None if run["run_id"] is None else RunRecord.model_validate(run),
         )
 
     @retrying

@@ -2,7 +2,8 @@
 
 A step commit is one statement: the session update goes first and is the gate (it applies only if
 the step is not committed yet and the transcript is exactly where the commit starts), and the
-checkpoint, messages, run and usage writes hang off its ``RETURNING`` row. A concurrent duplicate
+checkpoint, messages, run and usage writes hang off its ``RETURNING`` row. The HITL answers the
+step turned into results are marked ``applied`` in the same statement, gate or not (idempotent). A concurrent duplicate
 blocks on the session row lock and then fails the gate.
 """
 
@@ -76,6 +77,9 @@ WITH s AS (
         cached_input_tokens bigint, reasoning_tokens bigint, value float8, success boolean, cost_usd float8)
     WHERE EXISTS (SELECT 1 FROM s)
     ON CONFLICT DO NOTHING
+), a AS (
+    UPDATE helix_pending_tool_calls SET status = 'applied'
+    WHERE session_id = :sid AND tool_call_id = ANY(CAST(:applied AS text[])) AND status IN ('answered', 'expired')
 )
 SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context
 FROM (SELECT 1) AS one LEFT JOIN s ON true
@@ -109,6 +113,7 @@ def _commit_params(commit: StepCommit, checkpoint_id: str) -> dict[str, Any]:
         "stream_sequence": commit.stream_sequence,
         "messages": codec.dumps([dump_message(m) for m in commit.messages]),
         "usage": codec.dumps([{**record.model_dump(), "ordinal": i} for i, record in enumerate(commit.usage)]),
+        "applied": list(commit.applied_tool_call_ids),
     }
 
 

@@ -334,3 +334,15 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     locks,
 )
 """Every helix table (the alembic version table excluded)."""
+
+
+MARK_APPLIED = (
+    sa.update(pending_tool_calls)
+    .where(
+        pending_tool_calls.c.session_id == sa.bindparam("sid"),
+        pending_tool_calls.c.tool_call_id.in_(sa.bindparam("ids", expanding=True)),
+        pending_tool_calls.c.status.in_(["answered", "expired"]),
+    )
+    .values(status="applied")
+)
+"""``answered``/``expired`` -> ``applied`` for the calls ``ids`` of session ``sid`` (idempotent), built once."""

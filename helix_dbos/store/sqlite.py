@@ -18,7 +18,7 @@ from sqlalchemy.dialects import sqlite
 from helix_dbos.store.base import StepCommit
 from helix_dbos.store.dialect import AppliedStep
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES
-from helix_dbos.store.schema import checkpoints, runs, sessions, usage
+from helix_dbos.store.schema import MARK_APPLIED, checkpoints, runs, sessions, usage
 from helix_dbos.store.transcript import insert_messages
 
 __all__ = ["SQLITE", "SqliteDialect"]
@@ -45,7 +45,9 @@ class SqliteDialect:
         """Nothing to do: the migration's ``BEGIN IMMEDIATE`` transaction holds the write lock."""
 
     def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
-        """Gate on the session update, then write the checkpoint, messages, run and usage."""
+        """Mark the step's answers applied, gate on the session update, then write the rest."""
+        if commit.applied_tool_call_ids:
+            conn.execute(MARK_APPLIED, {"sid": commit.session_id, "ids": commit.applied_tool_call_ids})
         sid = commit.session_id
         now = commit.now_ms
         message_count = commit.first_sequence + len(commit.messages)

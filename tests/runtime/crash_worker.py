@@ -96,6 +96,7 @@ if "--legacy-hitl-steps" in sys.argv:
     def legacy_register(*args: object) -> object:
         out = dict(new_register(*args))  # type: ignore[arg-type]
         out.pop("check")
+        out.pop("answers_in_wakes")  # nor did it take answers from wake-ups
         return out
 
     hitl.check_step = legacy_check  # type: ignore[assignment]

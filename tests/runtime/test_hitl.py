@@ -27,6 +27,7 @@ from helix_dbos import (
 from helix_dbos.errors import PendingToolCallNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, find_unpaired_tool_call_ids
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.runtime.hitl import wake_run
 from helix_dbos.step_result import ParsedToolCall, ToolCallsStepResult
 from helix_dbos.store.base import PendingToolCall
 from tests.runtime.conftest import ExecutorFactory
@@ -100,6 +101,73 @@ def test_client_tool_round_trip_hot(make_executor: ExecutorFactory) -> None:
     assert result.output == Out(answer='{"city":"Lyon"}')
     assert len(executor.list_runs(handle.session_id)) == 1
     assert find_unpaired_tool_call_ids(handle.get_state().messages) == []
+
+
+def test_a_hot_answer_rides_in_its_wake_up_and_needs_no_check_step(make_executor: ExecutorFactory) -> None:
+    """The submission sends the row it recorded with the wake-up and ``recv`` records it, so the
+    woken run goes from ``DBOS.recv`` straight to the model; an approval's answer likewise."""
+    agent = client_agent("wake-answer-agent")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
+    handle = executor.execute(agent, "where am I?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
+    wait_for(lambda: "DBOS.sleep" in [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)])
+    executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Oslo"}
+    )
+    result = handle.result()
+    assert result.status == "completed" and result.output == Out(answer='"Oslo"')
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)]
+    registered = steps.index("wake-answer-agent.hitl.register")
+    assert steps[registered:] == [  # no hitl.check after the wake-up
+        "wake-answer-agent.hitl.register",
+        "DBOS.recv",
+        "DBOS.sleep",  # recv's timeout, recorded when it started waiting
+        "wake-answer-agent.llm",
+        "wake-answer-agent.finalize",
+    ]
+    assert executor.list_pending_tool_calls(handle.session_id) == []  # the answer was applied
+
+
+def test_a_submission_reads_the_session_and_run_it_wakes_in_its_own_transaction(
+    make_executor: ExecutorFactory,
+) -> None:
+    """The store's submission returns the session and the call's run as its transaction read them
+    (with the batch), so waking the run needs no further read."""
+    agent = client_agent("outcome-agent")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), [agent]
+    )
+    handle = executor.execute(agent, "where?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1"])
+    outcome = executor.store.pending.submit(handle.session_id, "c1", {"kind": "client-tool-result", "result": "X"})
+    assert outcome.run == executor.store.get_run(handle.run_id)
+    assert outcome.session == executor.store.load_session(handle.session_id)
+    assert (outcome.call.status, outcome.delivery, outcome.batch_complete) == ("answered", "hot", True)
+    wake_run(outcome.call.workflow_id, "c1", executor.logger, outcome.call)
+    assert handle.result().status == "completed"
+
+
+def test_a_batch_answered_call_by_call_checks_until_the_last_answer(make_executor: ExecutorFactory) -> None:
+    """Two calls: the first wake-up leaves a call open, so the run checks the store; the last
+    answer (carried or read) completes the batch, and both results reach the model."""
+    agent = client_agent("two-call-agent")
+    executor = make_executor(
+        MockLLMAdapter(
+            [calls(("c1", "get_location", {"city": "?"}), ("c2", "get_location", {"city": "!"})), finish_with_results]
+        ),
+        [agent],
+    )
+    handle = executor.execute(agent, "where?")
+    wait_for(lambda: open_ids(executor, handle.session_id) == ["c1", "c2"])
+    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "A"})
+    time.sleep(0.2)
+    executor.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c2", "result": "B"})
+    result = handle.result()
+    assert result.status == "completed" and result.output == Out(answer='"A" | "B"')
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)]
+    assert "two-call-agent.hitl.check" in steps  # the first answer left c2 open: the store was read
 
 
 def test_list_pending_tool_calls_shows_what_a_session_waits_for(make_executor: ExecutorFactory) -> None:

@@ -35,11 +35,21 @@ def _spawn(url: str, base_url: str, effects: Path, session: str, *extra: str) ->
     return start_worker(WORKER, [url, base_url, str(effects), session, "--hitl", *extra])
 
 
+@pytest.mark.parametrize(
+    ("flags", "tail", "checks"),
+    [
+        (("--legacy-hitl-steps",), ["DBOS.sleep", "hitl-crash-agent.hitl.check", "hitl-crash-agent.hitl.resumed"], 2),
+        ((), ["hitl-crash-agent.hitl.register", "DBOS.recv", "DBOS.sleep"], 0),
+    ],
+    ids=["old-steps", "answer-in-wake-up"],
+)
 def test_a_run_recorded_with_the_old_hitl_steps_recovers_under_the_new_ones(
-    runtime_db: str, make_executor: Any, tmp_path: Path
+    runtime_db: str, make_executor: Any, tmp_path: Path, flags: tuple[str, ...], tail: list[str], checks: int
 ) -> None:
     """Old sequence recorded up to the model call after the answer (register, check, recv, check,
-    resumed, llm in flight); the current worker replays it and completes the run."""
+    resumed, llm in flight); the current worker replays it and completes the run. The old worker
+    received the answer in its wake-up too (the submitter is current) and checked the store anyway.
+    The current sequence (register, recv carrying the answer, llm in flight) replays the same way."""
     held = threading.Event()
 
     def model(body: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +65,7 @@ def test_a_run_recorded_with_the_old_hitl_steps_recovers_under_the_new_ones(
     server = ScriptedOpenAIServer(handler=model)
     base_url = server.start()
     submitter = make_executor(LiteLLMAdapter(), [hitl_agent(base_url)])
-    old = _spawn(runtime_db, base_url, tmp_path / "effects.txt", session, "--start", "--legacy-hitl-steps")
+    old = _spawn(runtime_db, base_url, tmp_path / "effects.txt", session, "--start", *flags)
     new = None
     try:
         deadline = time.time() + 60
@@ -69,8 +79,8 @@ def test_a_run_recorded_with_the_old_hitl_steps_recovers_under_the_new_ones(
         old.wait(10)
         workflow_id = submitter.list_runs(session)[0].workflow_id
         recorded = [s["function_name"] for s in DBOS.list_workflow_steps(workflow_id)]
-        assert recorded[-3:] == ["DBOS.sleep", "hitl-crash-agent.hitl.check", "hitl-crash-agent.hitl.resumed"]
-        assert recorded.count("hitl-crash-agent.hitl.check") == 2  # the old sequence, first check a step
+        assert recorded[-3:] == tail
+        assert recorded.count("hitl-crash-agent.hitl.check") == checks  # old: the first check a step too
         new = _spawn(runtime_db, base_url, tmp_path / "effects.txt", session)
         out, _ = new.communicate(timeout=90)
         assert new.returncode == 0 and "finished completed" in out, out
