@@ -109,11 +109,15 @@ def test_a_take_hands_over_the_streams_queued_chunks_in_order_and_leaves_the_oth
 
 def test_chunks_written_during_a_take_wait_for_its_release_and_a_failed_one_gives_all_back_in_order() -> None:
     committed: list[str] = []
-    # A window long enough that chunk 0 is still queued when the take comes, even on a loaded machine
-    # (with 10 ms the flusher committed it first now and then under parallel test workers); the wait
-    # below passes the window, so chunk 1 would be committed by then if the hold did not stop it.
+    # The stream is made patient first (an empty take), so chunk 0 waits the window for the take below
+    # instead of racing the idle flusher thread (which commits a quiet stream's chunk at once: under
+    # parallel test workers it won now and then). The wait below passes the window, so chunk 1 would
+    # be committed by then if the hold did not stop it.
     flusher = Flusher(lambda batch: committed.extend(i.body for i in batch), max_chunks=64, max_delay=0.5, name="f")
     try:
+        first = flusher.take("run")
+        assert first is not None and first.items == []
+        flusher.release(first, stored=True)
         flusher.submit(keyed("run", 0))
         hold = flusher.take("run")
         assert hold is not None and [item.body for item in hold.items] == ['{"n":0}']
