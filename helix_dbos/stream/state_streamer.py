@@ -18,6 +18,7 @@ no new chunk type, and a client that applies patches needs nothing else to take 
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -92,7 +93,7 @@ class CustomStateStreamer:
 
     async def update(self, state: Any, *, step: int | None = None) -> list[dict[str, Any]]:
         """Write the difference from the last emitted state to ``state``; return it (empty: nothing written)."""
-        ops: list[dict[str, Any]] = list(jsonpatch.make_patch(self._state, copy.deepcopy(state)))
+        ops = diff_states(self._state, copy.deepcopy(state))
         if ops:
             await self.emit_patch(ops, step=step)
         return ops
@@ -107,6 +108,54 @@ class CustomStateStreamer:
         if self._writer is None:
             self._writer = await self.stream_manager.create_writer(self.stream_id, self.run_id, self.agent_type)
         return self._writer
+
+
+def diff_states(before: Any, after: Any) -> list[dict[str, Any]]:
+    """RFC 6902 operations that turn ``before`` into ``after``: jsonpatch's diff, checked.
+
+    ``jsonpatch.make_patch`` (1.33) sometimes emits a ``move`` within a list that does not produce
+    ``after`` (``[None, None, {}]`` -> ``[0, 0, {"a": None}]`` comes out as
+    ``[0, None, {"a": 0}]``), and a wrong patch would leave every reader with a wrong state. Its
+    result is applied here first; when it misses, :func:`plain_diff` (no ``move``, lists replaced
+    whole when they differ in length) is used instead.
+    """
+    ops: list[dict[str, Any]] = list(jsonpatch.make_patch(before, after))
+    if not ops or _same_json(jsonpatch.apply_patch(before, ops, in_place=False), after):
+        return ops
+    return plain_diff(before, after, "")
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON (``0`` is not ``false``, ``1`` is not ``1.0``... as Python's ``==`` would say)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def plain_diff(before: Any, after: Any, path: str) -> list[dict[str, Any]]:
+    """``add``/``remove``/``replace`` only: objects key by key, equal-length lists item by item."""
+    if _same_json(before, after):
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        ops: list[dict[str, Any]] = []
+        for key in before:
+            if key not in after:
+                ops.append({"op": "remove", "path": f"{path}/{_escape(str(key))}"})
+        for key, value in after.items():
+            where = f"{path}/{_escape(str(key))}"
+            if key in before:
+                ops += plain_diff(before[key], value, where)
+            else:
+                ops.append({"op": "add", "path": where, "value": copy.deepcopy(value)})
+        return ops
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            op for i, (b, a) in enumerate(zip(before, after, strict=True)) for op in plain_diff(b, a, f"{path}/{i}")
+        ]
+    return [{"op": "replace", "path": path, "value": copy.deepcopy(after)}]
+
+
+def _escape(key: str) -> str:
+    """A JSON Pointer reference token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def create_state_streamer(

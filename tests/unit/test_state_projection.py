@@ -29,7 +29,7 @@ from helix_dbos.stream.events import (
 )
 from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.projection import StreamProjector, create_state_projection
-from helix_dbos.stream.state_streamer import create_state_streamer
+from helix_dbos.stream.state_streamer import create_state_streamer, diff_states, plain_diff
 
 
 def patch(ops: list[dict[str, Any]], agent_id: str = "s1") -> StatePatchChunk:
@@ -149,6 +149,22 @@ def test_state_and_value_are_copies() -> None:
     assert projector.state == {"items": [1]}
 
 
+async def test_a_list_diff_jsonpatch_gets_wrong_still_projects_to_the_new_state() -> None:
+    """jsonpatch 1.33's ``make_patch`` turns this change into a ``move`` that leaves ``[0, None, {'a': 0}]``.
+
+    Found by the property test below; the streamer must check a computed diff before writing it.
+    """
+    before = {"a": None, "x y": [None, None, {}]}
+    after = {"a": None, "x y": [0, 0, {"a": None}]}
+    manager = InMemoryStreamManager()
+    streamer = create_state_streamer(stream_manager=manager, stream_id="p", initial_state=before)
+    await streamer.update(copy.deepcopy(after))
+    projector: StreamProjector[Any] = StreamProjector(initial_state=copy.deepcopy(before))
+    for record in await manager.read_records("p"):
+        projector.apply(StreamChunkEvent(chunk=record.chunk, sequence=record.sequence))
+    assert projector.state == after == streamer.state
+
+
 _keys = st.sampled_from(["a", "b", "c", "~", "/", "x y"])
 _values = st.recursive(
     st.none() | st.integers(-5, 5) | st.text(max_size=3),
@@ -175,3 +191,12 @@ def test_any_sequence_of_states_streams_and_projects_back(states: list[dict[str,
         assert projector.state == states[-1] == streamer.state
 
     asyncio.run(scenario())
+
+
+@settings(max_examples=200, deadline=None)
+@given(_values, _values)
+def test_the_checked_diff_turns_any_state_into_any_other(before: Any, after: Any) -> None:
+    """Property: whatever jsonpatch's diff does, the streamer's diff applied to ``before`` gives ``after``."""
+    ops = diff_states(copy.deepcopy(before), copy.deepcopy(after))
+    assert jsonpatch.apply_patch(copy.deepcopy(before), ops) == after
+    assert jsonpatch.apply_patch(copy.deepcopy(before), plain_diff(before, after, "")) == after  # the fallback too
