@@ -115,13 +115,19 @@ def diff_states(before: Any, after: Any) -> list[dict[str, Any]]:
 
     ``jsonpatch.make_patch`` (1.33) sometimes emits a ``move`` within a list that does not produce
     ``after`` (``[None, None, {}]`` -> ``[0, 0, {"a": None}]`` comes out as
-    ``[0, None, {"a": 0}]``), and a wrong patch would leave every reader with a wrong state. Its
-    result is applied here first; when it misses, :func:`plain_diff` (no ``move``, lists replaced
+    ``[0, None, {"a": 0}]``), or one that does not apply at all (a ``move`` from an index past
+    the list's end), and a wrong patch would leave every reader with a wrong state. Its result is
+    applied here first; when it misses or fails, :func:`plain_diff` (no ``move``, lists replaced
     whole when they differ in length) is used instead.
     """
     ops: list[dict[str, Any]] = list(jsonpatch.make_patch(before, after))
-    if not ops or _same_json(jsonpatch.apply_patch(before, ops, in_place=False), after):
+    if not ops:
         return ops
+    try:
+        if _same_json(jsonpatch.apply_patch(before, ops, in_place=False), after):
+            return ops
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        pass  # a diff that does not even apply to the state it was computed from
     return plain_diff(before, after, "")
 
 

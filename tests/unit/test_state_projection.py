@@ -193,6 +193,20 @@ def test_any_sequence_of_states_streams_and_projects_back(states: list[dict[str,
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"x y": [None, None, {}]}, {"x y": [0, 0, {"a": None}]}),  # jsonpatch's diff applies, wrongly
+        ([[], [None]], [None, [None, None], []]),  # its diff does not apply: "can't insert outside of list"
+        ([None, [0]], [[], [None]]),  # nor here: a pointer into None
+        ([[], [None]], [None, []]),  # nor here: index 1 out of bounds
+    ],
+)
+def test_the_diffs_jsonpatch_gets_wrong_are_replaced_by_a_plain_one(before: Any, after: Any) -> None:
+    ops = diff_states(copy.deepcopy(before), copy.deepcopy(after))
+    assert jsonpatch.apply_patch(copy.deepcopy(before), ops) == after
+
+
 @settings(max_examples=200, deadline=None)
 @given(_values, _values)
 def test_the_checked_diff_turns_any_state_into_any_other(before: Any, after: Any) -> None:
