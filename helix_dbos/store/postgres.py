@@ -3,8 +3,8 @@
 A step commit is one statement: the session update goes first and is the gate (it applies only if
 the step is not committed yet and the transcript is exactly where the commit starts), and the
 checkpoint, messages, run and usage writes hang off its ``RETURNING`` row. The HITL answers the
-step turned into results are marked ``applied`` in the same statement, gate or not (idempotent). A concurrent duplicate
-blocks on the session row lock and then fails the gate.
+step turned into results are marked ``applied`` in the same statement, gate or not (idempotent).
+A concurrent duplicate blocks on the session row lock and then fails the gate.
 """
 
 from __future__ import annotations
