@@ -29,7 +29,8 @@ _NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _ACQUIRE = sa.text(
     f"""
     INSERT INTO helix_locks AS l (resource, lock_id, holder_id, fencing_token, acquired_at, expires_at)
-    VALUES (:resource, :lock_id, :holder_id, nextval('helix_lock_fencing_tokens'), {_NOW}, {_NOW} + :ttl_ms)
+    SELECT :resource, :lock_id, :holder_id, nextval('helix_lock_fencing_tokens'), t.now, t.now + :ttl_ms
+    FROM (SELECT {_NOW} AS now) AS t  -- one clock read: two could straddle a millisecond
     ON CONFLICT (resource) DO UPDATE SET
         lock_id = EXCLUDED.lock_id, holder_id = EXCLUDED.holder_id, fencing_token = EXCLUDED.fencing_token,
         acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at

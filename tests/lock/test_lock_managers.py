@@ -77,6 +77,20 @@ def test_one_holder_at_a_time_and_tokens_grow(managers, request) -> None:  # typ
     assert second.lock.expires_at - second.lock.acquired_at == 10_000
 
 
+def test_a_lock_lasts_exactly_its_ttl(managers, request) -> None:  # type: ignore[no-untyped-def]
+    """``expires_at`` is ``acquired_at + ttl_ms`` to the millisecond: one clock read, not two that
+    can straddle a millisecond (which made the last line of the test above fail now and then)."""
+    a, _ = managers
+    res = _resource(request)
+    spans = set()
+    for _ in range(400):
+        got = a.acquire(res, AcquireOptions(ttl_ms=7))
+        assert got.acquired and got.lock is not None
+        spans.add(got.lock.expires_at - got.lock.acquired_at)
+        a.release(got.lock)
+    assert spans == {7}
+
+
 def test_a_lock_expires_by_ttl_and_the_old_holder_is_fenced(managers, request) -> None:  # type: ignore[no-untyped-def]
     a, b = managers
     res = _resource(request)
