@@ -6,8 +6,10 @@ helix-dbos's background threads, out of reach of cProfile, which sees one thread
 the functions by inclusive share of the samples ("cumulative": a function counts once per sample
 whose stack contains it) and by self share. ``--raw FILE`` keeps py-spy's collapsed stacks.
 
-Usage:  python scripts/profile_overhead.py [--system helix|bare] [--runs 50] [--stream sql|memory]
-        [--top 45] [--rate 500] [--raw FILE]
+Usage:  python scripts/profile_overhead.py [--system helix|bare] [--runs 50] [--concurrency 1]
+        [--stream sql|memory] [--top 45] [--rate 500] [--raw FILE]
+``--concurrency N`` runs N at a time (bench_overhead's concurrent level); the per-thread table then
+shows where the extra CPU of many runs in flight goes.
 Needs ``py-spy`` (``pip install py-spy``) and permission to ptrace this process (root, or
 ``kernel.yama.ptrace_scope=0``).
 """
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dbos import DBOS
 
 from scripts._bench_setup import bench_database, configure_dbos
-from scripts.bench_overhead import make_executor, run_bare, run_helix
+from scripts.bench_overhead import make_executor, measure, run_bare, run_helix
 
 
 def frame_name(frame: str) -> str:
@@ -43,10 +45,20 @@ def frame_name(frame: str) -> str:
     return f"{short}:{name}"
 
 
-def tally(raw: Path, skip_idle: bool = True) -> tuple[int, Counter[str], Counter[str]]:
+def thread_kind(frames: list[str]) -> str:
+    """Which of the process's threads a stack ran on, by the function its thread was started with."""
+    for frame in frames:
+        if "Thread.run" in frame or "Thread._bootstrap" in frame:
+            continue
+        return frame
+    return frames[-1]
+
+
+def tally(raw: Path) -> tuple[int, Counter[str], Counter[str], Counter[str]]:
     total = 0
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
     for line in raw.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -56,16 +68,18 @@ def tally(raw: Path, skip_idle: bool = True) -> tuple[int, Counter[str], Counter
         if not frames:
             continue
         total += count
+        threads[thread_kind(frames)] += count
         for name in set(frames):
             inclusive[name] += count
         own[frames[-1]] += count
-    return total, inclusive, own
+    return total, inclusive, own, threads
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--system", choices=("helix", "bare"), default="helix")
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--stream", choices=("sql", "memory"), default="sql")
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--rate", type=int, default=500)
@@ -103,19 +117,21 @@ def main() -> None:
         )
         time.sleep(1.0)  # py-spy attaches
         cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(args.runs):
-            run()
+        measure(lambda: run(), args.runs, args.concurrency)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=60)
         executor.close()
         DBOS.destroy()
-    total, inclusive, own = tally(raw)
+    total, inclusive, own, threads = tally(raw)
     print(
-        f"{args.system}: {args.runs} runs, {wall / args.runs * 1000:.1f} ms/run, "
+        f"{args.system}: {args.runs} runs, {args.concurrency} at a time, {wall / args.runs * 1000:.1f} ms/run, "
         f"CPU {cpu / args.runs * 1000:.1f} ms/run; "
         f"{total} samples (threads holding the GIL, i.e. Python CPU; 1 s before the runs included)"
     )
+    print("\n-- share of samples by thread (the function the thread was started with)")
+    for name, count in threads.most_common(12):
+        print(f"  {count / total * 100:5.1f}%  {name}")
     print(f"\n-- inclusive (cumulative) share of samples, top {args.top}")
     for name, count in inclusive.most_common(args.top):
         print(f"  {count / total * 100:5.1f}%  {name}")

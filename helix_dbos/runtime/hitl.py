@@ -6,7 +6,8 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
    so its boolean is checkpointed; a predicate that raises requires approval (fail closed);
 2. ``{agent}.hitl.register`` records the calls in the store as pending and fixes the hot-window
    deadline (both checkpointed, so a recovered run waits against the same clock); it also takes
-   the first check (below), so a batch answered before it waits goes straight on;
+   the first check (below), so a batch answered before it waits goes straight on, and a zero hot
+   window parks right there;
 3. the *hot* wait: ``DBOS.recv`` on the run's HITL topic, woken by ``submit_tool_result``. A wake-up
    that carries the answer completing the batch (the row as the submission's transaction recorded
    it, which ``recv`` records in turn) ends the wait. Any other wake (or a timeout) is followed by
@@ -20,8 +21,10 @@ A batch of tool calls that contains client-executed or approval-gated calls goes
    a registration that already had the window over, and for runs recorded by older versions.)
 5. ``{agent}.hitl.resumed`` fires ``on_agent_resumed``, only when a hook set defines it.
 
-So a parked run takes register, check (then parks), and a hot run answered in one submission takes
-register and ``recv``: the answer is read once (by the submission) and recorded once (by ``recv``).
+So a parked run takes register, check (then parks), or register alone with a zero hot window; a
+hot run answered in one submission takes register and ``recv``: the answer is read once (by the
+submission) and recorded once (by ``recv``). The continuation of a parked batch takes one check,
+which finds the answers and stands in for its registration (:func:`registration_from_check`).
 
 Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
 (:func:`check_submission_fits`) and records it in one store transaction, then wakes the run
@@ -149,9 +152,11 @@ def register_step(
             ),
             rt.logger,
         )
-    first = _check(who, [c.call.id for c in calls], now, None)
+    hot_deadline = now + int(hot_window_seconds * 1000)
+    # A zero window (or an interrupt already requested) parks right here: no recv, no second check.
+    first = _check(who, [c.call.id for c in calls], now, hot_deadline)
     return {
-        "hot_deadline_ms": now + int(hot_window_seconds * 1000),
+        "hot_deadline_ms": hot_deadline,
         "deadlines": {cid: r["deadline_ms"] for cid, r in first["rows"].items()},
         "digests": {cid: r["arguments_digest"] for cid, r in first["rows"].items()},
         "check": first,
@@ -159,13 +164,42 @@ def register_step(
     }
 
 
-def check_step(who: RunIdentity, call_ids: list[str], hot_deadline_ms: int | None = None) -> CheckStepOutput:
+def check_step(
+    who: RunIdentity, call_ids: list[str], hot_deadline_ms: int | None = None, continuation: bool = False
+) -> CheckStepOutput:
     """Read the answers, expire overdue calls, read the control flags; park when the wait is over.
 
     The wait is over when the hot window has ended (``hot_deadline_ms``; ``None`` never parks) or
-    the run is interrupted, with calls still open and the run not aborted.
+    the run is interrupted, with calls still open and the run not aborted. ``continuation``: the
+    first check of a run answering the batch its previous run suspended on, which may stand in for
+    that run's registration (:func:`registration_from_check`).
     """
-    return _check(who, call_ids, now_ms(), hot_deadline_ms)
+    check = _check(who, call_ids, now_ms(), hot_deadline_ms)
+    if continuation:
+        check["replaces_registration"] = True
+    return check
+
+
+def registration_from_check(check: CheckStepOutput, call_ids: list[str]) -> RegisterStepOutput | None:
+    """A continuation's registration made from its first check; ``None`` when it must register.
+
+    The check stands in when it found every call of the batch answered or expired: registering such
+    a batch again would write nothing (a row keeps its answer) and read the same final rows again.
+    Only a check recorded as able to stand in counts, so a continuation recorded by an older version
+    replays its ``hitl.register`` step.
+    """
+    rows = check["rows"]
+    if not check.get("replaces_registration") or check["aborted"] or check["interrupted"]:
+        return None
+    if any(cid not in rows or rows[cid]["status"] == "pending" for cid in call_ids):
+        return None
+    return {
+        "hot_deadline_ms": int(check["now_ms"]),
+        "deadlines": {cid: rows[cid]["deadline_ms"] for cid in call_ids},
+        "digests": {cid: rows[cid]["arguments_digest"] for cid in call_ids},
+        "check": check,
+        "answers_in_wakes": True,
+    }
 
 
 def _check(who: RunIdentity, call_ids: list[str], now: int, hot_deadline_ms: int | None) -> CheckStepOutput:

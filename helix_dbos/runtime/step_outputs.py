@@ -140,6 +140,10 @@ class CheckStepOutput(TypedDict):
     parked: NotRequired[bool]
     """Whether this check parked the open calls (its rows are then the rows after parking). Absent
     from checks recorded before checks could park: such a run parks in its own ``hitl.park`` step."""
+    replaces_registration: NotRequired[bool]
+    """Set on a continuation's first check: when it finds every call of the batch answered (or
+    expired), the continuation takes no ``hitl.register`` (which would only read the same rows
+    again). Absent from checks recorded before: such a continuation registers, as it did then."""
 
 
 class RegisterStepOutput(TypedDict):
@@ -149,8 +153,9 @@ class RegisterStepOutput(TypedDict):
     deadlines: dict[str, int | None]
     digests: dict[str, str]
     check: NotRequired[CheckStepOutput]
-    """The first check, read in this step (it never parks). Absent from registrations recorded
-    before: such a run takes its first check in its own ``hitl.check`` step."""
+    """The first check, read in this step; it parks when the hot window is zero or the run is
+    interrupted (registrations recorded before never parked here). Absent from registrations
+    recorded before that: such a run takes its first check in its own ``hitl.check`` step."""
     answers_in_wakes: NotRequired[bool]
     """Whether the wait may take an answer from the wake-up that carries it (:class:`WakeMessage`)
     instead of a ``hitl.check`` step. Absent from registrations recorded before: such a run takes a

@@ -27,7 +27,13 @@ from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, creat
 from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.companions import run_companion_phase
-from helix_dbos.runtime.hitl import await_answers, check_step, needs_approval, register_step
+from helix_dbos.runtime.hitl import (
+    await_answers,
+    check_step,
+    needs_approval,
+    register_step,
+    registration_from_check,
+)
 from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.remote_sub_agents import await_remote_sub_agents, start_remote_sub_agents
 from helix_dbos.runtime.run_context import RunContext
@@ -80,7 +86,8 @@ def execute_tools(
     ``invalid_arguments`` (call id -> message) are calls whose arguments were not an object: they
     are answered with that error, never run on the ``{}`` they were coerced to.
     """
-    pending_kinds = _pending_kinds(run, calls) if resuming else {}
+    first_check = _continuation_check(run, calls) if resuming else None
+    pending_kinds = _pending_kinds(first_check) if first_check is not None else {}
     batch = split_tool_batch(
         calls,
         tools_by_name,
@@ -93,7 +100,7 @@ def execute_tools(
     batch.hitl = refuse_hitl(run, batch.hitl, results)
     if not resuming:
         _announce_starts(run, calls, batch)
-    registration = _register_hitl(run, batch.hitl, resuming)
+    registration = _register_hitl(run, batch.hitl, first_check)
 
     delegations = start_sub_agents(run, batch.sub_agents, results)  # phase 1: children run meanwhile
     remote = start_remote_sub_agents(run, batch.remote_sub_agents, results)
@@ -153,11 +160,16 @@ def error_result(call: ParsedToolCall, error: str | None) -> ToolStepOutput:
 # --- phases -----------------------------------------------------------------------------------------
 
 
-def _pending_kinds(run: RunContext, calls: list[ParsedToolCall]) -> dict[str, HitlKind]:
-    """A continuation's calls already registered as pending by the run that suspended on them."""
+def _continuation_check(run: RunContext, calls: list[ParsedToolCall]) -> CheckStepOutput:
+    """A continuation's first look at the batch its previous run suspended on (one step)."""
     check: CheckStepOutput = DBOS.run_step(
-        {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls]
+        {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls], None, True
     )
+    return check
+
+
+def _pending_kinds(check: CheckStepOutput) -> dict[str, HitlKind]:
+    """The continuation's calls already registered as pending by the run that suspended on them."""
     kinds: dict[str, HitlKind] = {}
     for call_id, row in check["rows"].items():
         if row["kind"] != "budget":  # a budget call is never one of the transcript's tool calls
@@ -177,10 +189,21 @@ def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBa
             run.emit(_tool_start(run, call))
 
 
-def _register_hitl(run: RunContext, hitl: list[HitlRequest], resuming: bool) -> RegisterStepOutput | None:
-    """Register the batch's human-in-the-loop calls (one step) and announce them; ``None`` if none."""
+def _register_hitl(
+    run: RunContext, hitl: list[HitlRequest], first_check: CheckStepOutput | None
+) -> RegisterStepOutput | None:
+    """Register the batch's human-in-the-loop calls (one step) and announce them; ``None`` if none.
+
+    ``first_check``: a continuation's first check, which stands in for the registration when it
+    already found the batch answered.
+    """
     if not hitl:
         return None
+    resuming = first_check is not None
+    if first_check is not None:
+        answered = registration_from_check(first_check, [h.call.id for h in hitl])
+        if answered is not None:
+            return answered
     registration: RegisterStepOutput = DBOS.run_step(
         {"name": step_names.hitl_register(run.agent.name)},
         register_step,

@@ -231,6 +231,96 @@ def test_parked_run_costs_nothing_and_resumes_on_submission(make_executor: Execu
     assert find_unpaired_tool_call_ids(continued.get_state().messages) == []
 
 
+def steps_of(workflow_id: str) -> list[str]:
+    return [s["function_name"] for s in DBOS.list_workflow_steps(workflow_id)]
+
+
+def test_a_zero_hot_window_parks_in_the_registration(make_executor: ExecutorFactory) -> None:
+    """``hot_window_seconds=0`` parks at once: the registration's own check flips the calls to
+    ``parked``, so the run takes no ``DBOS.recv``, no timeout and no second check before it ends."""
+    agent = client_agent("zero-window")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
+        [agent],
+        hot_window_seconds=0,
+    )
+    handle = executor.execute(agent, "where am I?")
+    assert handle.result().status == "suspended_client_tool"
+    assert steps_of(handle.workflow_id) == ["zero-window.llm", "zero-window.hitl.register", "zero-window.finalize"]
+    assert [(c.tool_call_id, c.delivery) for c in executor.list_pending_tool_calls(handle.session_id)] == [
+        ("c1", "parked")
+    ]
+    continued = executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Rome"}
+    )
+    assert continued is not None and continued.result().output == Out(answer='"Rome"')
+
+
+@pytest.mark.parametrize("resumed_hook", [False, True])
+def test_a_continuation_of_an_answered_batch_takes_no_registration(
+    make_executor: ExecutorFactory, resumed_hook: bool
+) -> None:
+    """The continuation's first check already reads the answers that completed the batch: it goes
+    on to the model without registering the calls again (and reading them a second time)."""
+    resumed: list[str] = []
+    hooks = AgentHooks(on_agent_resumed=lambda p: resumed.append(p.run_id)) if resumed_hook else None
+    agent = client_agent(f"answered-batch-{resumed_hook}", hooks=hooks)
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
+        [agent],
+        hot_window_seconds=0,
+    )
+    handle = executor.execute(agent, "where am I?")
+    assert handle.result().status == "suspended_client_tool"
+    continued = executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Kyiv"}
+    )
+    assert continued is not None
+    result = continued.result()
+    assert result.status == "completed" and result.output == Out(answer='"Kyiv"')
+    name = agent.name
+    expected = [f"{name}.hitl.check", *([f"{name}.hitl.resumed"] if resumed_hook else []), f"{name}.llm"]
+    assert steps_of(continued.workflow_id) == [*expected, f"{name}.finalize"]
+    assert resumed == ([continued.run_id] if resumed_hook else [])
+    assert executor.list_pending_tool_calls(handle.session_id) == []  # the answer was applied
+    assert find_unpaired_tool_call_ids(continued.get_state().messages) == []
+
+
+def test_a_continuation_recorded_before_checks_could_stand_in_registers(
+    make_executor: ExecutorFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step sequence follows what the first check recorded: without ``replaces_registration``
+    (as an older version recorded it) the continuation takes its ``hitl.register`` step."""
+    from helix_dbos.runtime import tools
+
+    current = tools.check_step
+
+    def recorded_by_an_older_version(*args: Any) -> Any:
+        out = dict(current(*args))
+        out.pop("replaces_registration", None)
+        return out
+
+    monkeypatch.setattr(tools, "check_step", recorded_by_an_older_version)
+    agent = client_agent("older-continuation")
+    executor = make_executor(
+        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
+        [agent],
+        hot_window_seconds=0,
+    )
+    handle = executor.execute(agent, "where am I?")
+    assert handle.result().status == "suspended_client_tool"
+    continued = executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Riga"}
+    )
+    assert continued is not None and continued.result().output == Out(answer='"Riga"')
+    assert steps_of(continued.workflow_id) == [
+        "older-continuation.hitl.check",
+        "older-continuation.hitl.register",
+        "older-continuation.llm",
+        "older-continuation.finalize",
+    ]
+
+
 def test_approve_runs_the_tool_with_the_original_input(make_executor: ExecutorFactory) -> None:
     tool = define_tool("delete_file", input_schema=CityIn, execute=delete_file, require_approval=True)
     agent = define_agent("approver", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[tool])

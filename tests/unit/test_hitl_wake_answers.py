@@ -1,11 +1,12 @@
-"""Which wake-up answers a hot wait without a ``hitl.check`` (``helix_dbos.runtime.hitl.rows_with_answer``)."""
+"""Which wake-up answers a hot wait without a ``hitl.check`` (``helix_dbos.runtime.hitl.rows_with_answer``),
+and which continuation check stands in for a registration (``registration_from_check``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from helix_dbos.runtime.hitl import rows_with_answer
-from helix_dbos.runtime.step_outputs import PendingRow
+from helix_dbos.runtime.hitl import registration_from_check, rows_with_answer
+from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow
 
 
 def row(
@@ -61,3 +62,33 @@ def test_only_a_pending_call_takes_an_answer_and_only_an_answered_row_is_one() -
     assert rows_with_answer(answer("a"), {"a": row("a", "expired")}, ["a"]) is None  # the check saw it final
     expired = {"wake": "a", "answer": row("a", "expired")}
     assert rows_with_answer(expired, {"a": row("a")}, ["a"]) is None
+
+
+def check(rows: dict[str, PendingRow], *, stands_in: bool = True, **flags: bool) -> CheckStepOutput:
+    out: CheckStepOutput = {"now_ms": 500, "rows": rows, "aborted": False, "interrupted": False, "parked": False}
+    out.update(flags)  # type: ignore[typeddict-item]
+    if stands_in:
+        out["replaces_registration"] = True
+    return out
+
+
+def test_an_answered_batch_needs_no_registration() -> None:
+    rows = {"a": row("a", "answered", deadline_ms=900), "b": row("b", "expired", arguments_digest="e")}
+    first = check(rows)
+    registration = registration_from_check(first, ["a", "b"])
+    assert registration == {
+        "hot_deadline_ms": 500,
+        "deadlines": {"a": 900, "b": None},
+        "digests": {"a": "d", "b": "e"},
+        "check": first,
+        "answers_in_wakes": True,
+    }
+
+
+def test_a_continuation_registers_when_its_check_cannot_stand_in() -> None:
+    answered = {"a": row("a", "answered")}
+    assert registration_from_check(check(answered, stands_in=False), ["a"]) is None  # recorded by an older version
+    assert registration_from_check(check({"a": row("a", "answered"), "b": row("b")}), ["a", "b"]) is None  # open
+    assert registration_from_check(check(answered), ["a", "b"]) is None  # a call without a row
+    assert registration_from_check(check(answered, aborted=True), ["a"]) is None
+    assert registration_from_check(check(answered, interrupted=True), ["a"]) is None
