@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dbos import DBOS
 
 from helix_dbos import upgrade
-from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
+from helix_dbos.runtime.launch import dbos_config_for
 
 DATABASE_URL_ENV = "HELIX_BENCH_DATABASE_URL"
 
@@ -38,12 +38,5 @@ def bench_database(url: str | None, prefix: str) -> Iterator[str]:
 
 
 def configure_dbos(url: str) -> None:
-    """Configure (not launch) DBOS on ``url`` the way ``helix_dbos.launch`` does."""
-    DBOS(
-        config={
-            "name": "helix-dbos",
-            "system_database_url": dbos_system_database_url(url),
-            "application_version": APPLICATION_VERSION,
-            "log_level": "WARNING",
-        }
-    )
+    """Configure (not launch) DBOS on ``url`` as ``helix_dbos.launch`` does (its own config builder)."""
+    DBOS(config=dbos_config_for(url))
