@@ -118,7 +118,7 @@ def test_a_hot_answer_rides_in_its_wake_up_and_needs_no_check_step(make_executor
     )
     result = handle.result()
     assert result.status == "completed" and result.output == Out(answer='"Oslo"')
-    steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.workflow_id)]
+    steps = steps_of(handle.workflow_id)
     registered = steps.index("wake-answer-agent.hitl.register")
     assert steps[registered:] == [  # no hitl.check after the wake-up
         "wake-answer-agent.hitl.register",
@@ -235,10 +235,11 @@ def steps_of(workflow_id: str) -> list[str]:
     return [s["function_name"] for s in DBOS.list_workflow_steps(workflow_id)]
 
 
-def test_a_zero_hot_window_parks_in_the_registration(make_executor: ExecutorFactory) -> None:
-    """``hot_window_seconds=0`` parks at once: the registration's own check flips the calls to
-    ``parked``, so the run takes no ``DBOS.recv``, no timeout and no second check before it ends."""
-    agent = client_agent("zero-window")
+def park_then_answer(make_executor: ExecutorFactory, agent: Any, answer: str) -> tuple[Any, Any, Any]:
+    """Run ``agent`` with a zero hot window until it parks on ``c1``, then answer it.
+
+    Returns the executor, the parked run's handle and the continuation's handle.
+    """
     executor = make_executor(
         MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
         [agent],
@@ -246,14 +247,20 @@ def test_a_zero_hot_window_parks_in_the_registration(make_executor: ExecutorFact
     )
     handle = executor.execute(agent, "where am I?")
     assert handle.result().status == "suspended_client_tool"
-    assert steps_of(handle.workflow_id) == ["zero-window.llm", "zero-window.hitl.register", "zero-window.finalize"]
-    assert [(c.tool_call_id, c.delivery) for c in executor.list_pending_tool_calls(handle.session_id)] == [
-        ("c1", "parked")
-    ]
+    parked = [(c.tool_call_id, c.delivery) for c in executor.list_pending_tool_calls(handle.session_id)]
+    assert parked == [("c1", "parked")]
     continued = executor.submit_tool_result(
-        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Rome"}
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": answer}
     )
-    assert continued is not None and continued.result().output == Out(answer='"Rome"')
+    assert continued is not None and continued.result().output == Out(answer=f'"{answer}"')
+    return executor, handle, continued
+
+
+def test_a_zero_hot_window_parks_in_the_registration(make_executor: ExecutorFactory) -> None:
+    """``hot_window_seconds=0`` parks at once: the registration's own check flips the calls to
+    ``parked``, so the run takes no ``DBOS.recv``, no timeout and no second check before it ends."""
+    _, handle, _ = park_then_answer(make_executor, client_agent("zero-window"), "Rome")
+    assert steps_of(handle.workflow_id) == ["zero-window.llm", "zero-window.hitl.register", "zero-window.finalize"]
 
 
 @pytest.mark.parametrize("resumed_hook", [False, True])
@@ -265,19 +272,7 @@ def test_a_continuation_of_an_answered_batch_takes_no_registration(
     resumed: list[str] = []
     hooks = AgentHooks(on_agent_resumed=lambda p: resumed.append(p.run_id)) if resumed_hook else None
     agent = client_agent(f"answered-batch-{resumed_hook}", hooks=hooks)
-    executor = make_executor(
-        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
-        [agent],
-        hot_window_seconds=0,
-    )
-    handle = executor.execute(agent, "where am I?")
-    assert handle.result().status == "suspended_client_tool"
-    continued = executor.submit_tool_result(
-        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Kyiv"}
-    )
-    assert continued is not None
-    result = continued.result()
-    assert result.status == "completed" and result.output == Out(answer='"Kyiv"')
+    executor, handle, continued = park_then_answer(make_executor, agent, "Kyiv")
     name = agent.name
     expected = [f"{name}.hitl.check", *([f"{name}.hitl.resumed"] if resumed_hook else []), f"{name}.llm"]
     assert steps_of(continued.workflow_id) == [*expected, f"{name}.finalize"]
@@ -301,18 +296,7 @@ def test_a_continuation_recorded_before_checks_could_stand_in_registers(
         return out
 
     monkeypatch.setattr(tools, "check_step", recorded_by_an_older_version)
-    agent = client_agent("older-continuation")
-    executor = make_executor(
-        MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]),
-        [agent],
-        hot_window_seconds=0,
-    )
-    handle = executor.execute(agent, "where am I?")
-    assert handle.result().status == "suspended_client_tool"
-    continued = executor.submit_tool_result(
-        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Riga"}
-    )
-    assert continued is not None and continued.result().output == Out(answer='"Riga"')
+    _, _, continued = park_then_answer(make_executor, client_agent("older-continuation"), "Riga")
     assert steps_of(continued.workflow_id) == [
         "older-continuation.hitl.check",
         "older-continuation.hitl.register",
