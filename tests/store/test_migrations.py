@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -78,3 +82,50 @@ def test_check_migrated_masks_the_password() -> None:
         assert "***" in str(raised.value)
     finally:
         engine.dispose()
+
+
+def test_the_schema_check_reads_the_revision_alembic_reads(empty_database_url: str) -> None:
+    """``current_revision`` reads alembic's version table itself (so a process that only checks the
+    schema never imports alembic); it must agree with alembic at every revision and with none."""
+    engine = create_engine_for(empty_database_url)
+
+    def alembics() -> str | None:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+    try:
+        assert current_revision(engine) is None and alembics() is None  # no version table yet
+        for revision in ("0001", "0005", SCHEMA_REVISION):
+            upgrade(empty_database_url, revision)
+            assert current_revision(engine) == alembics() and alembics() is not None
+            assert str(alembics()).startswith(revision)
+        downgrade(empty_database_url, "base")
+        assert current_revision(engine) is None and alembics() is None  # the table stays, empty
+    finally:
+        engine.dispose()
+
+
+def test_opening_a_store_does_not_import_alembic(tmp_path: Path) -> None:
+    """alembic (with mako and pygments) cost every process ~0.4 s of imports; only migrating needs it."""
+    db = tmp_path / "s.db"
+    code = (
+        "import sys\n"
+        "from helix_dbos import SqlSessionStore, upgrade\n"
+        f"url = 'sqlite:///{db}'\n"
+        "upgrade(url)\n"
+        "assert 'alembic' in sys.modules\n"
+        "for name in [m for m in sys.modules if m == 'alembic' or m.startswith(('alembic.', 'mako'))]:\n"
+        "    del sys.modules[name]\n"
+        "SqlSessionStore(url).close()\n"
+        "assert 'alembic' not in sys.modules, 'opening a store imported alembic'\n"
+        "print('ok')\n"
+    )
+    first = subprocess.run(
+        [sys.executable, "-c", "import sys, helix_dbos; print('alembic' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert first.stdout.strip() == "False"
+    opened = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert opened.returncode == 0 and opened.stdout.strip() == "ok", opened.stderr[-2000:]
