@@ -117,7 +117,7 @@ def main() -> None:
         )
         time.sleep(1.0)  # py-spy attaches
         cpu, wall = time.process_time(), time.perf_counter()
-        measure(lambda: run(), args.runs, args.concurrency)
+        measure(run, args.runs, args.concurrency)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=60)

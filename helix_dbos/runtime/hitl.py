@@ -154,9 +154,13 @@ def register_step(
         )
     hot_deadline = now + int(hot_window_seconds * 1000)
     # A zero window (or an interrupt already requested) parks right here: no recv, no second check.
-    first = _check(who, [c.call.id for c in calls], now, hot_deadline)
+    return _registration(hot_deadline, _check(who, [c.call.id for c in calls], now, hot_deadline))
+
+
+def _registration(hot_deadline_ms: int, first: CheckStepOutput) -> RegisterStepOutput:
+    """A registration as the wait reads it: the deadlines and digests of its first check's rows."""
     return {
-        "hot_deadline_ms": hot_deadline,
+        "hot_deadline_ms": hot_deadline_ms,
         "deadlines": {cid: r["deadline_ms"] for cid, r in first["rows"].items()},
         "digests": {cid: r["arguments_digest"] for cid, r in first["rows"].items()},
         "check": first,
@@ -193,13 +197,7 @@ def registration_from_check(check: CheckStepOutput, call_ids: list[str]) -> Regi
         return None
     if any(cid not in rows or rows[cid]["status"] == "pending" for cid in call_ids):
         return None
-    return {
-        "hot_deadline_ms": int(check["now_ms"]),
-        "deadlines": {cid: rows[cid]["deadline_ms"] for cid in call_ids},
-        "digests": {cid: rows[cid]["arguments_digest"] for cid in call_ids},
-        "check": check,
-        "answers_in_wakes": True,
-    }
+    return _registration(int(check["now_ms"]), check)
 
 
 def _check(who: RunIdentity, call_ids: list[str], now: int, hot_deadline_ms: int | None) -> CheckStepOutput:

@@ -163,7 +163,7 @@ def error_result(call: ParsedToolCall, error: str | None) -> ToolStepOutput:
 def _continuation_check(run: RunContext, calls: list[ParsedToolCall]) -> CheckStepOutput:
     """A continuation's first look at the batch its previous run suspended on (one step)."""
     check: CheckStepOutput = DBOS.run_step(
-        {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls], None, True
+        {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls], continuation=True
     )
     return check
 

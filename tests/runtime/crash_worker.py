@@ -88,7 +88,7 @@ if "--legacy-hitl-steps" in sys.argv:
 
     new_check, new_register = hitl.check_step, hitl.register_step
 
-    def legacy_check(*args: object) -> object:
+    def legacy_check(*args: object, **_new_options: object) -> object:
         out = dict(new_check(*args[:2]))  # type: ignore[arg-type]
         out.pop("parked")
         return out

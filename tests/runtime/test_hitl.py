@@ -290,8 +290,8 @@ def test_a_continuation_recorded_before_checks_could_stand_in_registers(
 
     current = tools.check_step
 
-    def recorded_by_an_older_version(*args: Any) -> Any:
-        out = dict(current(*args))
+    def recorded_by_an_older_version(*args: Any, **kwargs: Any) -> Any:
+        out = dict(current(*args, **kwargs))
         out.pop("replaces_registration", None)
         return out
 
