@@ -474,6 +474,24 @@ class ToolCallAlreadyAnsweredError(HelixError):
         self.status = status
 
 
+class WakeUpRefusedError(HelixError):
+    """The database refused a hot run's wake-up inside the submission's transaction (internal).
+
+    Raised through the submission's transaction so that it rolls back whole, answer included; the
+    executor then records the answer again on its own and wakes the run with ``DBOS.send``
+    (:mod:`helix_dbos.runtime.wake`). It never reaches a caller.
+    """
+
+    def __init__(self, workflow_id: str, cause: BaseException) -> None:
+        super().__init__(
+            f"The wake-up of run {workflow_id!r} could not be written in the submission's transaction",
+            code="framework_internal_error",
+            retryable=False,
+            cause=cause,
+        )
+        self.workflow_id = workflow_id
+
+
 class DatabaseUnavailableError(HelixError):
     """The database stayed unreachable (or kept failing transiently) for the whole retry bound.
 

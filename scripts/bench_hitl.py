@@ -121,7 +121,11 @@ def main() -> None:
     args = parser.parse_args()
     with bench_database(args.database_url, "hitl") as url:
         configure_dbos(url)
-        executor = DBOSAgentExecutor(SqlSessionStore(url), llm_adapter=Model(), agents=[agent], hot_window_seconds=3600)
+        # As launch() builds it on PostgreSQL: DBOS shares the store's database, so a submission
+        # wakes a hot run in its own transaction.
+        executor = DBOSAgentExecutor(
+            SqlSessionStore(url), llm_adapter=Model(), agents=[agent], hot_window_seconds=3600, wake_in_submission=True
+        )
         DBOS.launch()
         print(f"PostgreSQL at {url.split('@')[-1]}")
 

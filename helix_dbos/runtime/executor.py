@@ -36,6 +36,7 @@ from helix_dbos.errors import (
     HelixError,
     SessionNotFoundError,
     StaleStateError,
+    WakeUpRefusedError,
 )
 from helix_dbos.llm.base import LLMAdapter, check_input_files
 from helix_dbos.llm.files import check_files, message_files
@@ -61,6 +62,7 @@ from helix_dbos.runtime.recovery import runs_without_workflow
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.streaming import RunStreams
+from helix_dbos.runtime.wake import TransactionalWaker
 from helix_dbos.runtime.workers import BackgroundTasks
 from helix_dbos.runtime.workflow import agent_run_workflow
 from helix_dbos.session import (
@@ -95,6 +97,17 @@ from helix_dbos.validation import check_text
 _MAX_LOCAL_HANDLES = 4096
 
 
+def _waker_for(store: SessionStore) -> TransactionalWaker:
+    """The waker of ``wake_in_submission``, or a clear refusal when the store cannot host it."""
+    engine = getattr(store, "engine", None)
+    if engine is None or engine.dialect.name != "postgresql" or not hasattr(store.pending, "submit_with"):
+        raise ValueError(
+            "wake_in_submission needs a PostgreSQL store (SqlSessionStore) in DBOS's system database; "
+            "leave it off to wake runs with DBOS.send"
+        )
+    return TransactionalWaker(engine)
+
+
 class DBOSAgentExecutor:
     """Runs agents as DBOS workflows over a :class:`SessionStore`.
 
@@ -113,7 +126,15 @@ class DBOSAgentExecutor:
         max_tool_concurrency: int = 16,
         hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
         queue: RunQueue | None = None,
+        wake_in_submission: bool = False,
     ) -> None:
+        """Build the runtime over ``store`` and install it as this process's.
+
+        ``wake_in_submission``: send a hot run's wake-up inside the submission's own transaction
+        (:mod:`helix_dbos.runtime.wake`), for a PostgreSQL store in DBOS's system database;
+        :func:`helix_dbos.launch` turns it on when it puts them there.
+        """
+        waker = _waker_for(store) if wake_in_submission else None
         if llm_adapter is None:
             from helix_dbos.llm.litellm import LiteLLMAdapter
 
@@ -137,6 +158,7 @@ class DBOSAgentExecutor:
         long-running server starts runs nobody waits on here. A dropped entry falls back to the
         outcome event."""
         self._background = BackgroundTasks(self.logger)
+        self._waker = waker
         self.queue = queue
         """Where runs are enqueued instead of started here (:mod:`.queues`); ``None``: start locally."""
         for agent in agents:
@@ -364,9 +386,10 @@ class DBOSAgentExecutor:
         check_text(session_id=session_id, submission=submission)
         parsed = parse_submission(submission)
         fits = functools.partial(check_submission_fits, parsed)
-        outcome = self.store.pending.submit(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
+        outcome, woken = self._record_answer(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
         if outcome.delivery == "hot":
-            wake_run(outcome.call.workflow_id, parsed.tool_call_id, self.logger, outcome.call)
+            if not woken:
+                wake_run(outcome.call.workflow_id, parsed.tool_call_id, self.logger, outcome.call)
             return self._hot_handle(outcome)
         if outcome.batch_complete:
             return self._continue_parked(session_id, outcome)
@@ -377,6 +400,25 @@ class DBOSAgentExecutor:
     ) -> AgentExecutionHandle | None:
         """Async twin of :meth:`submit_tool_result`."""
         return await asyncio.to_thread(self.submit_tool_result, session_id, submission)
+
+    def _record_answer(
+        self, session_id: str, tool_call_id: str, payload: dict[str, Any], fits: Callable[[PendingToolCall], None]
+    ) -> tuple[SubmitOutcome, bool]:
+        """The store's submission, with a hot run's wake-up in its transaction where it can be.
+
+        Returns the outcome and whether the run was woken. A wake-up the database refuses rolled the
+        whole transaction back, so the answer is recorded again without it (and the caller sends it).
+        """
+        joint = None if self._waker is None else getattr(self.store.pending, "submit_with", None)
+        if joint is not None:
+            try:
+                return joint(session_id, tool_call_id, payload, fits, self._waker), True
+            except WakeUpRefusedError as refused:
+                self.logger.warn(
+                    "[helix-dbos] wake-up refused in the submission's transaction; recording the answer without it",
+                    {"workflow_id": refused.workflow_id, "error": repr(refused.__cause__)},
+                )
+        return self.store.pending.submit(session_id, tool_call_id, payload, fits), False
 
     def _hot_handle(self, outcome: SubmitOutcome) -> AgentExecutionHandle | None:
         """A handle on the woken run, from what the submission's transaction read (or a fresh read)."""

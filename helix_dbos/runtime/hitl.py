@@ -384,6 +384,14 @@ def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> Non
         )
 
 
+def wake_message(key: str, answer: PendingToolCall | None = None) -> WakeMessage:
+    """The message that wakes a hot run: why (``key``), and the answered call's row if there is one."""
+    message: WakeMessage = {"wake": key}
+    if answer is not None:
+        message["answer"] = _row(answer)
+    return message
+
+
 def wake_run(workflow_id: str, key: str, logger: Logger, answer: PendingToolCall | None = None) -> None:
     """Wake a run waiting hot on its HITL topic; a failure is only logged.
 
@@ -391,9 +399,7 @@ def wake_run(workflow_id: str, key: str, logger: Logger, answer: PendingToolCall
     ``answer``: the call's row as the submission recorded it; the message carries it, so the run
     need not read it back (:func:`rows_with_answer`).
     """
-    message: WakeMessage = {"wake": key}
-    if answer is not None:
-        message["answer"] = _row(answer)
+    message = wake_message(key, answer)
     try:
         DBOS.send(workflow_id, message, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
     except Exception as exc:

@@ -88,6 +88,21 @@ def dbos_system_database_url(database_url: str) -> str:
     return database_url
 
 
+def _store_is_dbos_database(database_url: str, config: DBOSConfig) -> bool:
+    """Whether DBOS keeps its tables, in its default schema and format, in the store's PostgreSQL database.
+
+    Then a submission can wake a hot run in its own transaction (``wake_in_submission``); overrides
+    that move DBOS elsewhere, rename its schema or change its serializer turn that off.
+    """
+    return (
+        not database_url.startswith("sqlite:")
+        and config.get("system_database_url") == dbos_system_database_url(database_url)
+        and config.get("system_database_engine") is None
+        and config.get("dbos_system_schema") in (None, "dbos")
+        and config.get("serializer") is None
+    )
+
+
 def _prepare_sqlite(url: str) -> None:
     path = _sqlite_path(url)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -229,6 +244,7 @@ def launch(
         logger=logger,
         hot_window_seconds=hot_window_seconds,
         queue=queue,
+        wake_in_submission=_store_is_dbos_database(url, config),
     )
     _launch_dbos(config, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
     if queue is not None:

@@ -178,6 +178,33 @@ class SqlPendingCallStore:
         written) and flips the call with a compare-and-set, so the caller has the session and the
         run it needs to wake or continue without reading them again.
         """
+        return self._submit(session_id, tool_call_id, submission, check, None)
+
+    @retrying
+    def submit_with(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        submission: dict[str, Any],
+        check: Callable[[PendingToolCall], None] | None,
+        if_hot: Callable[[Connection, PendingToolCall], object],
+    ) -> SubmitOutcome:
+        """:meth:`submit`, with ``if_hot(conn, answered)`` run in the same transaction when the run waits hot.
+
+        For writers on this store's engine whose rows must commit with the answer, or not
+        at all: the runtime sends the hot run's wake-up this way (``helix_dbos.runtime.wake``).
+        ``if_hot`` runs again if the transaction is retried.
+        """
+        return self._submit(session_id, tool_call_id, submission, check, if_hot)
+
+    def _submit(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        submission: dict[str, Any],
+        check: Callable[[PendingToolCall], None] | None,
+        if_hot: Callable[[Connection, PendingToolCall], object] | None,
+    ) -> SubmitOutcome:
         with self._begin() as conn:
             session = self._dialect.lock_session(conn, session_id)
             if session is None:
@@ -196,7 +223,9 @@ class SqlPendingCallStore:
             if conn.execute(_ANSWER, params).rowcount != 1:
                 raise ToolCallAlreadyAnsweredError(session_id, tool_call_id, "answered")
             run = {c.name: rows[0]._mapping[_RUN_PREFIX + c.name] for c in runs.c}
-        answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
+            answered = call.model_copy(update={"status": "answered", "submission": submission, "answered_at": now})
+            if if_hot is not None and call.delivery == "hot":
+                if_hot(conn, answered)
         return SubmitOutcome(
             call=answered,
             delivery=call.delivery,
