@@ -192,15 +192,13 @@ def commit_with_chunks(rt: RuntimeServices, who: RunIdentity, commit: StepCommit
     the step its commit: the step is committed again without the chunks, and the flusher isolates
     the bad one as it always does.
     """
-    joint: Callable[[StepCommit, Callable[[Any], None]], CommitResult] | None = getattr(
-        rt.store, "commit_step_with", None
-    )
+    joint: Callable[[StepCommit, Any], CommitResult] | None = getattr(rt.store, "commit_step_with", None)
     held = None if joint is None else rt.streams.hold(who.stream_id, getattr(rt.store, "engine", None))
     if joint is None or held is None:
         return rt.store.commit_step(commit)
     stored = False
     try:
-        result: CommitResult = joint(commit, held.write)
+        result: CommitResult = joint(commit, held.for_commit())
         stored = True
     except HelixError:
         raise

@@ -34,6 +34,10 @@ class HeldWrites(Protocol):
 
     def write(self, conn: Any) -> None: ...
 
+    def for_commit(self) -> Any:
+        """The writes for the store's ``commit_step_with`` (a callable, or a ``RidingWrite``)."""
+        ...
+
     def release(self, *, stored: bool) -> None: ...
 
 

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from helix_dbos.checkpoint import generate_checkpoint_id
 from helix_dbos.errors import ExecutorSupersededError, HelixError, SessionNotFoundError
 from helix_dbos.store.base import CommitResult, StepCommit
-from helix_dbos.store.dialect import SqlDialect
+from helix_dbos.store.dialect import RidingWrite, SqlDialect
 from helix_dbos.store.engine import begin_write
 from helix_dbos.store.rows import interrupt_reason
 from helix_dbos.store.schema import checkpoints, sessions
@@ -28,18 +28,24 @@ __all__ = ["commit_step"]
 
 
 def commit_step(
-    engine: Engine, dialect: SqlDialect, commit: StepCommit, *, also: Callable[[Connection], object] | None = None
+    engine: Engine,
+    dialect: SqlDialect,
+    commit: StepCommit,
+    *,
+    also: Callable[[Connection], object] | RidingWrite | None = None,
 ) -> CommitResult:
     """Commit one loop iteration atomically and idempotently (see the module docstring).
 
     Raises :class:`ExecutorSupersededError` when the session has moved on to another run,
     :class:`SessionNotFoundError`, or a ``HelixError`` on a sequence gap (a runtime bug); all of
-    them roll the commit back. ``also(conn)`` runs in the same transaction once the step's writes
-    are in (or found already there): a caller's rows that must commit with the step.
+    them roll the commit back. ``also``: a caller's rows that must commit with the step, written
+    whether the step's writes went in or were found already there. A :class:`RidingWrite` goes in
+    the commit's own statement where the dialect can; ``also(conn)`` runs after the step's writes.
     """
     checkpoint_id = generate_checkpoint_id(commit.session_id, commit.step_count, timestamp_ms=commit.now_ms)
+    riding, after = (also, None) if isinstance(also, RidingWrite) else (None, also)
     with begin_write(engine) as conn:
-        applied = dialect.apply_step(conn, commit, checkpoint_id)
+        applied = dialect.apply_step(conn, commit, checkpoint_id, riding)
         if applied is not None:
             requested = applied.interrupt_requested
             result = CommitResult.model_construct(
@@ -53,8 +59,8 @@ def commit_step(
             if already is None:
                 raise _commit_conflict(conn, commit)
             result = already
-        if also is not None:
-            also(conn)
+        if after is not None:
+            after(conn)
         return result
 
 

@@ -21,7 +21,8 @@ one for an engine. This module imports neither.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
@@ -29,7 +30,7 @@ from sqlalchemy import Connection
 
 from helix_dbos.store.base import StepCommit
 
-__all__ = ["AppliedStep", "SqlDialect"]
+__all__ = ["AppliedStep", "RidingWrite", "SqlDialect"]
 
 
 class AppliedStep(NamedTuple):
@@ -39,6 +40,30 @@ class AppliedStep(NamedTuple):
     interrupt_requested: bool
     interrupt_context: Any
     """The stored ``interrupt_context`` JSON (``helix_dbos.store.rows.interrupt_reason`` reads it)."""
+
+
+@dataclass(frozen=True)
+class RidingWrite:
+    """Another component's writes that ride in a step commit's own statement, where the backend can.
+
+    The runtime stores a run's queued stream chunks with each step commit. On PostgreSQL the
+    chunks' upsert and insert join the commit's data-modifying CTE (one statement, one round trip
+    and one execution instead of two); on SQLite, where round trips cost nothing, ``fallback``
+    writes them with their own statements in the commit's transaction. Either way they commit, or
+    roll back, with the step.
+    """
+
+    ctes: str
+    """``name AS (...), ...``: more CTEs for the commit's ``WITH`` list. Their names and bind
+    parameters must not collide with the commit's (prefix them)."""
+    columns: str
+    """Select-list expressions reading those CTEs (``(SELECT x FROM name)``), appended to the commit's result row."""
+    params: Mapping[str, Any]
+    """The CTEs' bind parameters."""
+    finish: Callable[[Connection, Sequence[Any]], object]
+    """Called in the transaction, right after the statement, with the values of :attr:`columns`."""
+    fallback: Callable[[Connection], object]
+    """The same writes as statements of their own, through the commit's connection."""
 
 
 class SqlDialect(Protocol):
@@ -64,13 +89,16 @@ class SqlDialect(Protocol):
         """Hold a lock that serialises concurrent migrations until the transaction ends."""
         ...
 
-    def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
-        """Write everything ``commit`` holds, or nothing (``None``).
+    def apply_step(
+        self, conn: Connection, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
+    ) -> AppliedStep | None:
+        """Write everything ``commit`` holds, or nothing (``None``); and ``riding``'s writes either way.
 
         Applies only if the session's current run is ``commit.run_id``, its transcript has exactly
         ``commit.first_sequence`` messages and the step has no checkpoint yet; ``None`` otherwise,
         having written nothing (``helix_dbos.store.commit`` then tells a replay from a conflict)
         but the one idempotent write it makes either way: ``commit.applied_tool_call_ids`` are
-        marked ``applied`` (a conflict rolls that back with the transaction).
+        marked ``applied`` (a conflict rolls that back with the transaction). ``riding`` goes in the
+        same statement where the backend can, else right after (:class:`RidingWrite`).
         """
         ...

@@ -9,6 +9,8 @@ A concurrent duplicate blocks on the session row lock and then fails the gate.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -18,17 +20,16 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store import codec
 from helix_dbos.store.base import StepCommit
-from helix_dbos.store.dialect import AppliedStep
+from helix_dbos.store.dialect import AppliedStep, RidingWrite
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES, dump_message
 from helix_dbos.store.schema import sessions
 
-__all__ = ["MIGRATION_LOCK_KEY", "POSTGRES", "PostgresDialect"]
+__all__ = ["MIGRATION_LOCK_KEY", "POSTGRES", "PostgresDialect", "commit_carrying"]
 
 MIGRATION_LOCK_KEY: Final = 0x6865_6C69_7864_6200 >> 1
 """Key of the PostgreSQL advisory lock held while migrating ("helixdb" in hex, kept positive)."""
 
-COMMIT_STEP: Final = sa.text(
-    """
+_COMMIT_CTES: Final = """
 WITH s AS (
     UPDATE helix_sessions SET
         custom_state = CAST(:custom_state AS jsonb),
@@ -80,12 +81,35 @@ WITH s AS (
 ), a AS (
     UPDATE helix_pending_tool_calls SET status = 'applied'
     WHERE session_id = :sid AND tool_call_id = ANY(CAST(:applied AS text[])) AND status IN ('answered', 'expired')
-)
-SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context
+)"""
+
+_COMMIT_RESULT: Final = """
+SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context{riding}
 FROM (SELECT 1) AS one LEFT JOIN s ON true
 """
-)
+"""The result row; its first column is evaluated first, so the session row is locked before
+anything a :class:`RidingWrite` locks (the order every other writer of a session takes)."""
+
+
+def _compact(sql: str) -> str:
+    """``sql`` without the layout: runs of whitespace made one space, none around ``(``, ``)`` and ``,``.
+
+    psycopg parses a statement's placeholders in Python on every execution unless the statement is
+    at most 4096 characters long, when it caches the parse. The step commit carrying a stream's
+    chunks is over that with its layout and under it without (a test pins it), which saves that
+    parse on every step. The statements hold no string literal that this would change.
+    """
+    return re.sub(r" ?([(),]) ?", r"\1", re.sub(r"\s+", " ", sql).strip())
+
+
+COMMIT_STEP: Final = sa.text(_compact(_COMMIT_CTES + _COMMIT_RESULT.format(riding="")))
 """A step commit in one round trip (see the module docstring); parameters from ``_commit_params``."""
+
+
+@functools.lru_cache(maxsize=8)
+def commit_carrying(ctes: str, columns: str) -> sa.TextClause:
+    """:data:`COMMIT_STEP` with a :class:`RidingWrite`'s CTEs and columns (its text is constant per writer)."""
+    return sa.text(_compact(f"{_COMMIT_CTES}, {ctes}{_COMMIT_RESULT.format(riding=', ' + columns)}"))
 
 
 _LOCK_SESSION: Final = sa.select(sessions).where(sessions.c.session_id == sa.bindparam("sid")).with_for_update()
@@ -140,9 +164,16 @@ class PostgresDialect:
         """``pg_advisory_xact_lock``: concurrent upgraders queue, the first creates the tables."""
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
-    def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
-        """The step commit as the one statement :data:`COMMIT_STEP`."""
-        row = conn.execute(COMMIT_STEP, _commit_params(commit, checkpoint_id)).one()
+    def apply_step(
+        self, conn: Connection, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
+    ) -> AppliedStep | None:
+        """The step commit as the one statement :data:`COMMIT_STEP`, ``riding``'s writes in it."""
+        params = _commit_params(commit, checkpoint_id)
+        if riding is None:
+            row = conn.execute(COMMIT_STEP, params).one()
+        else:
+            row = conn.execute(commit_carrying(riding.ctes, riding.columns), {**params, **riding.params}).one()
+            riding.finish(conn, tuple(row)[3:])
         if row.checkpoint_id is None:
             return None
         return AppliedStep(row.checkpoint_id, bool(row.interrupt_requested), row.interrupt_context)

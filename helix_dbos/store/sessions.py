@@ -55,6 +55,7 @@ from helix_dbos.store.base import (
     UsageRow,
 )
 from helix_dbos.store.commit import commit_step
+from helix_dbos.store.dialect import RidingWrite
 from helix_dbos.store.engine import begin_read, begin_write, create_engine_for, dialect_for
 from helix_dbos.store.engine import now_ms as clock_ms  # parameters named now_ms would shadow it
 from helix_dbos.store.hitl import SqlPendingCallStore
@@ -393,12 +394,14 @@ class SqlSessionStore:
         return commit_step(self._engine, self._dialect, commit)
 
     @retrying
-    def commit_step_with(self, commit: StepCommit, also: Callable[[Connection], object]) -> CommitResult:
-        """:meth:`commit_step`, with ``also(conn)`` run in the same transaction, after the commit's writes.
+    def commit_step_with(self, commit: StepCommit, also: Callable[[Connection], object] | RidingWrite) -> CommitResult:
+        """:meth:`commit_step`, with ``also``'s writes in the same transaction.
 
         For writers on this store's :attr:`engine` that want their rows committed (or rolled back)
         with the step, at no transaction of their own: the runtime stores a run's queued stream
-        chunks this way. ``also`` runs again if the transaction is retried.
+        chunks this way. ``also(conn)`` runs after the commit's writes; a :class:`RidingWrite` goes
+        in the commit's own statement where the backend can (PostgreSQL). Either runs again if the
+        transaction is retried.
         """
         return commit_step(self._engine, self._dialect, commit, also=also)
 

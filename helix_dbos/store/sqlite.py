@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
 
 from helix_dbos.store.base import StepCommit
-from helix_dbos.store.dialect import AppliedStep
+from helix_dbos.store.dialect import AppliedStep, RidingWrite
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES
 from helix_dbos.store.schema import MARK_APPLIED, checkpoints, runs, sessions, usage
 from helix_dbos.store.transcript import insert_messages
@@ -44,7 +44,16 @@ class SqliteDialect:
     def lock_migrations(self, conn: Connection) -> None:
         """Nothing to do: the migration's ``BEGIN IMMEDIATE`` transaction holds the write lock."""
 
-    def apply_step(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
+    def apply_step(
+        self, conn: Connection, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
+    ) -> AppliedStep | None:
+        """The step's statements, then ``riding``'s own (in-process SQLite: round trips cost nothing)."""
+        applied = self._apply(conn, commit, checkpoint_id)
+        if riding is not None:
+            riding.fallback(conn)
+        return applied
+
+    def _apply(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
         """Mark the step's answers applied, gate on the session update, then write the rest."""
         if commit.applied_tool_call_ids:
             conn.execute(MARK_APPLIED, {"sid": commit.session_id, "ids": commit.applied_tool_call_ids})

@@ -132,3 +132,30 @@ def test_a_chunk_written_before_a_slow_tool_is_stored_while_the_tool_runs(make: 
     assert batches  # ... which is the flusher's transaction, not a commit's
     records = background_loop.run(manager.read_records(handle.session_id))
     assert [r.chunk.type for r in records].count("tool_start") == 1
+
+
+def test_a_step_commit_and_its_chunks_are_one_statement_on_postgresql(make: Factory) -> None:
+    """The chunks' upsert and insert ride in the commit's own CTE: one round trip per step, not two.
+
+    Only the stream's end stores its last chunks with a statement of its own (with the end itself).
+    """
+    model = script([("noop", {"i": i}) for i in range(4)])
+    executor, manager = make(model, 30.0)
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement.lstrip())
+
+    sa.event.listen(executor.store.engine, "before_cursor_execute", record)
+    try:
+        handle = executor.execute(agent, "go")
+        assert handle.result(timeout_seconds=60).status == "completed"
+    finally:
+        sa.event.remove(executor.store.engine, "before_cursor_execute", record)
+    commits = [s for s in statements if s.startswith("WITH s AS")]
+    assert len(commits) == 6  # five model calls and the finalize
+    assert sum("INSERT INTO helix_stream_chunks" in s for s in commits) == 5  # all but the first carry chunks
+    standalone = [s for s in statements if s.startswith("WITH st AS")]
+    assert len(standalone) == 1  # the stream's end
+    records = background_loop.run(manager.read_records(handle.session_id))
+    assert [r.sequence for r in records] == list(range(records[0].sequence, records[0].sequence + len(records)))

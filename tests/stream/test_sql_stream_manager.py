@@ -19,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from helix_dbos.errors import HelixError, StreamTruncatedError
+from helix_dbos.store.dialect import RidingWrite
 from helix_dbos.stream.base import ChunkRecord, StreamInfo
 from helix_dbos.stream.chunks import (
     ToolStartChunk,
@@ -379,3 +380,35 @@ async def test_activate_reopens_a_stream_another_process_ended(pg_store_url: str
     finally:
         await here.aclose()
         await elsewhere.aclose()
+
+
+async def test_held_chunks_ride_in_a_host_statement_once_each_and_without_gaps(make_manager: MakeManager) -> None:
+    """A step commit carries a stream's queued chunks: on PostgreSQL inside its own statement (a
+    ``RidingWrite``), on SQLite with statements of their own. A replayed batch, which re-emits
+    chunks already stored, stores none of them twice and leaves no gap in the sequences."""
+    manager = make_manager(batch_max_delay=30.0)
+    first = manager.hold_for_transaction("s1", manager._engine)  # the stream's chunks now wait for holds
+    assert first is not None and len(first) == 0
+    first.release(stored=True)
+
+    def carry(words: list[str]) -> None:
+        for n, word in enumerate(words):
+            manager.enqueue_keyed("s1", text(word), f"run-1:{n}", run_id="run-1")
+        held = manager.hold_for_transaction("s1", manager._engine)
+        assert held is not None and len(held) == len(words)
+        writes = held.for_commit()
+        with manager._engine.begin() as conn:
+            if isinstance(writes, RidingWrite):
+                host = f"WITH host AS (SELECT 1), {writes.ctes} SELECT 1, {writes.columns}"
+                row = conn.execute(sa.text(host), dict(writes.params)).one()
+                writes.finish(conn, tuple(row)[1:])
+            else:
+                writes(conn)
+        held.release(stored=True)
+
+    carry(["a", "b"])
+    carry(["a", "b", "c"])  # a replay re-emits a and b, then goes on
+    records = await manager.read_records("s1")
+    assert [(r.sequence, contents([r.chunk])[0]) for r in records] == [(1, "a"), (2, "b"), (3, "c")]
+    info = await manager.get_stream_info("s1")
+    assert info is not None and info.latest_sequence == 3  # the replay's unused numbers were given back

@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -63,6 +64,24 @@ class StreamDialect(ABC):
             return None
         base = int(row[0]) - len(items)
         return base, self.insert_chunks(conn, stream_id, base, items, now)
+
+    def riding_append(
+        self, stream_id: str, items: list[PendingChunk], status: str | None, now: int
+    ) -> tuple[str, str, dict[str, Any]] | None:
+        """:meth:`append_chunks` as CTEs to ride in another writer's statement, where the database can.
+
+        Returns ``(ctes, columns, params)`` for a ``RidingWrite`` (``helix_dbos.store.dialect``):
+        the columns are the stream's latest sequence after the reservation (``NULL``: the stream has
+        ended, nothing written) and the count of rows inserted, which :meth:`settle_append` reads.
+        ``None`` here: the append is made with its own statements.
+        """
+        return None
+
+    def settle_append(
+        self, conn: Connection, stream_id: str, latest: int | None, inserted: int, n: int
+    ) -> tuple[int, list[int] | None] | None:
+        """:meth:`append_chunks`'s result from a riding append's columns (``n`` chunks reserved)."""
+        raise NotImplementedError  # only dialects that return a riding append are asked
 
     @abstractmethod
     def send_notify(self, conn: Connection, stream_id: str, *, control: bool) -> None:

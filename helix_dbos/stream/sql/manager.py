@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import HelixError
 from helix_dbos.store import codec
+from helix_dbos.store.dialect import RidingWrite
 from helix_dbos.store.engine import create_engine_for, now_ms
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy
@@ -458,7 +459,23 @@ class HeldChunks:
         """Store the chunks through ``conn`` (inside the caller's transaction; again if it is retried)."""
         items = self._hold.items
         if items:
-            self._ended = not self._manager._storage.append(conn, self._hold.stream_id, items, now_ms())
+            self._appended(self._manager._storage.append(conn, self._hold.stream_id, items, now_ms()))
+
+    def for_commit(self) -> Callable[[Connection], None] | RidingWrite:
+        """The writes to hand a step commit (``commit_step_with``).
+
+        Riding in the commit's own statement where the database can (PostgreSQL: one round trip for
+        the step and its chunks), else :meth:`write`.
+        """
+        items = self._hold.items
+        if items:
+            riding = self._manager._storage.riding_append(self._hold.stream_id, items, now_ms(), self._appended)
+            if riding is not None:
+                return riding
+        return self.write
+
+    def _appended(self, stored: bool) -> None:
+        self._ended = not stored
 
     def release(self, *, stored: bool) -> None:
         """After the caller's transaction: ``stored`` if it committed (with :meth:`write` in it)."""

@@ -17,9 +17,10 @@ Differences from SQLite, and why:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
@@ -47,23 +48,31 @@ RETURNING sequence
 
 _NOTIFY: Final = sa.text("SELECT pg_notify(:channel, :payload)")
 
-_APPEND_CHUNKS: Final = """
-WITH st AS ({append}), ins AS (
+_APPEND_CTES: Final = """st AS ({append}), ins AS (
     INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at)
     SELECT :sid, st.latest_sequence - :n + t.ord, t.x ->> 0, CAST(t.x -> 2 ->> 'step' AS INTEGER),
            t.x -> 2 ->> 'type', t.x -> 2, t.x ->> 1, :now
     FROM st, json_array_elements(CAST(:rows AS JSON)) WITH ORDINALITY AS t(x, ord)
     ON CONFLICT (stream_id, dedupe_key) DO NOTHING
     RETURNING sequence
-)
-SELECT (SELECT latest_sequence FROM st), (SELECT count(*) FROM ins)
-"""
-"""The append upsert and the chunk insert as one statement: one round trip per batch.
+)"""
+"""The append upsert and the chunk insert as CTEs: one statement per batch, or part of another's.
 
 The insert reads the reserved sequences from the upsert's ``RETURNING`` row, so a stream that
-has ended (no row) gets no chunks. Only the count of inserted rows comes back; when some keys
-were stored already (a replay, rare) their sequences are read in a second statement.
+has ended (no row) gets no chunks. Only the count of inserted rows comes back
+(:data:`_APPEND_RESULT`); when some keys were stored already (a replay, rare) their sequences
+are read in a second statement.
 """
+
+_APPEND_RESULT: Final = "(SELECT latest_sequence FROM st), (SELECT count(*) FROM ins)"
+
+_RIDING_PREFIX: Final = "stream_"
+"""Prefix of the append's bind parameters when it rides in a step commit's statement."""
+
+
+def _prefixed(sql: str) -> str:
+    """``sql`` with every bind parameter ``:name`` renamed ``:stream_name`` (casts use ``CAST``, not ``::``)."""
+    return re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", rf":{_RIDING_PREFIX}\1", sql)
 
 
 class PostgresStreamDialect(StreamDialect):
@@ -73,7 +82,9 @@ class PostgresStreamDialect(StreamDialect):
         super().__init__(engine)
         self.notify = notify
         self._append = queries.append_statement(_NOTIFY_RETURNING if notify else "")
-        self._append_chunks = sa.text(_APPEND_CHUNKS.format(append=self._append.text.strip()))
+        ctes = _APPEND_CTES.format(append=self._append.text.strip())
+        self._append_chunks = sa.text(f"WITH {ctes}\nSELECT {_APPEND_RESULT}")
+        self._riding_ctes = _prefixed(ctes)
         self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
@@ -98,10 +109,21 @@ class PostgresStreamDialect(StreamDialect):
     def append_chunks(
         self, conn: Connection, stream_id: str, items: list[PendingChunk], status: str | None, now: int
     ) -> tuple[int, list[int] | None] | None:
-        """The reservation and the insert in one round trip (:data:`_APPEND_CHUNKS`)."""
-        n = len(items)
-        params = {"sid": stream_id, "n": n, "status": status, "now": now, "rows": _rows(items)}
-        latest, inserted = conn.execute(self._append_chunks, params).one()
+        """The reservation and the insert in one round trip (:data:`_APPEND_CTES`)."""
+        latest, inserted = conn.execute(self._append_chunks, _append_params(stream_id, items, status, now)).one()
+        return self.settle_append(conn, stream_id, latest, inserted, len(items))
+
+    def riding_append(
+        self, stream_id: str, items: list[PendingChunk], status: str | None, now: int
+    ) -> tuple[str, str, dict[str, Any]]:
+        """The append's CTEs, parameters prefixed ``stream_``, to ride in a step commit's statement."""
+        params = _append_params(stream_id, items, status, now)
+        return self._riding_ctes, _APPEND_RESULT, {_RIDING_PREFIX + name: value for name, value in params.items()}
+
+    def settle_append(
+        self, conn: Connection, stream_id: str, latest: int | None, inserted: int, n: int
+    ) -> tuple[int, list[int] | None] | None:
+        """``(base, stored)`` from the append's result; the stored sequences are read only after a replay."""
         if latest is None:
             return None
         base = int(latest) - n
@@ -121,6 +143,10 @@ class PostgresStreamDialect(StreamDialect):
             return None
         url = self.engine.url.set(drivername="postgresql")
         return Listener(url.render_as_string(hide_password=False), on_payload, on_state)
+
+
+def _append_params(stream_id: str, items: list[PendingChunk], status: str | None, now: int) -> dict[str, Any]:
+    return {"sid": stream_id, "n": len(items), "status": status, "now": now, "rows": _rows(items)}
 
 
 def _rows(items: list[PendingChunk]) -> str:

@@ -9,10 +9,12 @@ in a worker thread (``asyncio.to_thread``) or on the flusher thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from helix_dbos.store.dialect import RidingWrite
 from helix_dbos.store.engine import begin_write, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamStatus
@@ -31,6 +33,26 @@ def dialect_for(engine: Engine, *, notify: bool) -> StreamDialect:
     if engine.dialect.name == "postgresql":
         return PostgresStreamDialect(engine, notify=notify)
     return SqliteStreamDialect(engine)
+
+
+def _unique(items: list[PendingChunk]) -> list[PendingChunk]:
+    """``items`` without a second chunk of the same dedupe key (the first one wins)."""
+    if not any(item.dedupe_key is not None for item in items):
+        return items
+    keys: set[str] = set()
+    unique = []
+    for item in items:
+        if item.dedupe_key is not None:
+            if item.dedupe_key in keys:
+                continue
+            keys.add(item.dedupe_key)
+        unique.append(item)
+    return unique
+
+
+def _last_status(items: list[PendingChunk]) -> str | None:
+    """The stream status the batch's last chunk carrying one sets (``None``: unchanged)."""
+    return next((item.status for item in reversed(items) if item.status is not None), None)
 
 
 class StreamStorage:
@@ -104,19 +126,38 @@ class StreamStorage:
         dedupe key is stored already are skipped and the survivors renumbered down, so sequences
         stay contiguous.
         """
-        unique = items
-        if any(item.dedupe_key is not None for item in items):
-            keys: set[str] = set()
-            unique = []
-            for item in items:
-                if item.dedupe_key is not None:
-                    if item.dedupe_key in keys:
-                        continue
-                    keys.add(item.dedupe_key)
-                unique.append(item)
-        status = next((item.status for item in reversed(items) if item.status is not None), None)
-        reserved = len(unique)
-        appended = self.dialect.append_chunks(conn, stream_id, unique, status, now)
+        unique = _unique(items)
+        appended = self.dialect.append_chunks(conn, stream_id, unique, _last_status(items), now)
+        return self._close_holes(conn, stream_id, appended, len(unique))
+
+    def riding_append(
+        self, stream_id: str, items: list[PendingChunk], now: int, on_done: Callable[[bool], None]
+    ) -> RidingWrite | None:
+        """:meth:`append` as a ``RidingWrite``, to go in a step commit's own statement where the dialect can.
+
+        ``on_done`` gets :meth:`append`'s answer inside the transaction (again if it is retried).
+        ``None`` where the dialect cannot (SQLite): the caller appends with :meth:`append`.
+        """
+        unique = _unique(items)
+        fragment = self.dialect.riding_append(stream_id, unique, _last_status(items), now)
+        if fragment is None:
+            return None
+        ctes, columns, params = fragment
+
+        def finish(conn: Connection, values: Sequence[Any]) -> None:
+            latest, inserted = values
+            appended = self.dialect.settle_append(conn, stream_id, latest, int(inserted), len(unique))
+            on_done(self._close_holes(conn, stream_id, appended, len(unique)))
+
+        def fallback(conn: Connection) -> None:
+            on_done(self.append(conn, stream_id, items, now))
+
+        return RidingWrite(ctes, columns, params, finish, fallback)
+
+    def _close_holes(
+        self, conn: Connection, stream_id: str, appended: tuple[int, list[int] | None] | None, reserved: int
+    ) -> bool:
+        """After an append of ``reserved`` chunks: renumber the survivors of a replay; ``False`` if it had ended."""
         if appended is None:
             return False
         base, stored = appended
