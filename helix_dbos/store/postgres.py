@@ -4,7 +4,9 @@ A step commit is one statement: the session update goes first and is the gate (i
 the step is not committed yet and the transcript is exactly where the commit starts), and the
 checkpoint, messages, run and usage writes hang off its ``RETURNING`` row. The HITL answers the
 step turned into results are marked ``applied`` in the same statement, gate or not (idempotent).
-A concurrent duplicate blocks on the session row lock and then fails the gate.
+A concurrent duplicate blocks on the session row lock and then fails the gate. Another writer's
+rows that must commit with the step (the run's stream chunks) can join the same statement as a
+:class:`~helix_dbos.store.dialect.RidingWrite`: more CTEs and result columns, still one round trip.
 """
 
 from __future__ import annotations
@@ -87,8 +89,9 @@ _COMMIT_RESULT: Final = """
 SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context{riding}
 FROM (SELECT 1) AS one LEFT JOIN s ON true
 """
-"""The result row; its first column is evaluated first, so the session row is locked before
-anything a :class:`RidingWrite` locks (the order every other writer of a session takes)."""
+"""The result row. It is built on the join with ``s`` (the session update) before its columns read
+``cp`` or a :class:`RidingWrite`'s CTEs, so the session row is locked before anything the riding
+writes lock: the order every other writer of a session takes."""
 
 
 def _compact(sql: str) -> str:
