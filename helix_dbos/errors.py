@@ -27,6 +27,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── DatabaseUnavailableError        transport_error       the database stayed down past the retry bound
     ├── PendingToolCallNotFoundError    state_tool_call_not_found
     ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
+    ├── WakeUpRefusedError              framework_internal_error    internal: a submission falls back to DBOS.send
     ├── AgentNotFoundError              state_agent_not_found  the service does not serve that agent
     ├── EmbeddingExecutorClosedError    framework_internal_error   a memory saved after shutdown()
     ├── ServiceAuthConfigError          validation_error      a service built without an auth decision

@@ -376,8 +376,9 @@ class DBOSAgentExecutor:
     ) -> AgentExecutionHandle | None:
         """Answer a pending client-executed or approval-gated tool call, exactly once.
 
-        The answer is recorded durably first. If the run is still waiting (hot), it is woken with
-        ``DBOS.send``; if it parked and this answer completes its batch, the continuation run starts
+        The answer is recorded durably first. If the run is still waiting (hot), it is woken with a
+        DBOS message, written in the answer's own transaction with ``wake_in_submission`` (else sent
+        with ``DBOS.send`` after it); if it parked and this answer completes its batch, the continuation run starts
         (deterministic id, so a retried submission can never start two). Returns a handle on the
         run that will use the answer, or ``None`` while other calls of the batch are still open.
         A second submission for the same call, an unknown session or call, or an answer of the wrong
@@ -406,16 +407,21 @@ class DBOSAgentExecutor:
     ) -> tuple[SubmitOutcome, bool]:
         """The store's submission, with a hot run's wake-up in its transaction where it can be.
 
-        Returns the outcome and whether the run was woken. A wake-up the database refuses rolled the
-        whole transaction back, so the answer is recorded again without it (and the caller sends it).
+        Returns the outcome and whether a hot run was woken (else the caller sends the wake-up). A
+        wake-up the database refuses rolled the whole transaction back, so the answer is recorded
+        again without it; the executor then stops waking in submissions (DBOS's tables are not in
+        the store's database after all).
         """
         joint = None if self._waker is None else getattr(self.store.pending, "submit_with", None)
         if joint is not None:
             try:
-                return joint(session_id, tool_call_id, payload, fits, self._waker), True
+                outcome: SubmitOutcome = joint(session_id, tool_call_id, payload, fits, self._waker)
+                return outcome, outcome.delivery == "hot"
             except WakeUpRefusedError as refused:
+                self._waker = None
                 self.logger.warn(
-                    "[helix-dbos] wake-up refused in the submission's transaction; recording the answer without it",
+                    "[helix-dbos] wake-up refused in the submission's transaction; "
+                    "waking runs with DBOS.send from now on",
                     {"workflow_id": refused.workflow_id, "error": repr(refused.__cause__)},
                 )
         return self.store.pending.submit(session_id, tool_call_id, payload, fits), False

@@ -27,9 +27,10 @@ submission) and recorded once (by ``recv``). The continuation of a parked batch 
 which finds the answers and stands in for its registration (:func:`registration_from_check`).
 
 Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
-(:func:`check_submission_fits`) and records it in one store transaction, then wakes the run
-(:func:`wake_run`): the check runs on the row it is about to flip, so an answer is refused or
-recorded, never half of either.
+(:func:`check_submission_fits`) and records it in one store transaction, which also holds the
+run's wake-up when the store shares DBOS's database (:mod:`helix_dbos.runtime.wake`), else wakes
+the run after it (:func:`wake_run`): the check runs on the row it is about to flip, so an answer is
+refused or recorded, never half of either.
 
 The store decides every answer: a message only ever carries a row the store made final (an
 ``answered`` row never changes again), and only for a call the run's last check saw pending in the

@@ -92,7 +92,8 @@ def _store_is_dbos_database(database_url: str, config: DBOSConfig) -> bool:
     """Whether DBOS keeps its tables, in its default schema and format, in the store's PostgreSQL database.
 
     Then a submission can wake a hot run in its own transaction (``wake_in_submission``); overrides
-    that move DBOS elsewhere, rename its schema or change its serializer turn that off.
+    that move DBOS elsewhere, rename its schema, change its serializer or shard its tables turn that
+    off (the wake-up is written as an unsharded DBOS client in the default schema would write it).
     """
     return (
         not database_url.startswith("sqlite:")
@@ -100,6 +101,7 @@ def _store_is_dbos_database(database_url: str, config: DBOSConfig) -> bool:
         and config.get("system_database_engine") is None
         and config.get("dbos_system_schema") in (None, "dbos")
         and config.get("serializer") is None
+        and not config.get("sharding")
     )
 
 

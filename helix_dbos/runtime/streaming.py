@@ -32,8 +32,6 @@ class _Enqueue(Protocol):
 class HeldWrites(Protocol):
     """Queued chunks of one stream handed to a transaction of the store's (see :meth:`RunStreams.hold`)."""
 
-    def write(self, conn: Any) -> None: ...
-
     def for_commit(self) -> Any:
         """The writes for the store's ``commit_step_with`` (a callable, or a ``RidingWrite``)."""
         ...

@@ -12,7 +12,8 @@ run as they commit. A wake-up the database refuses there (DBOS's tables are not 
 after all) raises :class:`~helix_dbos.errors.WakeUpRefusedError`, which rolls the whole transaction
 back; the executor then records the answer on its own and sends the wake-up with ``DBOS.send``,
 so a refusal never costs the answer (and a savepoint, two round trips on every answer, is not
-needed to guard against a misconfiguration).
+needed to guard against a misconfiguration). A refusal means DBOS's tables are not where the
+executor was told they are, so the executor stops trying after the first one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy import Connection, Engine
 from helix_dbos.errors import WakeUpRefusedError
 from helix_dbos.runtime.hitl import HITL_TOPIC, wake_message
 from helix_dbos.store.base import PendingToolCall
+from helix_dbos.store.retry import is_transient
 
 __all__ = ["TransactionalWaker"]
 
@@ -49,7 +51,11 @@ class TransactionalWaker:
             return self._client
 
     def __call__(self, conn: Connection, answered: PendingToolCall) -> None:
-        """Write the wake-up of ``answered``'s run; raises :class:`WakeUpRefusedError` if refused."""
+        """Write the wake-up of ``answered``'s run; raises :class:`WakeUpRefusedError` if refused.
+
+        A transient database error (a dropped connection, a deadlock) is not a refusal: it passes
+        through, so the store's retry runs the whole submission again, wake-up included.
+        """
         workflow_id = answered.workflow_id
         key = answered.tool_call_id
         try:
@@ -61,4 +67,6 @@ class TransactionalWaker:
                 idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}",
             )
         except Exception as exc:
+            if is_transient(exc):
+                raise
             raise WakeUpRefusedError(workflow_id, exc) from exc

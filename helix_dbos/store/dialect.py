@@ -44,13 +44,13 @@ class AppliedStep(NamedTuple):
 
 @dataclass(frozen=True)
 class RidingWrite:
-    """Another component's writes that ride in a step commit's own statement, where the backend can.
+    """Another component's writes that ride in a step commit's own statement (PostgreSQL).
 
     The runtime stores a run's queued stream chunks with each step commit. On PostgreSQL the
-    chunks' upsert and insert join the commit's data-modifying CTE (one statement, one round trip
-    and one execution instead of two); on SQLite, where round trips cost nothing, ``fallback``
-    writes them with their own statements in the commit's transaction. Either way they commit, or
-    roll back, with the step.
+    chunks' upsert and insert join the commit's data-modifying CTE: one statement, one round trip
+    and one execution instead of two. They commit, or roll back, with the step. Other backends
+    (SQLite, in process, where round trips cost nothing) take the writes as a callable instead
+    (``commit_step``'s ``also``), and their dialects refuse a riding write.
     """
 
     ctes: str
@@ -62,8 +62,6 @@ class RidingWrite:
     """The CTEs' bind parameters."""
     finish: Callable[[Connection, Sequence[Any]], object]
     """Called in the transaction, right after the statement, with the values of :attr:`columns`."""
-    fallback: Callable[[Connection], object]
-    """The same writes as statements of their own, through the commit's connection."""
 
 
 class SqlDialect(Protocol):
@@ -99,6 +97,6 @@ class SqlDialect(Protocol):
         having written nothing (``helix_dbos.store.commit`` then tells a replay from a conflict)
         but the one idempotent write it makes either way: ``commit.applied_tool_call_ids`` are
         marked ``applied`` (a conflict rolls that back with the transaction). ``riding`` goes in the
-        same statement where the backend can, else right after (:class:`RidingWrite`).
+        same statement (:class:`RidingWrite`); a dialect that cannot carry one raises ``ValueError``.
         """
         ...

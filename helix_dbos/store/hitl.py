@@ -10,7 +10,8 @@ and decides, without races, how an answer reaches its run:
 - ``answered``/``expired`` -> ``applied`` when a run turns the answer into a tool result.
 
 Independently, ``delivery`` says where the waiting run is: ``hot`` while its workflow is blocked
-in ``DBOS.recv`` (a submitter wakes it with ``DBOS.send``), ``parked`` once the workflow ended
+in ``DBOS.recv`` (a submitter wakes it with a DBOS message: inside its transaction through
+:meth:`SqlPendingCallStore.submit_with`, or with ``DBOS.send`` after), ``parked`` once the workflow ended
 after its hot window (a submitter that completes the batch starts the continuation). The workflow
 parks through :meth:`SqlPendingCallStore.park`, a CAS on the same rows, so an answer that races
 the end of the hot window is seen by exactly one side: the submitter (it saw ``parked``) or the

@@ -175,6 +175,10 @@ class PostgresDialect:
         if riding is None:
             row = conn.execute(COMMIT_STEP, params).one()
         else:
+            if not riding.params.keys().isdisjoint(params):
+                raise ValueError(
+                    f"riding parameters {sorted(riding.params.keys() & params.keys())} collide with the commit's"
+                )
             row = conn.execute(commit_carrying(riding.ctes, riding.columns), {**params, **riding.params}).one()
             riding.finish(conn, tuple(row)[3:])
         if row.checkpoint_id is None:

@@ -47,14 +47,13 @@ class SqliteDialect:
     def apply_step(
         self, conn: Connection, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
     ) -> AppliedStep | None:
-        """The step's statements, then ``riding``'s own (in-process SQLite: round trips cost nothing)."""
-        applied = self._apply(conn, commit, checkpoint_id)
-        if riding is not None:
-            riding.fallback(conn)
-        return applied
+        """Mark the step's answers applied, gate on the session update, then write the rest.
 
-    def _apply(self, conn: Connection, commit: StepCommit, checkpoint_id: str) -> AppliedStep | None:
-        """Mark the step's answers applied, gate on the session update, then write the rest."""
+        A :class:`RidingWrite` is refused: SQLite's writers hand their rows to a commit as a callable
+        (in process, a statement of their own costs no round trip).
+        """
+        if riding is not None:
+            raise ValueError("SQLite cannot carry a riding write; pass the writes as a callable")
         if commit.applied_tool_call_ids:
             conn.execute(MARK_APPLIED, {"sid": commit.session_id, "ids": commit.applied_tool_call_ids})
         sid = commit.session_id

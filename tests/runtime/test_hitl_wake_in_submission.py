@@ -106,18 +106,48 @@ def test_a_wake_up_the_database_refuses_does_not_cost_the_answer(
     waiting: tuple[DBOSAgentExecutor, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Refused, the wake-up rolls the submission back whole; the answer is then recorded on its own
-    and the wake-up goes out with DBOS.send: the run is woken hot, with the answer, exactly once."""
+    and the wake-up goes out with DBOS.send: the run is woken hot, with the answer, exactly once.
+    A refusal means DBOS's tables are not where the executor was told: it stops trying."""
     executor, handle = waiting
+    refusals: list[str] = []
 
-    def refuse(self: DBOSClient, conn: sa.Connection, *args: Any, **kwargs: Any) -> None:
+    def refuse(self: DBOSClient, conn: sa.Connection, destination_id: str, *args: Any, **kwargs: Any) -> None:
+        refusals.append(destination_id)
         conn.execute(sa.text("SELECT 1/0"))
 
     monkeypatch.setattr(DBOSClient, "send_in_transaction", refuse)
-    woken = answer(executor, handle)
+    with CommitsOfThisThread() as commits:
+        woken = answer(executor, handle)
+    assert refusals == [handle.workflow_id]  # tried once, in the transaction
+    assert commits.count == 2  # then the answer alone, and DBOS.send
     assert woken is not None and woken.run_id == handle.run_id
     result = handle.result(timeout_seconds=10)
     assert result.status == "completed" and result.output == Out(answer='"Lyon"')
     assert len(executor.list_runs(handle.session_id)) == 1
+    assert executor._waker is None  # no second refused transaction for the next answer
+
+
+def test_a_connection_lost_while_writing_the_wake_up_retries_the_submission_whole(
+    waiting: tuple[DBOSAgentExecutor, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transient error is not a refusal: the store's retry runs answer and wake-up again, together."""
+    executor, handle = waiting
+    real = DBOSClient.send_in_transaction
+    attempts: list[int] = []
+
+    def drop_the_first(self: DBOSClient, conn: sa.Connection, *args: Any, **kwargs: Any) -> None:
+        attempts.append(len(attempts))
+        if len(attempts) == 1:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pg_backend_pid())"))
+        real(self, conn, *args, **kwargs)
+
+    monkeypatch.setattr(DBOSClient, "send_in_transaction", drop_the_first)
+    with CommitsOfThisThread() as commits:
+        woken = answer(executor, handle)
+    assert attempts == [0, 1] and commits.count == 1  # the second attempt committed both
+    assert executor._waker is not None
+    assert woken is not None and woken.run_id == handle.run_id
+    assert handle.result(timeout_seconds=10).output == Out(answer='"Lyon"')
 
 
 def test_waking_in_the_submission_needs_a_postgresql_store(sqlite_store: SqlSessionStore) -> None:
@@ -134,6 +164,7 @@ def test_launch_wakes_in_the_submission_only_where_dbos_shares_the_store_databas
         {"dbos_system_schema": "other"},
         {"serializer": object()},
         {"system_database_engine": object()},
+        {"sharding": True},
     ]
     for override in moved:
         assert not _store_is_dbos_database(url, {**same, **override}), override  # type: ignore[typeddict-item]

@@ -382,33 +382,55 @@ async def test_activate_reopens_a_stream_another_process_ended(pg_store_url: str
         await elsewhere.aclose()
 
 
+def patient(manager: SqlStreamManager, stream_id: str) -> None:
+    """Make the stream's queued chunks wait for a hold (as a run's do once its first commit took them)."""
+    first = manager.hold_for_transaction(stream_id, manager._engine)
+    assert first is not None and len(first) == 0
+    first.release(stored=True)
+
+
+def carry(manager: SqlStreamManager, stream_id: str, words: list[str]) -> None:
+    """Queue ``words`` (keyed ``run-1:0``, ...) and store them as a step commit does: held, then
+    written by another statement's transaction (riding in it on PostgreSQL)."""
+    for n, word in enumerate(words):
+        manager.enqueue_keyed(stream_id, text(word), f"run-1:{n}", run_id="run-1")
+    held = manager.hold_for_transaction(stream_id, manager._engine)
+    assert held is not None and len(held) == len(words)
+    writes = held.for_commit()
+    assert isinstance(writes, RidingWrite) is (manager._engine.dialect.name == "postgresql")
+    with manager._engine.begin() as conn:
+        if isinstance(writes, RidingWrite):
+            host = f"WITH host AS (SELECT 1), {writes.ctes} SELECT 1, {writes.columns}"
+            row = conn.execute(sa.text(host), dict(writes.params)).one()
+            writes.finish(conn, tuple(row)[1:])
+        else:
+            writes(conn)
+    held.release(stored=True)
+
+
 async def test_held_chunks_ride_in_a_host_statement_once_each_and_without_gaps(make_manager: MakeManager) -> None:
     """A step commit carries a stream's queued chunks: on PostgreSQL inside its own statement (a
     ``RidingWrite``), on SQLite with statements of their own. A replayed batch, which re-emits
     chunks already stored, stores none of them twice and leaves no gap in the sequences."""
-    manager = make_manager(batch_max_delay=30.0)
-    first = manager.hold_for_transaction("s1", manager._engine)  # the stream's chunks now wait for holds
-    assert first is not None and len(first) == 0
-    first.release(stored=True)
-
-    def carry(words: list[str]) -> None:
-        for n, word in enumerate(words):
-            manager.enqueue_keyed("s1", text(word), f"run-1:{n}", run_id="run-1")
-        held = manager.hold_for_transaction("s1", manager._engine)
-        assert held is not None and len(held) == len(words)
-        writes = held.for_commit()
-        with manager._engine.begin() as conn:
-            if isinstance(writes, RidingWrite):
-                host = f"WITH host AS (SELECT 1), {writes.ctes} SELECT 1, {writes.columns}"
-                row = conn.execute(sa.text(host), dict(writes.params)).one()
-                writes.finish(conn, tuple(row)[1:])
-            else:
-                writes(conn)
-        held.release(stored=True)
-
-    carry(["a", "b"])
-    carry(["a", "b", "c"])  # a replay re-emits a and b, then goes on
+    manager = make_manager(batch_max_delay=30.0)  # nothing is flushed meanwhile: only the host stores
+    patient(manager, "s1")
+    carry(manager, "s1", ["a", "b"])
+    carry(manager, "s1", ["a", "b", "c"])  # a replay re-emits a and b, then goes on
     records = await manager.read_records("s1")
     assert [(r.sequence, contents([r.chunk])[0]) for r in records] == [(1, "a"), (2, "b"), (3, "c")]
     info = await manager.get_stream_info("s1")
     assert info is not None and info.latest_sequence == 3  # the replay's unused numbers were given back
+
+
+async def test_held_chunks_for_a_stream_ended_elsewhere_are_refused_not_stored(make_manager: MakeManager) -> None:
+    """The stream ended in another process: the carried chunks are not stored, and this manager
+    learns the end (its next write is refused at once), as when the flusher finds the end."""
+    manager, other = make_manager(batch_max_delay=30.0), make_manager()
+    await other.write_keyed("s2", text("x"), None)
+    await other.flush()
+    await other.end_stream("s2")
+    patient(manager, "s2")
+    carry(manager, "s2", ["a"])
+    assert contents([r.chunk for r in await manager.read_records("s2")]) == ["x"]
+    with pytest.raises(HelixError, match="has ended"):
+        manager.enqueue_keyed("s2", text("b"), None)

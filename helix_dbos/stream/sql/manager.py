@@ -200,8 +200,9 @@ class SqlStreamManager:
         A run's step commit stores the chunks its workflow wrote since the previous commit this way,
         so they cost no transaction of their own. ``None`` when that cannot be done safely: another
         engine, chunks of the stream already being committed, a flush waiting, chunks lost to an
-        outage still to be reported. The caller must call :meth:`HeldChunks.write` inside its
-        transaction and :meth:`HeldChunks.release` after it, committed or not; chunks not stored go
+        outage still to be reported. The caller must store them inside its transaction
+        (:meth:`HeldChunks.write`, or :meth:`HeldChunks.for_commit` for a step commit) and call
+        :meth:`HeldChunks.release` after it, committed or not; chunks not stored go
         back to the flusher. Chunks the stream gets meanwhile wait for the release, so order holds.
         """
         if engine is not self._engine or self._closed or self._committer.has_loss(stream_id):
@@ -478,7 +479,7 @@ class HeldChunks:
         self._ended = not stored
 
     def release(self, *, stored: bool) -> None:
-        """After the caller's transaction: ``stored`` if it committed (with :meth:`write` in it)."""
+        """After the caller's transaction: ``stored`` if it committed with the chunks' writes in it."""
         manager, hold = self._manager, self._hold
         manager._flusher.release(hold, stored=stored)
         if not stored or not hold.items:

@@ -133,7 +133,7 @@ class StreamStorage:
     def riding_append(
         self, stream_id: str, items: list[PendingChunk], now: int, on_done: Callable[[bool], None]
     ) -> RidingWrite | None:
-        """:meth:`append` as a ``RidingWrite``, to go in a step commit's own statement where the dialect can.
+        """:meth:`append` as a ``RidingWrite``, to go in a step commit's own statement (PostgreSQL).
 
         ``on_done`` gets :meth:`append`'s answer inside the transaction (again if it is retried).
         ``None`` where the dialect cannot (SQLite): the caller appends with :meth:`append`.
@@ -149,10 +149,7 @@ class StreamStorage:
             appended = self.dialect.settle_append(conn, stream_id, latest, int(inserted), len(unique))
             on_done(self._close_holes(conn, stream_id, appended, len(unique)))
 
-        def fallback(conn: Connection) -> None:
-            on_done(self.append(conn, stream_id, items, now))
-
-        return RidingWrite(ctes, columns, params, finish, fallback)
+        return RidingWrite(ctes, columns, params, finish)
 
     def _close_holes(
         self, conn: Connection, stream_id: str, appended: tuple[int, list[int] | None] | None, reserved: int
