@@ -97,17 +97,6 @@ from helix_dbos.validation import check_text
 _MAX_LOCAL_HANDLES = 4096
 
 
-def _waker_for(store: SessionStore) -> TransactionalWaker:
-    """The waker of ``wake_in_submission``, or a clear refusal when the store cannot host it."""
-    engine = getattr(store, "engine", None)
-    if engine is None or engine.dialect.name != "postgresql" or not hasattr(store.pending, "submit_with"):
-        raise ValueError(
-            "wake_in_submission needs a PostgreSQL store (SqlSessionStore) in DBOS's system database; "
-            "leave it off to wake runs with DBOS.send"
-        )
-    return TransactionalWaker(engine)
-
-
 class DBOSAgentExecutor:
     """Runs agents as DBOS workflows over a :class:`SessionStore`.
 
@@ -134,7 +123,7 @@ class DBOSAgentExecutor:
         (:mod:`helix_dbos.runtime.wake`), for a PostgreSQL store in DBOS's system database;
         :func:`helix_dbos.launch` turns it on when it puts them there.
         """
-        waker = _waker_for(store) if wake_in_submission else None
+        waker = TransactionalWaker.for_store(store) if wake_in_submission else None
         if llm_adapter is None:
             from helix_dbos.llm.litellm import LiteLLMAdapter
 

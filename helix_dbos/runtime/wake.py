@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import WakeUpRefusedError
 from helix_dbos.runtime.hitl import HITL_TOPIC, wake_message
-from helix_dbos.store.base import PendingToolCall
+from helix_dbos.store.base import PendingToolCall, SessionStore
 from helix_dbos.store.retry import is_transient
 
 __all__ = ["TransactionalWaker"]
@@ -43,6 +43,17 @@ class TransactionalWaker:
         self._engine = engine
         self._client: DBOSClient | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_store(cls, store: SessionStore) -> TransactionalWaker:
+        """The waker over ``store``'s engine, or a clear refusal when the store cannot host it."""
+        engine = getattr(store, "engine", None)
+        if engine is None or engine.dialect.name != "postgresql" or not hasattr(store.pending, "submit_with"):
+            raise ValueError(
+                "wake_in_submission needs a PostgreSQL store (SqlSessionStore) in DBOS's system database; "
+                "leave it off to wake runs with DBOS.send"
+            )
+        return cls(engine)
 
     def _dbos_client(self) -> DBOSClient:
         with self._lock:
