@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 from helix_dbos.agent import AgentConfig
-from helix_dbos.errors import CheckpointNotFoundError, HelixError, SessionNotFoundError
+from helix_dbos.errors import CheckpointNotFoundError, DatabaseUnavailableError, HelixError, SessionNotFoundError
+from helix_dbos.store.retry import CONNECTING, RETRY_SECONDS_ENV
 
 DEMO_AGENTS = "helix_dbos.demo:demo_agent"
 """What ``--agents demo`` stands for: the demo agent on the built-in scripted model."""
@@ -70,6 +71,11 @@ def explain(exc: BaseException) -> CliError | None:
         return CliError(f"{exc.message}: helix-dbos sessions list shows the sessions there are")
     if isinstance(exc, CheckpointNotFoundError):
         return CliError(f"{exc.message}: helix-dbos sessions show {exc.session_id} lists its checkpoints")
+    if isinstance(exc, DatabaseUnavailableError) and exc.operation == CONNECTING:
+        return CliError(
+            f"the database did not answer for {exc.elapsed_seconds:.0f} s ({exc.attempts} attempts): is it running, "
+            f"and is --database-url (or HELIX_DATABASE_URL) right? {RETRY_SECONDS_ENV} sets how long to wait"
+        )
     if isinstance(exc, HelixError):
         return CliError(exc.message)
     if isinstance(exc, OSError) and exc.filename:  # e.g. a SQLite path under a regular file

@@ -155,7 +155,37 @@ def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
     it rather than die (every process dying during an outage turns a blip into an outage of the
     whole tier). Past the bound it raises :class:`~helix_dbos.store.retry.DatabaseUnavailableError`;
     an error that is not transient (a wrong password, a missing database) is raised at once.
+
+    This is start-up's first contact, where a server that does not answer is as likely a wrong URL
+    (a mistyped host or port) as an outage. So the first failure is one warning at once, naming the
+    URL (password masked), the bound and ``HELIX_DB_RETRY_SECONDS``, and the wait after it is quiet
+    but for a reminder every 30 s: not a warning per attempt, which buried that line under 69 others
+    for two minutes. A database that drops out later is retried where it is used, with a warning
+    per retry (:mod:`helix_dbos.store.retry`).
     """
+    from sqlalchemy.engine import make_url
+
+    from helix_dbos.store.retry import CONNECTING, RETRY_SECONDS_ENV, RetryAttempt
+
+    bound = policy or RetryPolicy.from_env()
+    log = logging.getLogger(__name__)
+    shown = make_url(url).render_as_string(hide_password=True)
+    last_line_at = [0.0]
+
+    def report(attempt: RetryAttempt) -> None:
+        if attempt.attempt == 1:
+            log.warning(
+                "cannot reach the database at %s (%s): if the URL is wrong, stop and fix it "
+                "(--database-url or HELIX_DATABASE_URL); waiting up to %g s for it to answer (%s)",
+                shown,
+                attempt.error_line(),
+                attempt.max_seconds,
+                RETRY_SECONDS_ENV,
+            )
+        elif attempt.elapsed_seconds - last_line_at[0] >= 30:
+            last_line_at[0] = attempt.elapsed_seconds
+            log.warning("still waiting for the database at %s: %.0f s left", shown, attempt.remaining_seconds)
+
     engine = sa.create_engine(to_sqlalchemy_url(url), poolclass=NullPool)
     try:
 
@@ -163,7 +193,7 @@ def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
             with engine.connect() as conn:
                 conn.exec_driver_sql("SELECT 1")
 
-        retry_call(ping, policy=policy or RetryPolicy.from_env(), operation="connecting to the database")
+        retry_call(ping, policy=bound, operation=CONNECTING, on_retry=report)
     finally:
         engine.dispose()
 

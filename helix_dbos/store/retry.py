@@ -60,8 +60,10 @@ import sqlalchemy as sa
 from helix_dbos.errors import DatabaseUnavailableError, HelixError
 
 __all__ = [
+    "CONNECTING",
     "DEFAULT_RETRY_SECONDS",
     "RETRY_SECONDS_ENV",
+    "RetryAttempt",
     "RetryPolicy",
     "is_transient",
     "retry_call",
@@ -74,6 +76,8 @@ RETRY_SECONDS_ENV: Final = "HELIX_DB_RETRY_SECONDS"
 """Environment variable: how long (seconds) a database operation retries transient errors; 0 disables."""
 DEFAULT_RETRY_SECONDS: Final = 120.0
 """Long enough for a restart (seconds) or a managed failover (typically 30-120 s)."""
+CONNECTING: Final = "connecting to the database"
+"""The operation of start-up's first contact (``wait_for_database``), as its final error names it."""
 
 _TRANSIENT_SQLSTATE_CLASSES: Final = frozenset({"08", "53"})
 _TRANSIENT_SQLSTATES: Final = frozenset({"57P01", "57P02", "57P03", "57P05", "40001", "40P01", "25P03", "25006"})
@@ -164,6 +168,33 @@ _PASSING_FATAL_PHRASES: Final = (
 )
 
 
+@dataclass(frozen=True)
+class RetryAttempt:
+    """A failed attempt of a retried operation, about to be followed by a wait and another attempt."""
+
+    operation: str
+    """What was attempted (``"connecting to the database"``)."""
+    error: BaseException
+    """The transient error the attempt failed with."""
+    attempt: int
+    """How many attempts have failed so far (1 for the first)."""
+    elapsed_seconds: float
+    """Seconds since the first failure."""
+    wait_seconds: float
+    """How long the retry waits before the next attempt."""
+    max_seconds: float
+    """The bound (:attr:`RetryPolicy.max_seconds`)."""
+
+    @property
+    def remaining_seconds(self) -> float:
+        """Seconds left before the retry gives up."""
+        return max(0.0, self.max_seconds - self.elapsed_seconds)
+
+    def error_line(self) -> str:
+        """The driver's error on one line (``OperationalError: connection ... refused``), for logs."""
+        return _one_line(self.error)
+
+
 class _Depth(threading.local):
     active = False
 
@@ -174,11 +205,22 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-def retry_call(fn: Callable[[], T], *, policy: RetryPolicy, operation: str) -> T:
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    policy: RetryPolicy,
+    operation: str,
+    on_retry: Callable[[RetryAttempt], None] | None = None,
+) -> T:
     """Call ``fn`` (one whole transaction), retrying transient database errors under ``policy``.
 
     A call made while another retried call is running in this thread runs once: the outer call
     owns the retries, so nested operations never multiply the bound.
+
+    Each retry is logged as a warning, and giving up as an error, unless ``on_retry`` is given: then
+    it is called before each wait instead, and the caller, which gets the final
+    :class:`DatabaseUnavailableError`, reports that too (start-up's first contact with a database
+    says one line, not one per attempt: :func:`helix_dbos.runtime.launch.wait_for_database`).
     """
     depth = _depth
     if depth.active:
@@ -189,12 +231,18 @@ def retry_call(fn: Callable[[], T], *, policy: RetryPolicy, operation: str) -> T
     except Exception as first:
         if policy.max_seconds <= 0 or not is_transient(first):
             raise
-        return _retry_after(first, fn, policy, operation)
+        return _retry_after(first, fn, policy, operation, on_retry)
     finally:
         depth.active = False
 
 
-def _retry_after(first: Exception, fn: Callable[[], T], policy: RetryPolicy, operation: str) -> T:
+def _retry_after(
+    first: Exception,
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    operation: str,
+    on_retry: Callable[[RetryAttempt], None] | None = None,
+) -> T:
     error = first
     started = time.monotonic()
     backoff = policy.initial_backoff
@@ -203,6 +251,8 @@ def _retry_after(first: Exception, fn: Callable[[], T], policy: RetryPolicy, ope
         elapsed = time.monotonic() - started
         remaining = policy.max_seconds - elapsed
         if remaining <= 0:
+            if on_retry is not None:
+                raise DatabaseUnavailableError(operation, elapsed, attempts, error) from error
             _log.error(
                 "database unavailable: %s gave up after %d attempts in %.1f s: %s",
                 operation,
@@ -212,15 +262,18 @@ def _retry_after(first: Exception, fn: Callable[[], T], policy: RetryPolicy, ope
             )
             raise DatabaseUnavailableError(operation, elapsed, attempts, error) from error
         wait = min(backoff * (0.5 + random.random()), remaining)
-        _log.warning(
-            "database unavailable: %s failed (%s); retrying in %.2f s (attempt %d, %.1f s of %s s)",
-            operation,
-            _one_line(error),
-            wait,
-            attempts,
-            elapsed,
-            "inf" if math.isinf(policy.max_seconds) else f"{policy.max_seconds:g}",
-        )
+        if on_retry is not None:
+            on_retry(RetryAttempt(operation, error, attempts, elapsed, wait, policy.max_seconds))
+        else:
+            _log.warning(
+                "database unavailable: %s failed (%s); retrying in %.2f s (attempt %d, %.1f s of %s s)",
+                operation,
+                _one_line(error),
+                wait,
+                attempts,
+                elapsed,
+                "inf" if math.isinf(policy.max_seconds) else f"{policy.max_seconds:g}",
+            )
         time.sleep(wait)
         backoff = min(backoff * 2, policy.max_backoff)
         attempts += 1
