@@ -55,6 +55,7 @@ LONG_FILES_FIRST = (
     "tests/test_cli.py",
     "tests/cli/test_sessions.py",
     "tests/runtime/test_crash_recovery.py",
+    "tests/test_lean_install.py",  # ~30 s, most of it pip installing the core into a clean venv
 )
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,8 @@ def test_readme_lists_exactly_the_top_level_api() -> None:
 
 
 def test_quickstart_demo_command_runs(tmp_path: Path) -> None:
-    assert 'pip install -e ".[dev]" && helix-dbos demo' in README
+    # One command line on a fresh machine, venv included (PEP 668 systems refuse a bare pip install).
+    assert 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]" && helix-dbos demo' in README
     proc = subprocess.run(
         [sys.executable, "-m", "helix_dbos.cli", "demo"],
         cwd=tmp_path,
@@ -86,6 +88,18 @@ def test_quickstart_demo_command_runs(tmp_path: Path) -> None:
     assert "status: completed" in proc.stdout
     assert '"warmest_city": "Tokyo"' in proc.stdout
     assert (tmp_path / ".helix" / "helix.sqlite").exists()
+
+
+def test_readme_extras_table_matches_pyproject() -> None:
+    """The install section's table lists every extra of pyproject.toml, and ``[all]`` is what it says."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    table = README.split("| Extra | Adds | For |", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `\[(\w+)\]`", table, flags=re.M) == list(extras)
+    parts = [e for e in extras if e not in ("all", "dev")]
+    assert extras["all"] == [f"helix-dbos[{','.join(parts)}]"]
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    assert f"| `[all]` | all {words[len(parts)]} |" in table
+    assert f"{words[len(parts)].capitalize()} extras add the rest" in " ".join(README.split())
 
 
 def test_readme_crash_demo_recovers_the_killed_session(tmp_path: Path) -> None:

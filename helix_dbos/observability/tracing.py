@@ -7,7 +7,7 @@ pure function of the session id: :func:`session_context` builds a remote, never-
 ``NonRecordingSpan`` from a deterministic trace id and span id, and every run span is its child.
 A custom ``IdGenerator`` would not do: the tracer provider belongs to the application.
 
-Only the OpenTelemetry *API* is used here (a dependency of DBOS): with no SDK provider installed
+Only the OpenTelemetry *API* is used here (a core dependency): with no SDK provider installed
 every span is the API's no-op and a run pays nothing (:func:`tracing_active`). The SDK and the
 OTLP exporter come with the ``[otel]`` extra (:mod:`helix_dbos.observability.otlp`).
 
