@@ -65,6 +65,7 @@ any request.
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
 | `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | AI SDK `useChat` (UI message stream) and its reconnect |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
+| `GET /v1/agents` | (new) the served agents |
 | `GET /v1/sessions`, `/v1/sessions/{id}/timeline`, `/state` | (new) sessions list, step timeline, custom state |
 
 The web inspector (`GET /ui`) is a page over these routes; it asks for the same credentials.

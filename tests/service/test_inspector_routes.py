@@ -1,4 +1,4 @@
-"""The routes the web inspector reads (``GET /v1/sessions``, ``.../timeline``, ``.../state``) and the
+"""The routes the web inspector reads (``GET /v1/agents``, ``/v1/sessions``, ``.../timeline``, ``.../state``) and the
 page itself (``GET /ui``): authenticated like every ``/v1`` route, the page static and locked down."""
 
 from __future__ import annotations
@@ -11,6 +11,16 @@ from helix_dbos.service.ui import UI_FILES
 from tests.service.conftest import Service
 from tests.service.test_bad_input import completed_echo
 from tests.service.test_routes import assert_error
+
+
+async def test_agents_are_the_served_ones_sorted_with_their_descriptions(
+    service: Service, client: httpx.AsyncClient
+) -> None:
+    served = (await client.get("/v1/agents")).json()["agents"]
+    assert [a["name"] for a in served] == service.executor.registry.names()
+    assert [a["name"] for a in served] == sorted(a["name"] for a in served)
+    echo = next(a for a in served if a["name"] == "echo")
+    assert echo == {"name": "echo", "description": service.executor.registry.require("echo").description}
 
 
 async def test_sessions_list_filters_pages_and_prices(client: httpx.AsyncClient) -> None:
@@ -58,7 +68,7 @@ async def test_state_is_the_sessions_custom_state(service: Service, client: http
 async def test_inspector_data_needs_the_token(service: Service) -> None:
     transport = httpx.ASGITransport(app=service.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://service") as anonymous:
-        for path in ("/v1/sessions", "/v1/sessions/x/timeline", "/v1/sessions/x/state"):
+        for path in ("/v1/agents", "/v1/sessions", "/v1/sessions/x/timeline", "/v1/sessions/x/state"):
             assert_error(await anonymous.get(path), 401, "unauthenticated")
             assert_error(await anonymous.get(path, headers={"Authorization": "Bearer wrong"}), 401, "unauthenticated")
 

@@ -4,7 +4,9 @@ One run of ``gatekeeper`` (tests/ui/agents.py) is watched and steered from the p
 would: log in, start it, see its text stream in, reload mid-run and see the stream resume, cut the
 stream and see it resume after the last chunk, approve one tool (double-clicked: answered once)
 and deny the other with a reason, see the run complete and the timeline fill. A wrong token shows
-an error and no data. Screenshots land in the test's temp dir.
+an error and no data. The start form offers the served agents; the timeline shows each step's
+status; controls are enabled only when they apply; a failed page load says why and offers to try
+again. Screenshots land in the test's temp dir.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspec
     page.keyboard.press("Enter")
     page.get_by_role("heading", name="Sessions").wait_for()
 
-    page.get_by_label("Agent", exact=True).fill("gatekeeper")
+    page.get_by_label("Agent", exact=True).select_option("gatekeeper")
     page.get_by_label("Message", exact=True).fill("clean up and ship")
     page.get_by_role("button", name="Start").click()
     page.get_by_role("heading", name=re.compile("^Session ")).wait_for()
@@ -115,13 +117,14 @@ def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspec
     assert snapshot["status"] == "completed" and snapshot["pending_tool_calls"] == []
     assert sorted(m["tool_name"] for m in messages if m["role"] == "tool") == ["deploy", "remove"]
 
-    # Controls ask first and show the server's refusal plainly: a completed session cannot resume.
+    # Controls ask first (a dismissed question sends nothing); a completed session has nothing to
+    # resume, interrupt or abort (test_controls_are_enabled_only_when_they_apply has the refusals).
+    retries = len([r for r in requests if r.url.endswith("/retry")])
     page.once("dialog", lambda dialog: dialog.dismiss())
-    page.get_by_role("button", name="Resume").click()
-    assert page.locator("#notice").is_hidden()  # dismissed: nothing was sent
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.get_by_role("button", name="Resume").click()
-    expect_text(page.locator("#notice"), "state_not_resumable")
+    page.get_by_role("button", name="Retry").click()
+    assert page.locator("#notice").is_hidden()
+    assert len([r for r in requests if r.url.endswith("/retry")]) == retries
+    assert page.get_by_role("button", name="Resume").is_disabled()
 
     # Readable at 390 px: nothing wider than the screen.
     page.set_viewport_size({"width": 390, "height": 844})
@@ -214,6 +217,135 @@ def test_paging_through_many_sessions_on_a_phone(page: Any, inspector_url: str) 
     assert page.get_by_role("button", name="Next").is_disabled()
     page.get_by_role("button", name="Previous").click()
     page.get_by_role("link", name="page-echo-24").wait_for()
+
+
+def completed_echo(base: str, text: str = "hi") -> str:
+    """A session of ``echo`` whose one run completed (started and awaited over HTTP)."""
+    with httpx.Client(base_url=base, headers=AUTH, timeout=30) as http:
+        session_id: str = http.post("/v1/runs", json={"agent": "echo", "input": text}).json()["session_id"]
+        result = http.get(f"/v1/sessions/{session_id}/result", params={"timeout_seconds": 30}).json()
+    assert result["status"] == "completed", result
+    return session_id
+
+
+def test_the_start_form_offers_the_served_agents(page: Any, inspector_url: str, tmp_path: Path) -> None:
+    login(page, inspector_url)
+    agent = page.get_by_label("Agent", exact=True)
+    page.locator("#run-agent option[value=echo]").wait_for(state="attached", timeout=5_000)
+    offered = [o.get_attribute("value") for o in page.locator("#run-agent option").all()]
+    # The served agents, after a choice that starts none: three agents, so none is preselected.
+    assert offered == ["", "echo", "gatekeeper", "locator"], offered
+    assert agent.input_value() == ""
+    page.get_by_label("Message", exact=True).fill("hello")
+    page.get_by_role("button", name="Start").click()
+    assert page.get_by_role("heading", name="Sessions").is_visible()  # the form asks for an agent first
+    agent.select_option("echo")
+    page.get_by_role("button", name="Start").click()
+    expect_text(page.locator("#transcript"), "echo: hello")
+
+    # Readable at 390 px with the list of agents.
+    page.get_by_role("link", name="← Sessions").click()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#run-agent option[value=echo]").wait_for(state="attached")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(tmp_path / "start-390.png"), full_page=True)
+
+    # A service with one agent: it is chosen already.
+    page.route(
+        "**/v1/agents",
+        lambda route: route.fulfill(json={"agents": [{"name": "echo", "description": "Repeats you."}]}),
+    )
+    page.reload()
+    page.locator("#run-agent option[value=echo]").wait_for(state="attached")
+    assert agent.input_value() == "echo"
+    page.get_by_label("Message", exact=True).fill("only one")
+    page.get_by_role("button", name="Start").click()
+    expect_text(page.locator("#transcript"), "echo: only one")
+
+
+def test_the_timeline_shows_each_steps_true_status(page: Any, inspector_url: str) -> None:
+    session_id = completed_echo(inspector_url)
+    login(page, inspector_url)
+    page.goto(f"{inspector_url}/ui#/s/{session_id}")
+    steps = page.locator("#timeline tr.step-row")
+    steps.nth(1).wait_for()
+    statuses = [steps.nth(i).locator("td").nth(2).inner_text() for i in range(steps.count())]
+    # Step 0 was committed while the run went on; the run ended completed at step 1. No step of a
+    # finished run is shown as still running.
+    assert statuses == ["committed", "completed"], statuses
+    assert page.locator("#timeline th", has_text="Checkpoint status").count() == 0
+
+
+def control(page: Any, name: str) -> Any:
+    return page.locator("#controls").get_by_role("button", name=name, exact=True)
+
+
+def test_controls_are_enabled_only_when_they_apply(page: Any, inspector_url: str, tmp_path: Path) -> None:
+    # A completed session: nothing to interrupt, resume or abort; retry and fork apply.
+    done = completed_echo(inspector_url)
+    login(page, inspector_url)
+    page.goto(f"{inspector_url}/ui#/s/{done}")
+    page.locator("#session-status", has_text="completed").wait_for()
+    for name in ("Interrupt", "Resume", "Abort"):
+        assert control(page, name).is_disabled(), name
+    for name in ("Retry", "Fork"):
+        assert control(page, name).is_enabled(), name
+    page.screenshot(path=str(tmp_path / "controls-completed.png"), full_page=True)
+
+    # A run waiting for approvals: it can be interrupted or aborted, not retried while in flight.
+    with httpx.Client(base_url=inspector_url, headers=AUTH, timeout=30) as http:
+        waiting = http.post("/v1/runs", json={"agent": "gatekeeper", "input": "go"}).json()["session_id"]
+        page.goto(f"{inspector_url}/ui#/s/{waiting}")
+        pending_card(page, "remove").wait_for()
+        snapshot = http.get(f"/v1/sessions/{waiting}").json()
+        for name in ("Interrupt", "Abort"):
+            assert control(page, name).is_enabled(), name
+        assert control(page, "Retry").is_disabled()
+        assert control(page, "Resume").is_enabled() is snapshot["can_resume"]["can_resume"]
+
+        # Aborted elsewhere while this page was not listening: the page's Abort is refused, the
+        # refusal is shown as the server gave it, and the page catches up with the session.
+        page.evaluate("window.helixInspector.stream().stop()")
+        assert http.post(f"/v1/sessions/{waiting}/abort", json={"reason": "from the CLI"}).status_code == 200
+    page.once("dialog", lambda dialog: dialog.accept())
+    control(page, "Abort").click()
+    expect_text(page.locator("#notice"), "state_not_resumable")
+    page.locator("#session-status", has_text="failed").wait_for()
+    for name in ("Interrupt", "Resume", "Abort"):
+        expect_disabled(control(page, name))
+
+
+def test_the_landing_page_banner_says_what_failed_and_offers_a_retry(
+    page: Any, inspector_url: str, tmp_path: Path
+) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    login(page, inspector_url)
+    page.get_by_role("heading", name="Sessions").wait_for()
+    unreachable = {"error": {"code": "transport_error", "message": "The database is unreachable.", "retryable": True}}
+    page.route("**/v1/sessions?*", lambda route: route.fulfill(status=503, json=unreachable))
+    page.reload()
+    notice = page.locator("#notice")
+    expect_text(notice, "The database is unreachable. (transport_error)")
+    # The banner sits inside the page's margins, as the content does, and nothing is wider than the screen.
+    box = notice.bounding_box()
+    assert box["x"] >= 8 and box["x"] + box["width"] <= 390 - 8, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(tmp_path / "landing-503-390.png"), full_page=True)
+    # Not a blank page: the operator can try again once the service is back.
+    page.unroute("**/v1/sessions?*")
+    page.get_by_role("button", name="Try again").click()
+    page.get_by_role("heading", name="Sessions").wait_for()
+    assert notice.is_hidden()
+    # Logging out is news, not an error.
+    page.get_by_role("button", name="Log out").click()
+    expect_text(notice, "Logged out.")
+    assert "info" in (notice.get_attribute("class") or "")
+
+
+def expect_disabled(locator: Any, timeout: float = 15_000) -> None:
+    from playwright.sync_api import expect
+
+    expect(locator).to_be_disabled(timeout=timeout)
 
 
 def poll(page: Any, expression: str, timeout: float = 15) -> None:

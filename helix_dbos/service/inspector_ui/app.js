@@ -8,6 +8,7 @@ const view = $("view");
 const PAGE = 20;
 const STATUSES = ["", "active", "completed", "failed", "interrupted", "paused"];
 let current = null; // the open session page: { id, stream, timer }
+let routed = 0; // counts route() calls: a page whose data arrives after a newer route() is dropped
 
 // For the browser tests and for the curious: the live stream's handle of the open session page.
 window.helixInspector = {
@@ -45,13 +46,14 @@ function closeSession() {
   current = null;
 }
 
-function logout(reason) {
+function logout(reason, kind = "error") {
   closeSession();
+  routed += 1;
   setToken(null);
   view.replaceChildren();
   $("logout").hidden = true;
   $("login").hidden = false;
-  notice(reason || "");
+  notice(reason || "", kind);
   $("token").value = "";
   $("token").focus();
 }
@@ -93,11 +95,17 @@ async function act(button, fn) {
 
 // ---- sessions list -------------------------------------------------------------------------------
 
-async function listPage(params) {
+async function listPage(params, routeId) {
   const status = params.get("status") || "";
   const agent = params.get("agent") || "";
   const offset = Number(params.get("offset") || 0);
-  const page = await api("/sessions", { query: { status, agent, offset, limit: PAGE } });
+  const [page, served] = await Promise.all([
+    api("/sessions", { query: { status, agent, offset, limit: PAGE } }),
+    // Without the list of agents (an older service) the form takes a typed name.
+    api("/agents").then((r) => r.agents, (err) => (err instanceof ApiError && err.status === 401 ? Promise.reject(err) : null)),
+  ]);
+  if (routeId !== routed) return; // a newer page shows by now
+  const names = served ? served.map((a) => a.name) : [];
 
   const filters = h(
     "form",
@@ -111,7 +119,8 @@ async function listPage(params) {
     h("label", { for: "f-status" }, "Status filter"),
     h("select", { id: "f-status", name: "status" }, STATUSES.map((s) => h("option", { value: s, selected: s === status }, s || "any"))),
     h("label", { for: "f-agent" }, "Agent filter"),
-    h("input", { id: "f-agent", name: "agent", value: agent, placeholder: "any" }),
+    h("input", { id: "f-agent", name: "agent", value: agent, placeholder: "any", list: "served-agents" }),
+    h("datalist", { id: "served-agents" }, names.map((n) => h("option", { value: n }))),
     h("button", { type: "submit" }, "Filter"),
   );
 
@@ -152,7 +161,7 @@ async function listPage(params) {
     h("h2", { id: "start-title" }, "Start a run"),
     h("div", { class: "row" },
       h("label", { for: "run-agent" }, "Agent"),
-      h("input", { id: "run-agent", name: "agent", required: true, value: agent }),
+      agentField(served, agent),
       h("label", { for: "run-input" }, "Message"),
       h("input", { id: "run-input", name: "input", required: true, size: 40 }),
       h("button", { type: "submit", class: "primary" }, "Start"),
@@ -160,6 +169,16 @@ async function listPage(params) {
   );
 
   view.replaceChildren(h("h1", {}, "Sessions"), start, h("div", { class: "card" }, filters, table, pager));
+}
+
+// The served agents to choose from: the filtered one or the only one is chosen already; with
+// several, an empty first choice makes the operator pick (the field is required).
+function agentField(served, filtered) {
+  if (!served) return h("input", { id: "run-agent", name: "agent", required: true, value: filtered });
+  const chosen = served.length === 1 ? served[0].name : served.some((a) => a.name === filtered) ? filtered : "";
+  return h("select", { id: "run-agent", name: "agent", required: true },
+    served.length === 1 ? null : h("option", { value: "", selected: !chosen }, served.length ? "choose an agent" : "no agents served"),
+    served.map((a) => h("option", { value: a.name, title: a.description || null, selected: a.name === chosen }, a.name)));
 }
 
 // ---- session page --------------------------------------------------------------------------------
@@ -381,28 +400,38 @@ function renderPending(page, parts, snap) {
 function renderControls(page, parts, snap) {
   const id = encodeURIComponent(page.id);
   const running = snap.status === "active";
-  const control = (label, ask, fn, cls) => {
-    const button = h("button", { type: "button", class: cls || "", onclick: () => {
+  // Each control is enabled only when the session's state lets it apply (what the server checks
+  // too); a disabled one says why in its tooltip. `unless` is that reason, or null when it applies.
+  const control = (label, ask, fn, cls, unless = null) => {
+    const button = h("button", { type: "button", class: cls || "", disabled: Boolean(unless), title: unless, onclick: () => {
       if (!window.confirm(ask)) return;
       act(button, async () => {
-        await fn();
-        notice(`${label}: accepted.`, "info");
-        page.startStream();
-        scheduleRefresh(page, parts);
+        try {
+          await fn();
+          notice(`${label}: accepted.`, "info");
+        } finally {
+          // Refused or not, the session may have moved on (another tab, the CLI): catch up with it.
+          page.startStream();
+          scheduleRefresh(page, parts);
+        }
       });
     } }, label);
     return button;
   };
+  const noRun = running && snap.current_run ? null : `no run is in flight (the session is ${snap.status})`;
+  const interruptWhy = noRun || (snap.interrupt_requested ? "an interrupt is already requested" : null);
+  const resumeWhy = snap.can_resume.can_resume ? null : `not resumable: ${snap.can_resume.reason || snap.status}`;
   const msg = h("input", { id: "control-message", "aria-label": "Message for resume, retry or the next turn", placeholder: "message (optional)", size: 30 });
   const text = () => msg.value.trim() || undefined;
   const checkpoint = h("select", { id: "checkpoint", "aria-label": "Checkpoint for retry or fork" }, h("option", { value: "" }, "latest checkpoint"));
   for (const [cid, label] of page.checkpoints || []) checkpoint.append(h("option", { value: cid }, label));
   const buttons = [
-    control("Interrupt", "Interrupt the run at its next step? It stays resumable.", () => api(`/sessions/${id}/interrupt`, { method: "POST", body: {} })),
-    control("Resume", "Resume this session in a new run?", () => api(`/sessions/${id}/resume`, { method: "POST", body: text() ? { message: text() } : {} })),
-    control("Abort", "Abort the run? The session ends failed and cannot be resumed.", () => api(`/sessions/${id}/abort`, { method: "POST", body: {} }), "danger"),
+    control("Interrupt", "Interrupt the run at its next step? It stays resumable.", () => api(`/sessions/${id}/interrupt`, { method: "POST", body: {} }), "", interruptWhy),
+    control("Resume", "Resume this session in a new run?", () => api(`/sessions/${id}/resume`, { method: "POST", body: text() ? { message: text() } : {} }), "", resumeWhy),
+    control("Abort", "Abort the run? The session ends failed and cannot be resumed.", () => api(`/sessions/${id}/abort`, { method: "POST", body: {} }), "danger", noRun),
     control("Retry", "Retry from the chosen checkpoint, discarding what followed it?", () =>
-      api(`/sessions/${id}/retry`, { method: "POST", body: { ...(checkpoint.value ? { checkpoint_id: checkpoint.value } : {}), ...(text() ? { message: text() } : {}) } })),
+      api(`/sessions/${id}/retry`, { method: "POST", body: { ...(checkpoint.value ? { checkpoint_id: checkpoint.value } : {}), ...(text() ? { message: text() } : {}) } }),
+    "", running ? "a run is in flight: interrupt or abort it first" : null),
     control("Fork", "Fork a new session from the chosen checkpoint?", async () => {
       const fork = await api(`/sessions/${id}/fork`, { method: "POST", body: checkpoint.value ? { checkpoint_id: checkpoint.value } : {} });
       location.hash = `#/s/${encodeURIComponent(fork.session_id)}`;
@@ -421,6 +450,13 @@ function renderControls(page, parts, snap) {
   if (keepFocus) { const el = document.getElementById(keepFocus); if (el) el.focus(); }
 }
 
+// A checkpoint records the run's status when it was written: `running` on every step but the one the
+// run ended (or stopped to wait) at. So a step whose checkpoint says `running` was committed and the
+// run went on; the last step shows how the run ended there.
+function stepStatus(status) {
+  return status === "running" ? "committed" : status;
+}
+
 function renderTimeline(page, parts, timeline) {
   const rows = [];
   const checkpoints = [];
@@ -433,7 +469,7 @@ function renderTimeline(page, parts, timeline) {
       rows.push(h("tr", { class: "step-row" },
         h("td", { class: "nowrap" }, `step ${step.step}`),
         h("td", {}, [step.model || "", ...step.tool_calls.map((t) => ` ${t.name}${t.success ? "" : " ✗"}`)].join("")),
-        h("td", {}, step.status),
+        h("td", {}, stepStatus(step.status)),
         h("td", { class: "num" }, duration(step.duration_ms)),
         h("td", { class: "num" }, step.input_tokens + step.output_tokens),
         h("td", { class: "num" }, cost(step.cost_usd))));
@@ -447,7 +483,7 @@ function renderTimeline(page, parts, timeline) {
   }
   const t = timeline.totals;
   parts.timeline.replaceChildren(h("table", { "aria-label": "Step timeline" },
-    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Checkpoint status", "Took", "Tokens", "Cost"].map((x, i) => h("th", { scope: "col", class: i >= 3 ? "num" : "" }, x)))),
+    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Status", "Took", "Tokens", "Cost"].map((x, i) => h("th", { scope: "col", class: i >= 3 ? "num" : "" }, x)))),
     h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No steps yet."))),
     h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: 4 }, "Total"), h("td", { class: "num" }, t.input_tokens + t.output_tokens), h("td", { class: "num" }, cost(t.cost_usd)))),
   ));
@@ -457,6 +493,7 @@ function renderTimeline(page, parts, timeline) {
 
 async function route() {
   closeSession();
+  const mine = ++routed;
   if (!token()) {
     logout("");
     return;
@@ -464,15 +501,23 @@ async function route() {
   $("login").hidden = true;
   $("logout").hidden = false;
   const hash = location.hash || "#/";
+  const onSession = hash.startsWith("#/s/");
   try {
-    if (hash.startsWith("#/s/")) await sessionPage(decodeURIComponent(hash.slice(4)));
-    else await listPage(new URLSearchParams(hash.split("?")[1] || ""));
+    if (onSession) await sessionPage(decodeURIComponent(hash.slice(4)));
+    else await listPage(new URLSearchParams(hash.split("?")[1] || ""), mine);
   } catch (err) {
+    if (mine !== routed) return; // a newer page shows by now
+    closeSession();
     showError(err);
+    if (!token()) return; // refused token: the login form shows
+    // The banner says what failed; the page offers the way on rather than staying blank.
+    view.replaceChildren(h("p", { class: "row" },
+      h("button", { type: "button", onclick: () => { notice(""); route(); } }, "Try again"),
+      onSession ? h("a", { href: "#/" }, "← Sessions") : null));
   }
 }
 
 $("login-form").addEventListener("submit", login);
-$("logout").addEventListener("click", () => logout("Logged out."));
+$("logout").addEventListener("click", () => logout("Logged out.", "info"));
 window.addEventListener("hashchange", () => { notice(""); route(); });
 route();

@@ -23,7 +23,8 @@ Route                                        Seeds' operation / executor call
 ``POST /v1/chat/ui``                         AI SDK ``useChat`` (UI message stream)   (ui_chat)
 ``GET  /v1/chat/ui/{id}/stream``             its reconnect (``DefaultChatTransport``)
 ``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
-``GET  /v1/sessions``                        sessions list, with cost                   (inspector)
+``GET  /v1/agents``                          the served agents                          (inspector)
+``GET  /v1/sessions``                        sessions list, with cost
 ``GET  /v1/sessions/{id}/timeline``          runs and steps: durations, tokens, cost
 ``GET  /v1/sessions/{id}/state``             the custom state
 ``GET  /ui``                                 the web inspector (static; :mod:`~helix_dbos.service.ui`)

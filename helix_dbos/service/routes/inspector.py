@@ -1,10 +1,11 @@
-"""What the web inspector reads beyond the seeds' routes: the sessions list, a timeline, the state.
+"""What the web inspector reads beyond the seeds' routes: served agents, sessions, timeline, state.
 
 The seeds' ``AgentServer`` answers one session at a time; an operator looking at a deployment first
-needs the list (status, agent, turns, last update, cost), then one session's steps with their
-durations, tokens and cost. Both are plain authenticated ``/v1`` routes, so a script can read what
-the inspector (:mod:`helix_dbos.service.ui`) shows. The timeline is the one ``helix-dbos sessions
-show`` prints (:mod:`helix_dbos.cli.timeline`), so the terminal and the browser never disagree.
+needs the agents it can start, the list (status, agent, turns, last update, cost), then one
+session's steps with their durations, tokens and cost. All are plain authenticated ``/v1`` routes,
+so a script can read what the inspector (:mod:`helix_dbos.service.ui`) shows. The timeline is the
+one ``helix-dbos sessions show`` prints (:mod:`helix_dbos.cli.timeline`), so the terminal and the
+browser never disagree.
 """
 
 from typing import Annotated, Any
@@ -22,7 +23,40 @@ from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteCont
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import SessionRecord
 
-__all__ = ["SessionListView", "SessionSummaryView", "StateView", "TimelineView", "inspector_router", "session_timeline"]
+__all__ = [
+    "AgentListView",
+    "AgentView",
+    "SessionListView",
+    "SessionSummaryView",
+    "StateView",
+    "TimelineView",
+    "inspector_router",
+    "served_agents",
+    "session_timeline",
+]
+
+
+class AgentView(BaseModel):
+    """One agent the service serves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """What ``POST /v1/runs`` takes as ``agent``."""
+    description: str
+    """The agent's description (empty when its definition gives none)."""
+
+
+class AgentListView(BaseModel):
+    """The agents the service serves, by name.
+
+    Those named on its command line and the agents they delegate to (sub-agents, companions),
+    which a run may start too.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: list[AgentView]
 
 
 class SessionSummaryView(BaseModel):
@@ -111,6 +145,13 @@ def list_sessions(
     )
 
 
+def served_agents(ops: ServiceOperations) -> AgentListView:
+    """The registry's agents, sorted by name (no I/O: the registry is in memory)."""
+    registry = ops.executor.registry
+    found = (registry.get(name) for name in registry.names())
+    return AgentListView(agents=[AgentView(name=a.name, description=a.description) for a in found if a is not None])
+
+
 def session_timeline(ops: ServiceOperations, session_id: str) -> TimelineView:
     """The session's runs and steps (blocking: run it in the service's pool)."""
     ops.require_session(session_id)
@@ -132,9 +173,19 @@ def session_timeline(ops: ServiceOperations, session_id: str) -> TimelineView:
 
 
 def inspector_router(ctx: RouteContext) -> APIRouter:
-    """The sessions list and a session's step timeline."""
+    """The served agents, the sessions list and a session's step timeline."""
     router = ctx.router()
     service = ctx.service
+
+    @router.get(
+        "/agents",
+        response_model=AgentListView,
+        tags=["sessions"],
+        description="The agents this service serves, sorted by name: what `POST /v1/runs` takes as `agent`.",
+        responses=error_responses(),
+    )
+    async def get_agents() -> AgentListView:
+        return served_agents(service)
 
     @router.get(
         "/sessions",
