@@ -19,6 +19,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── RunNotFinishedError             transport_error       a result wait timed out (the run goes on)
     ├── StaleStateError                 state_concurrency_conflict  lost a compare-and-set race
     ├── ExecutorSupersededError         state_concurrency_conflict  graceful hand-over, not a failure
+    ├── ExecutorIdInUseError            state_concurrency_conflict  a live process holds that executor id
     ├── LockNotAcquiredError            state_concurrency_conflict  a lock manager's resource is held
     ├── LockLostError                   state_concurrency_conflict  a lock expired before the work ended
     ├── FencingTokenMismatchError       state_concurrency_conflict  a newer lock holder took over
@@ -374,6 +375,23 @@ class ExecutorSupersededError(HelixError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Executor for session {session_id!r} was superseded", code="state_concurrency_conflict")
         self.session_id = session_id
+
+
+class ExecutorIdInUseError(HelixError):
+    """A live process holds the executor id this one was told to use (``launch``, ``recover``).
+
+    Two live processes with one executor id would each recover the other's runs in flight and run
+    them twice at once, so the second one refuses to start (or to recover) rather than guess.
+    """
+
+    def __init__(self, executor_id: str, holder: str, hint: str) -> None:
+        super().__init__(
+            f"executor id {executor_id!r} is in use by a live process ({holder}): {hint}",
+            code="state_concurrency_conflict",
+            retryable=False,
+        )
+        self.executor_id = executor_id
+        self.holder = holder
 
 
 class LockNotAcquiredError(HelixError):

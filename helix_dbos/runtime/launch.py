@@ -43,6 +43,7 @@ from helix_dbos.observability.otlp import configure_otlp_from_env
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
+from helix_dbos.runtime.identity import DEFAULT_EXECUTOR_ID, claim_executor_id
 from helix_dbos.runtime.queues import RunQueue, register_run_queue
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
 from helix_dbos.store import SqlSessionStore
@@ -68,9 +69,18 @@ def default_database_url() -> str:
     return os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{DEFAULT_SQLITE_DIR}/helix.sqlite"
 
 
+def configured_executor_id() -> str | None:
+    """``HELIX_EXECUTOR_ID``, else ``DBOS__VMID``: an executor id set for this process, or ``None``."""
+    return os.environ.get(EXECUTOR_ID_ENV) or os.environ.get("DBOS__VMID") or None
+
+
 def default_executor_id() -> str:
-    """``HELIX_EXECUTOR_ID``, else ``DBOS__VMID``, else ``local``: unique per live process, stable across restarts."""
-    return os.environ.get(EXECUTOR_ID_ENV) or os.environ.get("DBOS__VMID") or "local"
+    """The configured executor id (:func:`configured_executor_id`), else ``local``.
+
+    What a DBOS configuration names when no id was claimed; :func:`launch` claims one instead
+    (:mod:`helix_dbos.runtime.identity`), so that no two live processes share it.
+    """
+    return configured_executor_id() or DEFAULT_EXECUTOR_ID
 
 
 def _sqlite_path(url: str) -> Path:
@@ -238,6 +248,7 @@ def launch(
     dbos_overrides: dict[str, Any] | None = None,
     queue: RunQueue | None = None,
     execute: bool = True,
+    executor_id_base: str = DEFAULT_EXECUTOR_ID,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
 
@@ -250,6 +261,11 @@ def launch(
     With a ``queue`` (:class:`~helix_dbos.runtime.queues.RunQueue`), runs are enqueued on it rather
     than started here, and this process also runs queued runs unless ``execute=False`` (an API-only
     process: it listens to no queue). ``execute=False`` needs a queue, or runs would never start.
+
+    The executor id is claimed before DBOS launches (:mod:`helix_dbos.runtime.identity`): ``executor_id``
+    (or ``HELIX_EXECUTOR_ID`` / ``DBOS__VMID``, or ``dbos_overrides["executor_id"]``) is taken, or
+    refused with :class:`~helix_dbos.errors.ExecutorIdInUseError` while a live process holds it;
+    without one, the first free id of the ``executor_id_base`` family (``local``, ``local-2``, ...).
     """
     if not execute and queue is None:
         raise ValueError("launch(execute=False) needs a queue: without one, runs start in the process that asks")
@@ -264,9 +280,16 @@ def launch(
     store = SqlSessionStore(url)
     if stream_manager is None:
         stream_manager = SqlStreamManager(store.engine)  # durable, resumable streams next to the store
-    config = dbos_config_for(url, executor_id=executor_id)
+    config = dbos_config_for(url, executor_id=DEFAULT_EXECUTOR_ID)
     if dbos_overrides:
         config.update(dbos_overrides)  # type: ignore[typeddict-item]
+    requested = executor_id or (dbos_overrides or {}).get("executor_id") or configured_executor_id()
+    config["executor_id"] = claim_executor_id(
+        store.workers,
+        app_version=str(config.get("application_version") or APPLICATION_VERSION),
+        requested=requested,
+        base=executor_id_base,
+    )
     DBOS(config=config)
     executor = DBOSAgentExecutor(
         store,
@@ -376,6 +399,7 @@ def shutdown(
     Returns their workflow ids. Queued stream chunks are flushed before the store's connections close.
     """
     left: list[str] = []
+    executor_id = str(DBOS.executor_id) if executor is not None else ""
     if executor is not None:
         executor.stop_background_tasks()  # no takeover or sweep may start work while draining
         try:
@@ -393,6 +417,10 @@ def shutdown(
     # record that as the run's failure.
     DBOS.destroy()
     if executor is not None:
+        try:  # the id is free for the next process at once (a killed one frees it by dying)
+            executor.store.workers.release(executor_id)
+        except Exception as exc:
+            executor.logger.warn("[helix-dbos] could not release the executor id", {"error": repr(exc)})
         executor.close()
         manager = executor.streams.manager
         if isinstance(manager, SqlStreamManager):

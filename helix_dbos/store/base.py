@@ -334,6 +334,8 @@ class WorkerRecord(_Data):
     heartbeat_at: int
     recovered_at: int | None = None
     recovered_by: str | None = None
+    process_token: str | None = None
+    """Which process holds the id beyond its pid (``helix_dbos.store.process``); ``None``: unknown."""
 
 
 # protocols ---------------------------------------------------------------------------------------
@@ -413,6 +415,17 @@ class WorkerRegistry(Protocol):
 
     def claim_dead(self, *, me: str, app_version: str, now_ms: int, dead_after_ms: int) -> list[str]:
         """Claim workers of this app version whose heartbeat is older than ``dead_after_ms``."""
+        ...
+
+    def claim(self, executor_id: str, *, app_version: str, now_ms: int, replacing: WorkerRecord | None) -> bool:
+        """Take ``executor_id`` for this process if its row is still ``replacing`` (``None``: no row yet).
+
+        A compare-and-set: of two processes that read the same row and both claim it, one wins.
+        """
+        ...
+
+    def release(self, executor_id: str) -> None:
+        """Give ``executor_id`` up at a clean exit, if this process still holds it (its ``pid`` becomes 0)."""
         ...
 
 

@@ -41,7 +41,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0009"
+SCHEMA_REVISION = "0010"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -275,6 +275,8 @@ workers = sa.Table(
     sa.Column("heartbeat_at", sa.BigInteger(), nullable=False),
     sa.Column("recovered_at", sa.BigInteger(), nullable=True),
     sa.Column("recovered_by", sa.String(), nullable=True),
+    # Which process holds the id beyond its pid (boot id and start time; NULL: unknown) (0010).
+    sa.Column("process_token", sa.String(), nullable=True),
 )
 
 memories = sa.Table(

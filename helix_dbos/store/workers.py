@@ -11,14 +11,13 @@ recover it; DBOS's re-enqueue is itself idempotent, so a duplicate would be harm
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from helix_dbos.store.base import WorkerRecord
+from helix_dbos.store.process import ProcessIdentity
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import workers
 
@@ -38,10 +37,12 @@ class SqlWorkerRegistry:
     @retrying
     def heartbeat(self, executor_id: str, app_version: str, now_ms: int) -> None:
         """Record that ``executor_id`` is alive (and clear an old takeover claim: it came back)."""
+        me = ProcessIdentity.current()
         values: dict[str, Any] = {
             "app_version": app_version,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
+            "hostname": me.hostname,
+            "pid": me.pid,
+            "process_token": me.token,
             "heartbeat_at": now_ms,
             "recovered_at": None,
             "recovered_by": None,
@@ -81,6 +82,52 @@ class SqlWorkerRegistry:
                 .returning(workers.c.executor_id)
             )
             return [r.executor_id for r in result]
+
+    @retrying
+    def claim(self, executor_id: str, *, app_version: str, now_ms: int, replacing: WorkerRecord | None) -> bool:
+        """Take ``executor_id`` for this process if its row is still ``replacing`` (``None``: no row yet)."""
+        me = ProcessIdentity.current()
+        values: dict[str, Any] = {
+            "app_version": app_version,
+            "hostname": me.hostname,
+            "pid": me.pid,
+            "process_token": me.token,
+            "started_at": now_ms,
+            "heartbeat_at": now_ms,
+            "recovered_at": None,
+            "recovered_by": None,
+        }
+        with self._engine.begin() as conn:
+            if replacing is None:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(workers.insert().values(executor_id=executor_id, **values))
+                except sa.exc.IntegrityError:
+                    return False  # another process inserted it first
+                return True
+            # The row as it was read: a heartbeat or another claim since then changes heartbeat_at.
+            updated = conn.execute(
+                sa.update(workers)
+                .where(
+                    workers.c.executor_id == executor_id,
+                    workers.c.hostname == replacing.hostname,
+                    workers.c.pid == replacing.pid,
+                    workers.c.heartbeat_at == replacing.heartbeat_at,
+                )
+                .values(values)
+            ).rowcount
+            return bool(updated == 1)
+
+    @retrying
+    def release(self, executor_id: str) -> None:
+        """Give ``executor_id`` up at a clean exit, if this process still holds it (its ``pid`` becomes 0)."""
+        me = ProcessIdentity.current()
+        with self._engine.begin() as conn:
+            conn.execute(
+                sa.update(workers)
+                .where(workers.c.executor_id == executor_id, workers.c.hostname == me.hostname, workers.c.pid == me.pid)
+                .values(pid=0, process_token=None)
+            )
 
 
 if TYPE_CHECKING:
