@@ -5,13 +5,16 @@ files under ``.helix/``), so switching from the embedded default to PostgreSQL i
 Foreseeable failures (a bad URL or ``--agents``, a database that is missing or unreachable, an
 unknown session) are one line on stderr and a non-zero exit code (:mod:`helix_dbos.cli.inputs`).
 
-Help text is plain: docstrings and option help hold no reStructuredText or rich markup, and square
-brackets are escaped (:func:`plain_help`), because rich would print the first and swallow the second.
+Help is click's plain layout (option, then its help wrapped beside it), not rich's boxed table:
+at 80 columns rich gave each column of a 7-column table its share and cut option names to fit
+(``--allow-unauthenti…``), where click wraps the help text and never cuts a name. Docstrings and
+option help hold no reStructuredText or rich markup, which plain help would print as it stands.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperOption
 
 from helix_dbos._version import __version__
 from helix_dbos.cli.inputs import CliError, check_database_url, explain
@@ -35,14 +39,75 @@ CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 """``-h`` as well as ``--help`` on every command (sub-apps inherit a parent's context settings)."""
 
 
+class HelpCommand(TyperCommand):
+    """A command whose help reads well in an 80-column terminal.
+
+    - A docstring's paragraphs are joined into lines, and its first paragraph is the command's line
+      in its group's list whole, wrapped rather than cut (``Run the demo agent end to end and...``).
+    - The usage line names arguments as click does (``SESSION_ID``, ``[NAME]``), not ``{session_id}``.
+    - A flag shows no type (``<bool>``); an option that takes a value names it (``--database-url URL``,
+      ``--limit N``) rather than its Python type (``<str>``, ``<int range>``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.help:
+            self.help = unwrap(self.help)
+            if not self.short_help:
+                self.short_help = self.help.split("\n\n", 1)[0]
+
+    # ctx is click's Context, which typer vendors privately (typer.Context is a subclass of it)
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            if param.metavar is None and isinstance(param, TyperOption | TyperArgument):
+                param.metavar = _metavar(param, ctx)
+        return params
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = (param.metavar or param.name or "").upper()
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+def _metavar(param: TyperOption | TyperArgument, ctx: Any) -> str:
+    """What an option's value or an argument is called in help when the code names none."""
+    if isinstance(param, TyperOption) and param.is_flag:
+        return ""  # a flag takes no value: no "<bool>" after its name
+    kind = param.display_type(ctx)  # "<int range>", "<list[str]>"
+    if kind.startswith("<int"):
+        return "N"
+    if kind.startswith("<float"):
+        return "NUMBER"
+    return (param.name or "value").upper()
+
+
+class _App(typer.Typer):
+    """A Typer app whose commands are :class:`HelpCommand` unless they say otherwise."""
+
+    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
+        kwargs.setdefault("cls", HelpCommand)
+        return super().command(name, **kwargs)
+
+
+def unwrap(text: str) -> str:
+    """``text`` (a docstring) with each paragraph on one line, for the help to wrap to the terminal."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs)
+
+
 def new_app(help_text: str) -> typer.Typer:
-    """A Typer app (or sub-app) with ``-h``, rich help, and no shell-completion options."""
-    return typer.Typer(
+    """A Typer app (or sub-app) with ``-h``, plain help, and no shell-completion options."""
+    return _App(
         help=help_text,
+        short_help=help_text,
         no_args_is_help=True,
         add_completion=False,
         context_settings=CONTEXT_SETTINGS,
-        rich_markup_mode="rich",
+        rich_markup_mode=None,
     )
 
 
@@ -53,11 +118,6 @@ app.add_typer(db_app, name="db")
 app.add_typer(sessions_app, name="sessions")
 console = Console(soft_wrap=True)
 """Soft-wrapped: long lines (ids, JSON, messages) are left whole for the terminal to wrap, never folded."""
-
-
-def plain_help(text: str) -> str:
-    """``text`` with its square brackets escaped, so rich prints them instead of reading markup."""
-    return text.replace("[", "\\[")
 
 
 def _show_version(value: bool) -> None:
@@ -78,24 +138,46 @@ def main_options(
 
 DatabaseUrl = Annotated[
     str | None,
-    typer.Option("--database-url", envvar="HELIX_DATABASE_URL", help="SQLAlchemy URL (PostgreSQL or SQLite)."),
+    typer.Option(
+        "--database-url",
+        envvar="HELIX_DATABASE_URL",
+        metavar="URL",
+        help="SQLAlchemy URL (PostgreSQL or SQLite). Default: sqlite:///.helix/helix.sqlite.",
+    ),
 ]
+
+_QUEUE_FORMAT = (
+    "NAME[:SETTINGS], SETTINGS being comma-separated concurrency=N, worker_concurrency=N, limit=N/SECONDS, poll=SECONDS"
+)
+# Words short enough to wrap: a format written as one 70-character word is cut at 80 columns.
 
 QueueSpec = Annotated[
     str | None,
     typer.Option(
         "--queue",
         envvar="HELIX_RUN_QUEUE",
-        help=plain_help(
-            "Enqueue runs on this DBOS queue, for any worker: NAME[:concurrency=N,worker_concurrency=N,"
-            "limit=N/SECONDS,poll=SECONDS]. Every server and worker of a deployment takes the same one."
+        metavar="QUEUE",
+        help=(
+            f"Enqueue runs on this DBOS queue, for any worker: {_QUEUE_FORMAT}. "
+            "Every server and worker of a deployment takes the same one."
         ),
+    ),
+]
+
+QueueToShow = Annotated[
+    str | None,
+    typer.Option(
+        "--queue",
+        envvar="HELIX_RUN_QUEUE",
+        metavar="QUEUE",
+        help=f"The run queue to show, as serve and worker take it: {_QUEUE_FORMAT}. Default: helix-runs.",
     ),
 ]
 
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 
 AGENTS_HELP = "module:attribute naming your agents (an AgentConfig or a list), or demo."
+AGENTS_METAVAR = "MODULE:ATTR"
 
 
 def parse_queue(spec: str | None) -> RunQueue | None:
@@ -182,10 +264,13 @@ def friendly(command: F) -> F:
 
 __all__ = [
     "AGENTS_HELP",
+    "AGENTS_METAVAR",
     "CONTEXT_SETTINGS",
     "DatabaseUrl",
+    "HelpCommand",
     "JsonOutput",
     "QueueSpec",
+    "QueueToShow",
     "app",
     "compact_json",
     "console",
@@ -195,10 +280,10 @@ __all__ = [
     "one_line_errors",
     "open_store",
     "parse_queue",
-    "plain_help",
     "print_json",
     "print_table",
     "resolve_url",
     "sessions_app",
     "shown_url",
+    "unwrap",
 ]

@@ -25,12 +25,18 @@ def fork(
     checkpoint: Annotated[
         str | None,
         typer.Option(
-            "--checkpoint", help="The checkpoint to branch at (sessions show lists them); default: the latest."
+            "--checkpoint",
+            metavar="CHECKPOINT_ID",
+            help="The checkpoint to branch at (sessions show lists them); default: the latest.",
         ),
     ] = None,
     new_session: Annotated[
         str | None,
-        typer.Option("--new-session", help="The fork's session id; a repeat with the same id returns the same fork."),
+        typer.Option(
+            "--new-session",
+            metavar="SESSION_ID",
+            help="The fork's session id; a repeat with the same id returns the same fork.",
+        ),
     ] = None,
     database_url: DatabaseUrl = None,
     as_json: JsonOutput = False,

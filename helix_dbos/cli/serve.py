@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from helix_dbos.cli.common import AGENTS_HELP, DatabaseUrl, QueueSpec, app, friendly, parse_queue, resolve_url
+from helix_dbos.cli.common import (
+    AGENTS_HELP,
+    AGENTS_METAVAR,
+    DatabaseUrl,
+    QueueSpec,
+    app,
+    friendly,
+    parse_queue,
+    resolve_url,
+)
 from helix_dbos.cli.inputs import configure_cli_logging, load_agents
 
 __all__ = ["serve"]
@@ -17,19 +26,22 @@ __all__ = ["serve"]
 def serve(
     agents: Annotated[
         str,
-        typer.Option(help=AGENTS_HELP),
+        typer.Option(metavar=AGENTS_METAVAR, help=AGENTS_HELP),
     ],
     database_url: DatabaseUrl = None,
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(metavar="HOST", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on.")] = 8000,
     executor_id: Annotated[
         str | None,
-        typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live server, stable across its restarts."),
+        typer.Option(
+            envvar="HELIX_EXECUTOR_ID", metavar="ID", help="Unique per live server, stable across its restarts."
+        ),
     ] = None,
     token: Annotated[
         list[str] | None,
         typer.Option(
             "--token",
+            metavar="TOKEN",
             help="A bearer token clients must send (repeatable). Default: HELIX_API_TOKENS, comma-separated.",
         ),
     ] = None,
@@ -43,11 +55,12 @@ def serve(
         bool, typer.Option("--execute/--no-execute", help="Also run agents here (--no-execute needs --queue).")
     ] = True,
 ) -> None:
-    """Serve agents over HTTP + SSE (PostgreSQL-only mode: one database URL; SQLite for local use).
+    """Serve agents over HTTP + SSE, with the inspector at /ui: one database URL, nothing else to run.
 
-    Refuses to start unless --token (or HELIX_API_TOKENS) or --allow-unauthenticated is given. Any
-    number of servers and workers may share one PostgreSQL database. With --queue, runs are
-    enqueued for the workers; --no-execute then leaves running them to the workers alone.
+    On SQLite (the default) for one process on one machine; on PostgreSQL any number of servers
+    and workers share one database. Refuses to start unless --token (or HELIX_API_TOKENS) or
+    --allow-unauthenticated is given. With --queue, runs are enqueued for the workers;
+    --no-execute then leaves running them to the workers alone.
     """
     run_queue = parse_queue(queue)
     if not execute and run_queue is None:

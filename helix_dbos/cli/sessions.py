@@ -70,7 +70,9 @@ def sessions_list(
     database_url: DatabaseUrl = None,
     status: Annotated[
         str | None,
-        typer.Option(help="Only sessions in this status (active, completed, failed, interrupted, paused)."),
+        typer.Option(
+            metavar="STATUS", help="Only sessions in this status (active, completed, failed, interrupted, paused)."
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, most recently updated first.")] = 20,
     as_json: JsonOutput = False,
@@ -109,11 +111,13 @@ def sessions_show(
     session_id: Annotated[str, typer.Argument(help="The session's id, as sessions list prints it.")],
     database_url: DatabaseUrl = None,
     messages: Annotated[
-        bool, typer.Option("--messages", "--full", help="Print every message whole instead of previews.")
+        bool, typer.Option("--messages", help="Print every message whole instead of previews (or --full).")
     ] = False,
     as_json: JsonOutput = False,
+    full: Annotated[bool, typer.Option("--full", hidden=True, help="The same as --messages.")] = False,
 ) -> None:
     """Show a session: its runs and each step's duration, tokens and cost, its state and transcript."""
+    messages = messages or full
     store = open_store(database_url)
     try:
         session = store.load_session(session_id)

@@ -16,9 +16,11 @@ import typer
 from helix_dbos.agent import AgentConfig
 from helix_dbos.cli.common import (
     AGENTS_HELP,
+    AGENTS_METAVAR,
     DatabaseUrl,
     JsonOutput,
     QueueSpec,
+    QueueToShow,
     app,
     console,
     friendly,
@@ -84,12 +86,14 @@ def _running_run_ids(executor: DBOSAgentExecutor) -> set[str]:
 def worker(
     agents: Annotated[
         str,
-        typer.Option(help=AGENTS_HELP),
+        typer.Option(metavar=AGENTS_METAVAR, help=AGENTS_HELP),
     ],
     database_url: DatabaseUrl = None,
     executor_id: Annotated[
         str | None,
-        typer.Option(envvar="HELIX_EXECUTOR_ID", help="Unique per live worker, stable across its restarts."),
+        typer.Option(
+            envvar="HELIX_EXECUTOR_ID", metavar="ID", help="Unique per live worker, stable across its restarts."
+        ),
     ] = None,
     queue: QueueSpec = None,
     llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
@@ -143,7 +147,7 @@ def worker(
 
 @app.command("queue-status")
 @friendly
-def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None, as_json: JsonOutput = False) -> None:
+def queue_status(queue: QueueToShow = None, database_url: DatabaseUrl = None, as_json: JsonOutput = False) -> None:
     """Show a run queue's depth and how many runs each worker is running."""
     from dbos import DBOSClient
 
@@ -167,11 +171,17 @@ def queue_status(queue: QueueSpec = None, database_url: DatabaseUrl = None, as_j
 @app.command()
 @friendly
 def recover(
-    executor_id: Annotated[list[str], typer.Option("--executor-id", help="Executor id of a worker that is gone.")],
+    executor_id: Annotated[
+        list[str],
+        typer.Option("--executor-id", metavar="ID", help="Executor id of a worker that is gone (repeatable)."),
+    ],
     database_url: DatabaseUrl = None,
     agents: Annotated[
         str | None,
-        typer.Option(help="Run the recovered runs here with these agents (module:attribute, or demo), and wait."),
+        typer.Option(
+            metavar=AGENTS_METAVAR,
+            help="Run the recovered runs here with these agents (module:attribute, or demo), and wait.",
+        ),
     ] = None,
 ) -> None:
     """Re-run the in-flight runs of workers that will not come back.

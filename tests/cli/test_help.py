@@ -1,7 +1,12 @@
-"""``--version``, ``-h`` on every command, and help text without raw markup.
+"""``--version``, ``-h`` on every command, and help text without raw markup, readable at 80 columns.
 
 Before: ``--version`` and ``-h`` were "No such option", and ``recover --help`` printed
-reStructuredText (````takeover_after_seconds````) as it stood in the docstring.
+reStructuredText (````takeover_after_seconds````) as it stood in the docstring. At 80 columns,
+``serve --help`` gave its help text a 20-character column and cut a flag's name
+(``--allow-unauthenti…``); ``serve``, ``worker`` and ``queue-status`` cut the ``--queue`` format;
+``serve`` and ``recover`` kept the docstring's line breaks (ragged lines); every flag showed
+``<bool>``, usage lines ``{session_id}``; ``queue-status --queue`` said "Enqueue runs on this DBOS
+queue" (copied from serve) and ``sessions show`` listed ``--messages,--full``.
 """
 
 from __future__ import annotations
@@ -65,7 +70,42 @@ def test_h_is_help_without_raw_markup(path: list[str]) -> None:
 
 def test_square_brackets_in_help_are_printed() -> None:
     out = CliRunner().invoke(app, ["worker", "-h"], env={"COLUMNS": "200"}).output
-    assert "NAME[:concurrency=N" in out
+    assert "NAME[:SETTINGS]" in out and "worker_concurrency=N" in out
+
+
+def _help_at_80(path: list[str]) -> str:
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "helix-dbos")
+def test_help_is_whole_and_readable_at_80_columns(path: list[str]) -> None:
+    out = _help_at_80(path)
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines), out
+    assert "…" not in out and "..." not in out.replace("[ARGS]...", ""), out  # nothing cut short
+    assert "<bool>" not in out and "{" not in out and ",--" not in out, out
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    for param in command.params:
+        if getattr(param, "hidden", False):
+            continue
+        for option in [*param.opts, *param.secondary_opts]:
+            if option.startswith("--"):  # every option's name whole, on one line
+                assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", out), (option, out)
+    assert not [line for line in lines if re.search(r"--[a-z]+-$", line)], out  # no name split at a hyphen
+    description = out.split("\n\n", 1)[1].split("Options:")[0].split("Arguments:")[0].split("Commands:")[0]
+    for paragraph in description.strip().split("\n\n"):
+        wrapped = paragraph.splitlines()
+        assert all(len(line) >= 50 for line in wrapped[:-1]), paragraph  # not ragged: full lines but the last
+
+
+def test_each_queue_option_says_what_it_does_there() -> None:
+    assert "Enqueue runs on this DBOS queue" in _help_at_80(["serve"])
+    shown = _help_at_80(["queue-status"])
+    assert "Enqueue" not in shown and "The run queue to show" in shown
 
 
 def test_version_in_a_real_process() -> None:
