@@ -5,8 +5,8 @@ service (``helix-dbos serve``) over HTTP + SSE. The model sees one more tool,
 ``subagent__{name}``, exactly like an ephemeral sub-agent; the runtime does not execute it like a
 tool but through :mod:`helix_dbos.runtime.remote_sub_agents`:
 
-- the remote session id derives from the parent's session and the tool-call id
-  (:func:`remote_session_id_for`), so a replayed or recovered parent re-attaches to the run it
+- the remote session id derives from the parent's session and the tool call, with the parent's
+  turn and step (:func:`remote_session_id_for`), so a replayed or recovered parent re-attaches to the run it
   started instead of starting another (the start is idempotent on the remote service too);
 - every transport call is made inside a DBOS step; the remote stream is proxied into the parent's
   stream between ``subagent_start`` and ``subagent_end``, resuming after the last remote sequence
@@ -154,7 +154,10 @@ def remote_session_id_for(parent_session_id: str, tool_call_id: str) -> str:
     """The remote session a parent's tool call opens: one per call, found again on replay.
 
     ``{parent}-sub-{call}`` like an ephemeral child's when the remote service accepts it as a session
-    id; otherwise (a provider's call id with ``_``, a long parent id) a digest of both.
+    id; otherwise (a provider's call id with ``/``, a long parent id) a digest of both. The runtime
+    passes the call with the parent's turn and step (``{turn}.{step}-{tool call id}``,
+    ``helix_dbos.runtime.ids.scoped_call_key``) as ``tool_call_id``, so a call id the model uses
+    again on a later turn opens a new remote session; runs recorded before that pass the bare id.
     """
     plain = f"{parent_session_id}-sub-{tool_call_id}"
     if _REMOTE_ID.fullmatch(plain):

@@ -43,19 +43,29 @@ def child_session_id(parent_session_id: str, name: str) -> str:
     return f"{parent_session_id}-agent-{name}"
 
 
-def continuation_workflow_id(child_session: str, tool_call_id: str) -> str:
-    """The workflow of a re-consult: one per consulting call, so ``DBOS.start_workflow`` dedupes it."""
-    return f"{child_session}-continue-{tool_call_id}"
+def continuation_workflow_id(child_session: str, call_key: str) -> str:
+    """The workflow of a re-consult: one per consulting call, so ``DBOS.start_workflow`` dedupes it.
+
+    The seeds' ``{childSessionId}-continue-{toolCallId}``, with the parent's turn and step in the
+    call key (``{turn}.{step}-{tool call id}``, ``helix_dbos.runtime.ids.scoped_call_key``): a
+    model may use a call id again on the parent's next turn, and the run id must then be a new one.
+    A run recorded before that passes the bare tool call id.
+    """
+    return f"{child_session}-continue-{call_key}"
 
 
-def respawn_workflow_id(child_session: str, tool_call_id: str) -> str:
-    """The workflow of a fresh start on the session of a failed or terminated companion."""
-    return f"{child_session}-respawn-{tool_call_id}"
+def respawn_workflow_id(child_session: str, call_key: str) -> str:
+    """The workflow of a fresh start on the session of a failed or terminated companion (call key as above)."""
+    return f"{child_session}-respawn-{call_key}"
 
 
-def dispatch_request_key(tool_call_id: str) -> str:
-    """The request key of a run a companion call starts: a re-executed dispatch finds its run."""
-    return f"companion:{tool_call_id}"
+def dispatch_request_key(call_key: str) -> str:
+    """The request key of a run a companion call starts: a re-executed dispatch finds its run.
+
+    Per call key, not per tool call id: a call id used again on a later turn is a new dispatch,
+    never the earlier turn's run ``opened`` again.
+    """
+    return f"companion:{call_key}"
 
 
 def auto_name(agent_type: str, taken: Collection[str]) -> str:
@@ -97,10 +107,12 @@ def plan_dispatch(
     child_agent_type: str | None,
     status: CompanionStatus | None,
     current_request_key: str | None,
-    tool_call_id: str,
+    call_key: str,
     interrupt_requested: bool = False,
 ) -> DispatchPlan:
     """Decide a dispatch from the child's recorded state (``status`` ``None``: no such child).
+
+    ``call_key`` identifies the call (:func:`dispatch_request_key`).
 
     - the child's current run is this call's own (a re-executed step): ``opened``;
     - no child: spawn ``create``s one, send refuses (there is nobody to talk to);
@@ -110,7 +122,7 @@ def plan_dispatch(
     - ``running``: send ``interrupt``s it (then resumes it with the message once it stopped);
       spawn refuses (the name is taken by a companion at work).
     """
-    if current_request_key == dispatch_request_key(tool_call_id):
+    if current_request_key == dispatch_request_key(call_key):
         return DispatchPlan("opened")
     if status is None:
         if kind == "sendMessage":

@@ -18,7 +18,9 @@ API (stable; all of it is workflow code except where a step is named)::
   idempotent: its request key derives from the parent's tool-call id, so a re-executed step finds
   the run it opened before. Then, in workflow code, it starts the child's ``agent_run_workflow``
   with ``DBOS.start_workflow`` under the child run's deterministic workflow id
-  (``{parent session}-sub-{tool call id}-turn-1`` for an ephemeral child). DBOS records a start
+  (``{parent session}-sub-{turn}.{step}-{tool call id}-turn-1`` for an ephemeral child: the
+  parent's turn and step make it unique in the session, see :func:`~.ids.scoped_call_key`; runs
+  recorded before that replay with ``{parent session}-sub-{tool call id}``). DBOS records a start
   made from workflow code, so a replayed parent never starts a second child and a recovered parent
   re-attaches to the one running. The child starts locally, never on the run queue: a parent
   holding a queue slot while its child waits for one could deadlock.
@@ -75,7 +77,7 @@ class ChildRun:
     agent: AgentConfig
     """The child's agent (registered in every worker: recovered children resolve it by name)."""
     tool_call_id: str
-    """The parent's tool call: the child's ids and request key derive from it."""
+    """The parent's tool call: the child's request key derives from it, and its ids unless ``call_key``."""
     message: str
     """The child's input (its first user message)."""
     mode: ChildMode = "ephemeral"
@@ -84,7 +86,9 @@ class ChildRun:
     timeout_ms: int | None = None
     """Wall-clock budget from the open; past it the child is stopped and the wait ends ``timeout``."""
     session_id: str | None = None
-    """The child's session; ``None``: ``{parent session}-sub-{tool call id}``."""
+    """The child's session; ``None``: ``{parent session}-sub-{call key}``."""
+    call_key: str | None = None
+    """What the child's ids derive from (``RunContext.call_key``); ``None``: the bare ``tool_call_id``."""
     metadata: dict[str, Any] | None = None
     """Stored on a new child session."""
     build_start: Callable[[SessionStore, int], StartRun] | None = None
@@ -135,7 +139,7 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
     is the output's ``error``, not an exception: the parent's call fails, its run goes on.
     """
     rt = services.current()
-    session_id = child.session_id or child_session_id_for(parent.session_id, child.tool_call_id)
+    session_id = child.session_id or child_session_id_for(parent.session_id, child.call_key or child.tool_call_id)
     root = parent.root_session_id or parent.session_id
     now = now_ms()
     empty: ChildStartOutput = {

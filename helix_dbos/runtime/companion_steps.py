@@ -4,7 +4,8 @@ Each runs as one DBOS step (names in :mod:`.step_names`, outputs typed in :mod:`
 the parent's workflow replays on what they recorded; each is also safe to re-execute after a crash
 before its output was recorded:
 
-- ``open`` writes the child's run with ``request_key = companion:{tool call id}``; a re-execution
+- ``open`` writes the child's run with ``request_key = companion:{call key}`` (the tool call with
+  the parent's turn and step, ``RunContext.call_key``); a re-execution
   finds that run as the child's current one and returns it (``opened``) instead of writing again.
   So the consult is appended to the child's transcript exactly once, by the store's own dedupe;
 - ``status`` and ``wait`` only read (and mark the parent's ref of a finished child, idempotently);
@@ -53,6 +54,8 @@ class OpenRequest:
 
     kind: Literal["spawnAgent", "sendMessage"]
     tool_call_id: str
+    call_key: str
+    """What the run's ids and request key derive from (``RunContext.call_key``)."""
     name: str | None
     agent_type: str | None
     message: str
@@ -175,7 +178,7 @@ def open_step(who: RunIdentity, request: OpenRequest) -> CompanionOpenOutput:
         child_agent_type=session.agent_type if session is not None else None,
         status=companion_status(session.status, aborted=session.aborted) if session is not None else None,
         current_request_key=current.request_key if current is not None else None,
-        tool_call_id=request.tool_call_id,
+        call_key=request.call_key,
     )
     if plan.action == "refuse":
         return {**base, "error": plan.error}
@@ -256,7 +259,7 @@ def _start_for(
     child_id: str,
 ) -> StartRun:
     """The store write that opens the child's run for ``plan`` (built by :mod:`.starts`)."""
-    key = dispatch_request_key(request.tool_call_id)
+    key = dispatch_request_key(request.call_key)
     fingerprint = rt.registry.fingerprint(agent.name)
     at = now_ms()
     if plan.action == "create" or session is None:
@@ -286,7 +289,7 @@ def _start_for(
             stream_start_sequence=sequence,
             now_ms=at,
         )
-        workflow_id = continuation_workflow_id(session.session_id, request.tool_call_id)
+        workflow_id = continuation_workflow_id(session.session_id, request.call_key)
     elif plan.action == "respawn":
         start = starts.continuation(
             agent,
@@ -299,7 +302,7 @@ def _start_for(
             stream_start_sequence=sequence,
             now_ms=at,
         )
-        workflow_id = respawn_workflow_id(session.session_id, request.tool_call_id)
+        workflow_id = respawn_workflow_id(session.session_id, request.call_key)
     else:
         # resume: an interrupted companion goes on; its workflow appends the consult once the batch it
         # stopped in is answered (a user message never lands between a call and its result).
@@ -314,7 +317,7 @@ def _start_for(
             stream_start_sequence=sequence,
             now_ms=at,
         )
-        workflow_id = continuation_workflow_id(session.session_id, request.tool_call_id)
+        workflow_id = continuation_workflow_id(session.session_id, request.call_key)
     return start.model_copy(update={"run_id": workflow_id, "workflow_id": workflow_id, "request_key": key})
 
 

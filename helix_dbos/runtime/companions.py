@@ -7,7 +7,8 @@ regular tools and before the finish_with ones. Each call is workflow code over c
 
 - spawn/send: the ``open`` step writes the child's run; the parent then starts the child's
   ``agent_run`` workflow as a DBOS child workflow under the run's deterministic id
-  (``{child}-turn-1``, ``{child}-continue-{call id}``, ``{child}-respawn-{call id}``), which
+  (``{child}-turn-1``, ``{child}-continue-{call key}``, ``{child}-respawn-{call key}``, the call key
+  being the tool call id with the parent's turn and step: ``RunContext.call_key``), which
   ``DBOS.start_workflow`` dedupes, so a replayed or recovered parent never starts it twice; its
   chunks are mirrored into the parent's stream (:mod:`.children`). A blocking companion is awaited
   with :func:`~.children.await_child` (which stops it if the parent is aborted and passes an
@@ -110,9 +111,11 @@ def _run_call(run: RunContext, call: ParsedToolCall, tool: Tool) -> ToolStepOutp
     except ValidationError as exc:
         return _output(call, error=validation_error_message(call.name, exc))
     if isinstance(args, SpawnAgentInput):
-        return _dispatch(run, call, OpenRequest("spawnAgent", call.id, args.name, args.agent_type, args.message))
+        request = OpenRequest("spawnAgent", call.id, run.call_key(call.id), args.name, args.agent_type, args.message)
+        return _dispatch(run, call, request)
     if isinstance(args, SendMessageInput):
-        return _dispatch(run, call, OpenRequest("sendMessage", call.id, args.name, None, args.message))
+        request = OpenRequest("sendMessage", call.id, run.call_key(call.id), args.name, None, args.message)
+        return _dispatch(run, call, request)
     if isinstance(args, WaitForResultInput):
         return _wait_for_result(run, call, args)
     if isinstance(args, TerminateChildInput):

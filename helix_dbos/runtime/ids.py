@@ -2,7 +2,9 @@
 
 Every id here is persisted (in the store, or as a DBOS workflow id), and duplicate requests are
 recognised only because they derive the same one. So the formats are a contract, like step names:
-changing one makes a retried request start a second run instead of finding the first.
+changing one makes a retried request start a second run instead of finding the first. The one
+change made so far (ids derived from a tool call took the parent's turn and step) is behind a
+named DBOS replay patch, :data:`SCOPED_CALL_IDS_PATCH`, so runs recorded before it keep theirs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,14 @@ import uuid
 from typing import Literal
 
 from helix_dbos.session import AgentInput
+
+SCOPED_CALL_IDS_PATCH = "helix-call-scoped-ids"
+"""The DBOS replay patch under which ids derived from a tool call carry the turn and step.
+
+A run decides once, where it first derives such an id (``RunContext.call_key``): runs recorded
+before the patch replay with the bare tool call id, as they were written; every other run records
+the patch there (one ``DBOS.patch-helix-call-scoped-ids`` row) and uses :func:`scoped_call_key`.
+"""
 
 
 def new_session_id() -> str:
@@ -34,9 +44,27 @@ def workflow_id_for(session_id: str, turn: int) -> str:
     return f"{session_id}-turn-{turn}"
 
 
-def child_session_id_for(parent_session_id: str, tool_call_id: str) -> str:
-    """The session of the ephemeral child a parent's tool call starts: one per call, found again on replay."""
-    return f"{parent_session_id}-sub-{tool_call_id}"
+def scoped_call_key(tool_call_id: str, *, turn: int, step: int) -> str:
+    """``{turn}.{step}-{tool call id}``: a tool call, unique within its session.
+
+    A model's tool call ids are unique only within one response for many models (scripted ones,
+    providers that number their calls): the next turn may call ``r1`` again. The parent run's turn
+    (every run of a session has its own) and step (every model response of a run has its own; ``0``
+    is a continuation answering the batch its previous run suspended on) make it unique, and both
+    are fixed by the recorded run, so a replay derives the same key. Ids derived from a call take
+    this key where they took the call id (:func:`child_session_id_for`, companions' continuation
+    and respawn ids, the remote session id).
+    """
+    return f"{turn}.{step}-{tool_call_id}"
+
+
+def child_session_id_for(parent_session_id: str, call_key: str) -> str:
+    """The session of the ephemeral child a parent's tool call starts: one per call, found again on replay.
+
+    ``call_key`` is :func:`scoped_call_key` (``{parent}-sub-{turn}.{step}-{call}``), or the bare tool
+    call id for a run recorded before :data:`SCOPED_CALL_IDS_PATCH` (``{parent}-sub-{call}``).
+    """
+    return f"{parent_session_id}-sub-{call_key}"
 
 
 def child_request_key(tool_call_id: str) -> str:
@@ -65,12 +93,14 @@ def continuation_request_key(mode: Literal["resume", "retry"], turn: int) -> str
 
 
 __all__ = [
+    "SCOPED_CALL_IDS_PATCH",
     "child_request_key",
     "child_session_id_for",
     "continuation_request_key",
     "keyed_request_key",
     "new_session_id",
     "request_key_for",
+    "scoped_call_key",
     "session_id_for_key",
     "workflow_id_for",
 ]

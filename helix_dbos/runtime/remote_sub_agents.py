@@ -5,7 +5,8 @@ regular tools run and awaited after them, in call order. Each call takes two DBO
 
 - ``{agent}.remote.start`` (:func:`remote_start_step`) records the
   :class:`~helix_dbos.session.SubSessionRef` (with its remote metadata) on the parent and starts
-  the remote run under a session id derived from the parent's session and the tool-call id. The
+  the remote run under a session id derived from the parent's session and the tool call (with the
+  parent's turn and step: :func:`~helix_dbos.runtime.ids.scoped_call_key`). The
   transport's start is idempotent on that id, so a step re-executed after a crash finds the run it
   started; a replayed parent reads the recorded output and calls nothing.
 - ``{agent}.remote.wait`` (:func:`remote_wait_step`) first asks the remote service for the run's
@@ -80,7 +81,8 @@ def start_remote_sub_agents(
     started: list[RemoteDelegation] = []
     for call, tool in calls:
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
-        remote_id = remote_session_id_for(run.who.session_id, call.id)
+        key = run.call_key(call.id)
+        remote_id = remote_session_id_for(run.who.session_id, key)
         run.emit(
             SubAgentStartChunk(
                 **run.chunk_base(),
@@ -95,7 +97,13 @@ def start_remote_sub_agents(
             results[call.id] = _result(run, call, tool, validation_error_message(call.name, message))
             continue
         opened: RemoteStartOutput = DBOS.run_step(
-            {"name": step_names.remote_start(run.agent.name)}, remote_start_step, run.who, call.id, tool, message
+            {"name": step_names.remote_start(run.agent.name)},
+            remote_start_step,
+            run.who,
+            call.id,
+            tool,
+            message,
+            key,
         )
         if opened["error"] is not None:
             results[call.id] = _result(run, call, tool, opened["error"])
@@ -128,11 +136,15 @@ def await_remote_sub_agents(
 
 
 def remote_start_step(
-    parent: RunIdentity, tool_call_id: str, tool: RemoteSubAgentTool, message: str
+    parent: RunIdentity, tool_call_id: str, tool: RemoteSubAgentTool, message: str, call_key: str
 ) -> RemoteStartOutput:
-    """``{agent}.remote.start``: record the remote session on the parent, start (or find) its run."""
+    """``{agent}.remote.start``: record the remote session on the parent, start (or find) its run.
+
+    The remote session id derives from ``call_key`` (``RunContext.call_key``: the tool call with the
+    parent's turn and step, or the bare call id in a run recorded before they were added).
+    """
     rt = services.current()
-    remote_id = remote_session_id_for(parent.session_id, tool_call_id)
+    remote_id = remote_session_id_for(parent.session_id, call_key)
     ref = SubSessionRef(
         sub_session_id=remote_id,
         agent_type=tool.remote_agent,

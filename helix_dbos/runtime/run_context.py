@@ -16,6 +16,7 @@ from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.messages import Message
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.hooks import MessagePayload, defined_hooks
+from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH, scoped_call_key
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import CommitOutput, HooksStepOutput
 from helix_dbos.runtime.steps import RunIdentity, hooks_step
@@ -114,10 +115,24 @@ class RunContext:
         self.applied_pending: list[str] = []
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
+        self._scoped_call_ids: bool | None = None
 
     def wants(self, *hooks: str) -> bool:
         """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""
         return any(h in self.hook_plan for h in hooks)
+
+    def call_key(self, tool_call_id: str) -> str:
+        """What ids derived from this tool call build on: unique per turn and step, same on replay.
+
+        The first call in a run takes the decision (:func:`scoped_call_ids`) and the rest of the run
+        keeps it, so one run never mixes the two shapes. Call it only where such an id is derived:
+        runs that derive none record nothing for it.
+        """
+        if self._scoped_call_ids is None:
+            self._scoped_call_ids = scoped_call_ids()
+        if not self._scoped_call_ids:
+            return tool_call_id
+        return scoped_call_key(tool_call_id, turn=self.request.turn, step=self.step)
 
     # -- transcript --------------------------------------------------------------------------------
     def append(self, message: Message) -> None:
@@ -202,4 +217,15 @@ class RunContext:
         )
 
 
-__all__ = ["FinalStatus", "RunContext", "RunRequest", "RunSummary"]
+def scoped_call_ids() -> bool:
+    """Workflow code: whether this run's call-derived ids carry the turn and step (a DBOS replay patch).
+
+    A run recorded before :data:`~.ids.SCOPED_CALL_IDS_PATCH` has a step of its own where the patch
+    is asked (its first ``child.start``, ``remote.start`` or ``companion.open``): ``False``, and it
+    replays with the bare tool call ids it was written with. Any other run records the patch there.
+    """
+    patched: bool = DBOS.patch(SCOPED_CALL_IDS_PATCH)
+    return patched
+
+
+__all__ = ["FinalStatus", "RunContext", "RunRequest", "RunSummary", "scoped_call_ids"]

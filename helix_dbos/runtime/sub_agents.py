@@ -54,10 +54,11 @@ def start_sub_agents(
     started: list[Delegation] = []
     for call, tool in calls:
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        key = run.call_key(call.id)
         run.emit(
             SubAgentStartChunk(
                 **run.chunk_base(),
-                sub_agent_id=child_session_id_for(run.who.session_id, call.id),
+                sub_agent_id=child_session_id_for(run.who.session_id, key),
                 sub_agent_type=tool.agent.name,
                 tool_call_id=call.id,
                 input=arguments,
@@ -67,7 +68,9 @@ def start_sub_agents(
         if isinstance(message, ValidationError):
             results[call.id] = _failure(run, call, tool, validation_error_message(call.name, message))
             continue
-        child = ChildRun(agent=tool.agent, tool_call_id=call.id, message=message, timeout_ms=tool.timeout_ms)
+        child = ChildRun(
+            agent=tool.agent, tool_call_id=call.id, call_key=key, message=message, timeout_ms=tool.timeout_ms
+        )
         started.append(Delegation(call, tool, open_child(run, child)))
     return started
 
@@ -89,7 +92,7 @@ def end_chunk(run: RunContext, call: ParsedToolCall, output: ToolStepOutput) -> 
     session_of = remote_session_id_for if is_remote_sub_agent_tool(tool) else child_session_id_for
     return SubAgentEndChunk(
         **run.chunk_base(),
-        sub_agent_id=session_of(run.who.session_id, call.id),
+        sub_agent_id=session_of(run.who.session_id, run.call_key(call.id)),
         sub_agent_type=agent_type,
         tool_call_id=call.id,
         result=output["result"] if output["success"] else None,

@@ -3,9 +3,10 @@
 The worker (``companion_worker.py``) runs on PostgreSQL and calls the scripted OpenAI-compatible
 server in this process through the real LiteLLM adapter. The writer consults the critic, then
 re-consults it (``companion__sendMessage``), which continues the critic's session as the workflow
-``{critic session}-continue-c2``. The worker is killed while that continuation runs: (a) inside the
-critic's tool, (b) while the critic's model call after the tool is in flight. A second worker
-recovers both workflows; the writer must complete with both verdicts, each exactly once.
+``{critic session}-continue-1.2-c2`` (the writer's turn 1, step 2, call ``c2``). The worker is
+killed while that continuation runs: (a) inside the critic's tool, (b) while the critic's model
+call after the tool is in flight. A second worker recovers both workflows; the writer must
+complete with both verdicts, each exactly once.
 """
 
 from __future__ import annotations
@@ -124,11 +125,11 @@ def _check(env: dict[str, Any]) -> None:
         runs = store.list_runs(child)
         assert [(r.workflow_id, r.status) for r in runs] == [
             (f"{child}-turn-1", "completed"),
-            (f"{child}-continue-c2", "completed"),
+            (f"{child}-continue-1.2-c2", "completed"),
         ]
     finally:
         store.close()
-    assert _continuations(env["url"]) == [f"{child}-continue-c2"]  # started once, by its one id
+    assert _continuations(env["url"]) == [f"{child}-continue-1.2-c2"]  # started once, by its one id
 
 
 def test_kill_inside_the_companions_tool_during_a_reconsult(env: dict[str, Any]) -> None:

@@ -209,14 +209,14 @@ def test_send_message_redirects_a_running_companion(
     runs = executor.store.list_runs(child)
     assert [(r.workflow_id, r.status) for r in runs] == [
         (f"{child}-turn-1", "interrupted"),
-        (f"{child}-continue-s2", "completed"),
+        (f"{child}-continue-1.2-s2", "completed"),
     ]
     child_messages = transcript(executor, child)
     assert [m.content for m in child_messages if isinstance(m, UserMessage)] == ["first", "second"]
     assert find_unpaired_tool_call_ids(child_messages) == []
     assert notes in (["first"], [])  # the note ran at most once (the interrupt may land before it)
     parent_messages = transcript(executor, "redirect")
-    assert [n["runId"] for n in notices(parent_messages)] == [f"{child}-continue-s2"]
+    assert [n["runId"] for n in notices(parent_messages)] == [f"{child}-continue-1.2-s2"]
     assert "edited first+second" in result.output.verdicts[0]
 
 
@@ -282,7 +282,7 @@ def test_names_status_wait_terminate_and_a_fresh_respawn(
     assert [m.content for m in transcript(executor, w1) if isinstance(m, UserMessage)] == ["again"]
     assert [(r.workflow_id, r.status) for r in executor.store.list_runs(w1)] == [
         (f"{w1}-turn-1", "failed"),
-        (f"{w1}-respawn-b6", "completed"),
+        (f"{w1}-respawn-1.7-b6", "completed"),
     ]
     names = {r.name: r.status for r in executor.store.get_sub_session_refs("boss")}
     assert names == {"worker-1": "completed", "worker-2": "completed"}
@@ -371,5 +371,5 @@ def test_a_companion_whose_workflow_cannot_start_is_not_left_busy(
     child = "nostart-agent-h"
     assert [(r.workflow_id, r.status) for r in executor.store.list_runs(child)] == [
         (f"{child}-turn-1", "failed"),
-        (f"{child}-respawn-s1", "completed"),
+        (f"{child}-respawn-1.2-s1", "completed"),
     ]

@@ -115,7 +115,7 @@ def test_the_critic_is_reconsulted_on_its_preserved_session_with_a_fresh_verdict
     assert find_unpaired_tool_call_ids(transcript) == []
     assert [r.step_count for r in executor.store.list_runs(child_id)] == [1, 1]
     runs = executor.store.list_runs(child_id)
-    assert [r.workflow_id for r in runs] == [f"{child_id}-turn-1", f"{child_id}-continue-c2"]
+    assert [r.workflow_id for r in runs] == [f"{child_id}-turn-1", f"{child_id}-continue-1.2-c2"]
     for run in runs:
         status = DBOS.get_workflow_status(run.workflow_id)
         assert status is not None and status.status == "SUCCESS"

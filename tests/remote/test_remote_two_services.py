@@ -47,7 +47,7 @@ def query(url: str, sql: str, session_id: str) -> list[Any]:
 
 def start_delegation(pair: Pair, a: HelixClient) -> tuple[str, str]:
     started = a.start("boss", "research dbos")
-    remote_id = remote_session_id_for(started.session_id, "delegate-1")
+    remote_id = remote_session_id_for(started.session_id, "1.1-delegate-1")  # turn 1, step 1
     wait_for(pair.dig_entries, "the remote tool to start")
     return started.session_id, remote_id
 
@@ -121,7 +121,7 @@ def test_a_client_tool_inside_the_remote_agent_fails_fast(pair: Pair) -> None:
         assert time.monotonic() - began < 10
         assert result.status == "completed"
         assert "client-executed tool" in str(result.output), result
-        remote_id = remote_session_id_for(started.session_id, "delegate-1")
+        remote_id = remote_session_id_for(started.session_id, "1.1-delegate-1")  # turn 1, step 1
         remote = HelixClient(pair.b.base_url, token=TOKEN).status(remote_id)
         assert remote.status == "failed" and remote.aborted  # the remote run was stopped, not left waiting
 

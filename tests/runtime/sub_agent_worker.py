@@ -4,7 +4,11 @@ session to finish. The tests SIGKILL it while a child runs, then start it again.
 
 The ``note`` tool appends to the file named by ``$HELIX_SUBAGENT_EFFECTS`` (set by the test).
 
-Usage: python sub_agent_worker.py DATABASE_URL LLM_BASE_URL SESSION_ID [--start]
+``--legacy-call-ids`` derives the children's ids as versions before the turn and step were added
+to them did: from the bare tool call id, without asking the replay patch (so nothing of it is
+recorded), which is the history such a version left. A test recovers it with the current code.
+
+Usage: python sub_agent_worker.py DATABASE_URL LLM_BASE_URL SESSION_ID [--start] [--legacy-call-ids]
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ from tests.runtime.sub_agent_agents import agents
 from tests.worker_harness import serve_session
 
 DATABASE_URL, LLM_BASE_URL, SESSION_ID = sys.argv[1:4]
+
+if "--legacy-call-ids" in sys.argv:
+    from helix_dbos.runtime import run_context
+
+    run_context.scoped_call_ids = lambda: False
 
 planner, _ = agents(LLM_BASE_URL)
 serve_session(

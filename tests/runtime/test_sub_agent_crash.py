@@ -39,8 +39,8 @@ def env(new_migrated_database: Callable[[str], str], tmp_path: Path) -> Iterator
     yield {"url": url, "effects": tmp_path / "effects.txt", "session": f"sub-{unique_name('s')}"}
 
 
-def _spawn(env: dict[str, Any], base_url: str, *, start: bool) -> WorkerProcess:
-    args = [env["url"], base_url, env["session"], *(["--start"] if start else [])]
+def _spawn(env: dict[str, Any], base_url: str, *, start: bool, legacy: bool = False) -> WorkerProcess:
+    args = [env["url"], base_url, env["session"], *(["--start"] if start else []), *(["--legacy-call-ids"] * legacy)]
     worker_env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_SUBAGENT_EFFECTS": str(env["effects"])}
     return start_worker(WORKER, args, env=worker_env)
 
@@ -50,26 +50,41 @@ def _effects(env: dict[str, Any]) -> collections.Counter[str]:
     return collections.Counter(path.read_text().splitlines()) if path.exists() else collections.Counter()
 
 
-def _crash_and_recover(env: dict[str, Any], model: Model, kill_when: Callable[[], bool]) -> None:
+def _crash_and_recover(
+    env: dict[str, Any], model: Model, kill_when: Callable[[], bool], *, legacy_first: bool = False
+) -> None:
+    """Start the run in a worker, kill it when ``kill_when``, recover it in a current worker.
+
+    ``legacy_first``: the first worker derives the children's ids as versions before the turn and
+    step were added did (``sub_agent_worker.py --legacy-call-ids``).
+    """
     server = ScriptedOpenAIServer(handler=model)
     base_url = server.start()
     try:
-        kill_then_recover(lambda start: _spawn(env, base_url, start=start), kill_when)
+        kill_then_recover(lambda start: _spawn(env, base_url, start=start, legacy=start and legacy_first), kill_when)
     finally:
         server.stop()
 
 
-def _child_completed(env: dict[str, Any], topic: str) -> bool:
+NEW_IDS = "1.1-"
+"""The children's call key prefix in a run recorded now: turn 1, step 1 (``ids.scoped_call_key``)."""
+
+
+def _child_completed(env: dict[str, Any], topic: str, scope: str = NEW_IDS) -> bool:
     store = SqlSessionStore(env["url"])
     try:
-        child = store.load_session(f"{env['session']}-sub-call_{topic}")
+        child = store.load_session(f"{env['session']}-sub-{scope}call_{topic}")
         return child is not None and child.status == "completed"
     finally:
         store.close()
 
 
-def _check(env: dict[str, Any]) -> None:
-    """The parent completed with each child's result once; two child workflows; notes once each."""
+def _check(env: dict[str, Any], scope: str = NEW_IDS) -> None:
+    """The parent completed with each child's result once; two child workflows; notes once each.
+
+    ``scope`` is what the children's ids carry before the call id (``""``: a run recorded before
+    the turn and step were added).
+    """
     store = SqlSessionStore(env["url"])
     try:
         state = store.load_state(env["session"])
@@ -90,9 +105,12 @@ def _check(env: dict[str, Any]) -> None:
                 .scalars()
                 .all()
             )
-        assert workflows == [f"{env['session']}-sub-call_rain-turn-1", f"{env['session']}-sub-call_snow-turn-1"]
+        assert workflows == [
+            f"{env['session']}-sub-{scope}call_rain-turn-1",
+            f"{env['session']}-sub-{scope}call_snow-turn-1",
+        ]
         for topic in ("rain", "snow"):
-            child = store.load_state(f"{env['session']}-sub-call_{topic}")
+            child = store.load_state(f"{env['session']}-sub-{scope}call_{topic}")
             assert child is not None and child.status == "completed"
             assert find_unpaired_tool_call_ids(child.messages) == []
             assert [(r.turn, r.status) for r in store.list_runs(child.session_id)] == [(1, "completed")]
@@ -131,3 +149,42 @@ def test_kill_between_the_children_finishing_and_the_parents_next_step(env: dict
     _crash_and_recover(env, model, lambda: model.parent_held)
     _check(env)
     assert model.calls == {"rain": 2, "snow": 2}  # no child ran again
+
+
+def test_a_run_recorded_with_the_bare_call_ids_recovers_with_them(env: dict[str, Any]) -> None:
+    """A worker of a version before the turn and step were added to the children's ids started the
+    children and is killed while one runs; the current worker replays the parent to the ids that
+    version recorded (the patch finds the recorded ``child.start`` at its position), re-attaches to
+    both children and completes the run, recording no patch marker in the old history."""
+    model = Model(hold_topic="snow", hold_seconds=30)
+    kill_when = lambda: model.held.is_set() and _child_completed(env, "rain", scope="")  # noqa: E731
+    _crash_and_recover(env, model, kill_when, legacy_first=True)
+    _check(env, scope="")
+    assert model.calls == {"rain": 2, "snow": 3}  # rain's recorded steps did not run again
+    store = SqlSessionStore(env["url"])
+    try:
+        [run] = store.list_runs(env["session"])
+        with store.engine.connect() as conn:
+            steps = conn.execute(
+                sa.text("SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = :w"),
+                {"w": run.workflow_id},
+            ).scalars()
+            assert not [s for s in steps if s.startswith("DBOS.patch")]
+            # the subagent_end chunks, written after the recovery, name the children as recorded
+            chunks = conn.execute(
+                sa.text(
+                    "SELECT chunk FROM helix_stream_chunks WHERE stream_id = :s AND type IN "
+                    "('subagent_start', 'subagent_end') ORDER BY sequence"
+                ),
+                {"s": env["session"]},
+            ).scalars()
+            decoded = [c if isinstance(c, dict) else json.loads(c) for c in chunks]
+        parent = env["session"]
+        named = [(c["type"], c["sub_agent_id"]) for c in decoded if c["agent_id"] == run.run_id]
+        assert sorted(named) == sorted(
+            (kind, f"{parent}-sub-call_{topic}")
+            for kind in ("subagent_start", "subagent_end")
+            for topic in ("rain", "snow")
+        )
+    finally:
+        store.close()

@@ -84,13 +84,13 @@ def test_a_parent_delegates_to_two_sub_agents_in_one_step_and_finishes_with_thei
 
         parent = handle.session_id
         # Each child ran once, in its own session, as a child workflow under a deterministic id.
-        assert _child_workflows(parent) == [f"{parent}-sub-call_rain-turn-1", f"{parent}-sub-call_snow-turn-1"]
+        assert _child_workflows(parent) == [f"{parent}-sub-1.1-call_rain-turn-1", f"{parent}-sub-1.1-call_snow-turn-1"]
         refs = executor.store.get_sub_session_refs(parent)
         assert [(r.sub_session_id, r.mode, r.status, r.parent_tool_call_id) for r in refs] == [
-            (f"{parent}-sub-call_rain", "ephemeral", "completed", "call_rain"),
-            (f"{parent}-sub-call_snow", "ephemeral", "completed", "call_snow"),
+            (f"{parent}-sub-1.1-call_rain", "ephemeral", "completed", "call_rain"),
+            (f"{parent}-sub-1.1-call_snow", "ephemeral", "completed", "call_snow"),
         ]
-        child = executor.store.load_session(f"{parent}-sub-call_rain")
+        child = executor.store.load_session(f"{parent}-sub-1.1-call_rain")
         assert child is not None and child.parent_session_id == parent and child.root_session_id == parent
         assert sorted(effects.read_text().splitlines()) == ["note rain", "note snow"]
 
@@ -136,7 +136,7 @@ async def test_one_sse_connection_shows_the_children_between_start_and_end_and_r
             # Tagged with the child's run (in its session) and agent; each child chunk stored once.
             child_ids = {c["agent_id"] for _, c in chunks if c["agent_type"] == "researcher"}
             parent = handle.session_id
-            assert child_ids == {f"{parent}-sub-call_rain-turn-1", f"{parent}-sub-call_snow-turn-1"}
+            assert child_ids == {f"{parent}-sub-1.1-call_rain-turn-1", f"{parent}-sub-1.1-call_snow-turn-1"}
             tool_ends = [(c["agent_id"], c["tool_call_id"]) for _, c in chunks if c["type"] == "tool_end"]
             assert len(tool_ends) == len(set(tool_ends)) == 2
             assert chunks[ends[0]][1]["result"] == {"summary": "about rain"}
@@ -192,7 +192,7 @@ def test_a_child_session_that_cannot_be_created_is_a_tool_error_and_its_sibling_
         _, researcher = agents(server.base_url)
         squatter = starts.child_first_turn(
             researcher,
-            "taken-sub-call_snow",
+            "taken-sub-1.1-call_snow",
             '{"topic": "other"}',
             parent_session_id="someone-else",
             root_session_id="someone-else",
@@ -208,7 +208,7 @@ def test_a_child_session_that_cannot_be_created_is_a_tool_error_and_its_sibling_
         assert json.loads(result.output.summaries[0]) == {"summary": "about rain"}
         assert "the child session could not be created" in result.output.summaries[1]
         assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
-        assert _child_workflows("taken") == ["taken-sub-call_rain-turn-1"]
+        assert _child_workflows("taken") == ["taken-sub-1.1-call_rain-turn-1"]
         assert effects.read_text().splitlines() == ["note rain"]
 
 
@@ -225,7 +225,7 @@ def test_a_child_workflow_that_cannot_start_is_a_tool_error_and_its_sibling_is_u
             conn.execute(
                 sa.text(
                     "INSERT INTO dbos.workflow_status (workflow_uuid, status, name) "
-                    "VALUES ('nostart-sub-call_snow-turn-1', 'SUCCESS', 'someone.else')"
+                    "VALUES ('nostart-sub-1.1-call_snow-turn-1', 'SUCCESS', 'someone.else')"
                 )
             )
         with caplog.at_level(logging.ERROR):
@@ -236,10 +236,10 @@ def test_a_child_workflow_that_cannot_start_is_a_tool_error_and_its_sibling_is_u
         assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
         assert effects.read_text().splitlines() == ["note rain"]
         # the opened run is not left active with no workflow to end it
-        child = executor.store.load_session("nostart-sub-call_snow")
+        child = executor.store.load_session("nostart-sub-1.1-call_snow")
         assert child is not None and child.status == "failed"
         refs = {r.sub_session_id: r.status for r in executor.store.get_sub_session_refs("nostart")}
-        assert refs == {"nostart-sub-call_rain": "completed", "nostart-sub-call_snow": "failed"}
+        assert refs == {"nostart-sub-1.1-call_rain": "completed", "nostart-sub-1.1-call_snow": "failed"}
 
 
 def test_finish_called_alongside_delegations_waits_for_the_children(
@@ -273,9 +273,9 @@ def test_a_child_past_its_timeout_is_stopped_and_the_parent_goes_on(
         assert "timed out" in result.output.summaries[1]
         assert json.loads(result.output.summaries[0]) == {"summary": "about rain"}  # the sibling is unaffected
         assert any(r.getMessage().startswith("subagent.dispatch_failed") for r in caplog.records)
-        child = executor.store.load_session(f"{handle.session_id}-sub-call_snow")
+        child = executor.store.load_session(f"{handle.session_id}-sub-1.1-call_snow")
         assert child is not None and child.status == "failed" and child.aborted
-        status = DBOS.get_workflow_status(f"{handle.session_id}-sub-call_snow-turn-1")
+        status = DBOS.get_workflow_status(f"{handle.session_id}-sub-1.1-call_snow-turn-1")
         assert status is not None and status.status == "CANCELLED"
 
 
@@ -293,10 +293,11 @@ def test_aborting_the_parent_stops_its_running_children(
         executor.abort(handle.session_id, "enough")
         result = handle.result(timeout_seconds=15)
         assert result.status == "failed"
-        child = executor.store.load_session(f"{handle.session_id}-sub-call_snow")
+        child = executor.store.load_session(f"{handle.session_id}-sub-1.1-call_snow")
         assert child is not None and child.status == "failed" and child.aborted
         deadline = time.monotonic() + 10
-        while (DBOS.get_workflow_status(f"{handle.session_id}-sub-call_snow-turn-1") or object).status != "CANCELLED":  # type: ignore[attr-defined]
+        snow = f"{handle.session_id}-sub-1.1-call_snow-turn-1"
+        while (DBOS.get_workflow_status(snow) or object).status != "CANCELLED":  # type: ignore[attr-defined]
             assert time.monotonic() < deadline
             time.sleep(0.05)
 
@@ -315,7 +316,7 @@ def test_interrupting_the_parent_interrupts_its_running_children(
         assert executor.interrupt(handle.session_id, "pause")
         result = handle.result(timeout_seconds=20)
         assert result.status == "interrupted"
-        child = executor.store.load_session(f"{handle.session_id}-sub-call_snow")
+        child = executor.store.load_session(f"{handle.session_id}-sub-1.1-call_snow")
         assert child is not None and child.status == "interrupted"
         state = executor.get_state(handle.session_id)
         assert state is not None and find_unpaired_tool_call_ids(state.messages) == []
@@ -369,7 +370,7 @@ def test_a_human_in_the_loop_call_inside_an_ephemeral_child_is_refused_never_a_h
         result = handle.result(timeout_seconds=45)  # a wait for the human would take the 60 s hot window
         assert result.status == "completed", result.error
         assert "waits for a human" in result.output and "a sub-agent cannot do" in result.output
-        assert executor.list_pending_tool_calls(f"{handle.session_id}-sub-c1") == []
+        assert executor.list_pending_tool_calls(f"{handle.session_id}-sub-1.1-c1") == []
 
 
 def test_orphan_recovery_leaves_child_runs_to_their_parent(

@@ -123,7 +123,8 @@ def test_companion_calls_have_their_own_phase() -> None:
 
 def test_ids_and_automatic_names() -> None:
     assert child_session_id("s1", "critic-1") == "s1-agent-critic-1"
-    assert continuation_workflow_id("s1-agent-critic", "call_9") == "s1-agent-critic-continue-call_9"
+    assert continuation_workflow_id("s1-agent-critic", "2.1-call_9") == "s1-agent-critic-continue-2.1-call_9"
+    assert continuation_workflow_id("s1-agent-critic", "call_9") == "s1-agent-critic-continue-call_9"  # recorded runs
     assert auto_name("critic", []) == "critic-1"
     assert auto_name("critic", ["critic-1", "monitor-1"]) == "critic-2"
     assert auto_name("critic", ["critic-2"]) == "critic-3"  # an explicit name took the next number
@@ -155,7 +156,7 @@ def test_plan_dispatch(kind: Any, status: Any, action: str) -> None:
         child_agent_type="critic" if status else None,
         status=status,
         current_request_key="companion:older",
-        tool_call_id="c2",
+        call_key="1.2-c2",
     )
     assert plan.action == action
     assert (plan.error is not None) == (action == "refuse")
@@ -168,10 +169,24 @@ def test_a_re_executed_dispatch_finds_its_own_run() -> None:
         agent_type=None,
         child_agent_type="critic",
         status="running",
-        current_request_key="companion:c2",
-        tool_call_id="c2",
+        current_request_key="companion:3.1-c2",
+        call_key="3.1-c2",
     )
     assert plan.action == "opened"
+
+
+def test_a_call_id_used_again_on_a_later_turn_is_a_new_dispatch() -> None:
+    """The companion's current run was opened by turn 1's ``c2``; turn 2's ``c2`` continues it anew."""
+    plan = plan_dispatch(
+        "sendMessage",
+        name="critic",
+        agent_type=None,
+        child_agent_type="critic",
+        status="completed",
+        current_request_key="companion:1.2-c2",
+        call_key="2.2-c2",
+    )
+    assert plan.action == "continue"
 
 
 def test_a_name_belongs_to_one_agent_type() -> None:
@@ -182,7 +197,7 @@ def test_a_name_belongs_to_one_agent_type() -> None:
         child_agent_type="monitor",
         status="completed",
         current_request_key=None,
-        tool_call_id="c1",
+        call_key="1.1-c1",
     )
     assert plan.action == "refuse" and "is a monitor" in (plan.error or "")
 
