@@ -7,8 +7,10 @@ test_dbos_compat.py`` fails on another version until it is checked):
 - :data:`AwaitedWorkflowCancelledError`: what ``WorkflowHandle.get_result()`` raises for a
   workflow cancelled while it was awaited (an abort); DBOS raises it but does not export it.
 - :func:`is_dbos_control_exception`: exceptions DBOS raises *through* workflow code to unwind it
-  (cancellation, lost ownership of a workflow); the loop must let them pass, not record them as the
-  run's failure. DBOS has no common public base class for them, so they are known by module.
+  (cancellation, lost ownership of a workflow); code that catches ``BaseException`` must let them
+  pass, not record them as the run's failure. They derive from DBOS's private ``DBOSBaseException``
+  (a ``BaseException``, so ``except Exception`` never sees them). DBOS's ordinary errors
+  (``DBOSException``: a conflicting workflow id, a step timeout) are failures like any other.
 
 Re-enqueueing a dead worker's runs, once ``DBOS._recover_pending_workflows``, is done through the
 public ``list_workflows`` and ``resume_workflow`` (:mod:`helix_dbos.runtime.recovery`).
@@ -16,7 +18,12 @@ public ``list_workflows`` and ``resume_workflow`` (:mod:`helix_dbos.runtime.reco
 
 from __future__ import annotations
 
-from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSStepNondeterminismError, DBOSUnexpectedStepError
+from dbos._error import (
+    DBOSAwaitedWorkflowCancelledError,
+    DBOSBaseException,
+    DBOSStepNondeterminismError,
+    DBOSUnexpectedStepError,
+)
 
 DBOS_VERSION = "3.4.0"
 """The DBOS version this module was checked against."""
@@ -26,7 +33,7 @@ AwaitedWorkflowCancelledError = DBOSAwaitedWorkflowCancelledError
 
 def is_dbos_control_exception(exc: BaseException) -> bool:
     """Whether ``exc`` is DBOS unwinding a workflow (cancellation, lost ownership), not a failure of it."""
-    return type(exc).__module__.split(".", 1)[0] == "dbos"
+    return isinstance(exc, DBOSBaseException)
 
 
 def is_dbos_replay_error(exc: BaseException) -> bool:

@@ -48,7 +48,6 @@ from helix_dbos.orchestration.stop_checker import (
     should_stop_execution,
 )
 from helix_dbos.runtime import services, step_names
-from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.budget import BudgetAnswer, BudgetTracker
 from helix_dbos.runtime.companions import deliver_notices
@@ -133,14 +132,14 @@ def _run_info(request: RunRequest) -> RunInfo:
 def _run_observed(request: RunRequest) -> RunSummary:
     """The run, with its failure recorded when something unexpected escapes the loop.
 
-    An unexpected exception (a bug, an unregistered agent) must not leave the session ``active``
-    forever: it is recorded as a failed run, in a step, and reported as the run's error.
+    An unexpected exception (a bug, an unregistered agent, an error DBOS raised in workflow code)
+    must not leave the session ``active`` forever: it is recorded as a failed run, in a step, and
+    reported as the run's error. DBOS's control exceptions (cancellation, lost ownership) are
+    ``BaseException``s and pass through untouched, like :class:`~helix_dbos.errors.ProcessExiting`.
     """
     try:
         return _run_loop(request)
     except Exception as exc:
-        if is_dbos_control_exception(exc):
-            raise  # cancellation, lost ownership and the like belong to DBOS
         raise_if_exiting(exc)
         _log.error("run %s failed", request.run_id, exc_info=exc)
         error = public_error_message(exc)  # what clients see; the driver's details stay in the log

@@ -1,0 +1,46 @@
+"""A DBOS *error* escaping the loop fails the run like any other error; DBOS's *control* exceptions pass.
+
+DBOS unwinds a workflow with ``DBOSBaseException`` subclasses (cancelled, no longer owned): they
+derive from ``BaseException`` so that workflow code's ``except Exception`` cannot swallow them. The
+loop's last-resort handler (``except Exception``: record the run as failed, so its session does not
+stay ``active`` forever) used to let through every exception whose module is ``dbos``. Inside
+``except Exception`` that never matched a control exception; it matched DBOS's ordinary errors
+(a conflicting child workflow id, a step timeout, a workflow that does not exist), which then skipped
+``fail_run`` and left the session ``active`` with its workflow in ``ERROR``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from dbos import DBOS
+from dbos._error import DBOSConflictingWorkflowError, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+
+from helix_dbos import MockLLMAdapter, define_agent
+from helix_dbos.runtime import loop
+from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
+
+agent = define_agent("dbos-error", system_prompt="You answer.", llm_config="mock/model")
+
+
+def test_dbos_errors_are_failures_and_only_its_base_exceptions_are_control() -> None:
+    assert is_dbos_control_exception(DBOSWorkflowCancelledError("wf"))
+    assert is_dbos_control_exception(DBOSWorkflowConflictIDError("wf"))
+    assert not is_dbos_control_exception(DBOSConflictingWorkflowError("wf", "another function"))
+    assert not is_dbos_control_exception(RuntimeError("a bug"))
+
+
+def test_a_dbos_error_raised_in_workflow_code_fails_the_run_and_its_session(
+    make_executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def conflicting(run: object) -> None:  # what starting a child under a taken id raises, for one
+        raise DBOSConflictingWorkflowError("child-wf", "it was started by another function")
+
+    monkeypatch.setattr(loop, "inject_memories", conflicting)
+    executor = make_executor(MockLLMAdapter([{"type": "text", "content": "never called"}]), agents=[agent])
+    handle = executor.execute(agent, "hello", session_id="dbos-error-1")
+    result = handle.result()
+    assert result.status == "failed", result
+    session = executor.store.load_session("dbos-error-1")
+    assert session is not None and session.status == "failed", session
+    status = DBOS.get_workflow_status(handle.run_id)
+    assert status is not None and status.status == "SUCCESS", status  # the failure is the run's result
