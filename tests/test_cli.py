@@ -185,6 +185,7 @@ def test_a_bad_agents_path_is_one_line(command: str, spec: str, needle: str, tmp
 
 
 def test_an_unmigrated_or_unopenable_sqlite_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "empty.sqlite").write_bytes(b"")  # a file that is there, without the tables
     _one_line_error(
         ["sessions", "list", "--database-url", f"sqlite:///{tmp_path}/empty.sqlite"], 1, "Run: helix-dbos db upgrade"
     )

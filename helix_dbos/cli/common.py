@@ -18,6 +18,7 @@ import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -206,11 +207,39 @@ def shown_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def existing_url(database_url: str | None) -> str:
+    """:func:`resolve_url`, for a command that reads: a SQLite file that is not there is one line.
+
+    Opening it would create it (SQLite makes the file it is asked to open), and the store would then
+    advise ``db upgrade``, which makes an empty database: the advice for a command run in the wrong
+    directory, or without the ``--database-url`` the agents use. Commands that write (``demo``,
+    ``serve``, ``worker``, ``db upgrade``) use :func:`resolve_url` and create the database.
+    """
+    url = resolve_url(database_url)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise CliError(
+            f"no helix-dbos database at {shown_url(url)}: run this in the directory where the agents run, "
+            "or pass --database-url (or set HELIX_DATABASE_URL)"
+        )
+    return url
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names (relative to the current directory), or ``None`` (PostgreSQL, in memory)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
 def open_store(database_url: str | None) -> SqlSessionStore:
-    """The session store at ``database_url`` (checked to be migrated)."""
+    """The session store at ``database_url``, which must exist (:func:`existing_url`) and be migrated."""
     from helix_dbos.store import SqlSessionStore
 
-    return SqlSessionStore(resolve_url(database_url))
+    return SqlSessionStore(existing_url(database_url))
 
 
 def print_table(table: Table) -> None:
@@ -275,6 +304,7 @@ __all__ = [
     "compact_json",
     "console",
     "db_app",
+    "existing_url",
     "friendly",
     "new_app",
     "one_line_errors",
@@ -285,5 +315,6 @@ __all__ = [
     "resolve_url",
     "sessions_app",
     "shown_url",
+    "sqlite_path",
     "unwrap",
 ]

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from helix_dbos.cli.common import DatabaseUrl, JsonOutput, app, console, friendly, print_json, resolve_url
+from helix_dbos.cli.common import DatabaseUrl, JsonOutput, app, console, existing_url, friendly, print_json
 from helix_dbos.cli.render import iso_utc
 
 __all__ = ["fork"]
@@ -48,7 +48,7 @@ def fork(
     from helix_dbos.store import SqlSessionStore
     from helix_dbos.stream.sql import SqlStreamManager
 
-    url = resolve_url(database_url)
+    url = existing_url(database_url)
     with SqlSessionStore(url) as store:
         manager = SqlStreamManager(store.engine, check_schema=False)
         try:

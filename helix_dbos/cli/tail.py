@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from helix_dbos.cli.common import DatabaseUrl, app, compact_json, console, friendly, resolve_url
+from helix_dbos.cli.common import DatabaseUrl, app, compact_json, console, existing_url, friendly
 from helix_dbos.cli.render import chunk_markup
 from helix_dbos.errors import DatabaseUnavailableError, HelixError, SessionNotFoundError
 from helix_dbos.store.retry import RetryPolicy, is_transient
@@ -47,7 +47,7 @@ def tail(
     """Follow a session's stream live (text inline, tool calls and status on their own lines) until it ends."""
     from helix_dbos.store import SqlSessionStore
 
-    url = resolve_url(database_url)
+    url = existing_url(database_url)
     with SqlSessionStore(url) as store:
         session = store.load_session(session_id)
     if session is None:

@@ -23,11 +23,13 @@ from helix_dbos.cli.common import (
     QueueToShow,
     app,
     console,
+    existing_url,
     friendly,
     open_store,
     parse_queue,
     print_json,
     resolve_url,
+    sqlite_path,
 )
 from helix_dbos.cli.demo_run import report_recovered
 from helix_dbos.cli.inputs import configure_cli_logging, load_agents
@@ -155,17 +157,29 @@ def queue_status(queue: QueueToShow = None, database_url: DatabaseUrl = None, as
     from helix_dbos.runtime.queues import RunQueue, queue_status
 
     run_queue = parse_queue(queue) or RunQueue()
-    client = DBOSClient(system_database_url=dbos_system_database_url(resolve_url(database_url)))
-    try:
-        status = queue_status(client, run_queue)
-    finally:
-        client.destroy()
+    system_url = dbos_system_database_url(existing_url(database_url))
+    system_file = sqlite_path(system_url)
+    if system_file is not None and not system_file.exists():  # no process has run here yet (nor made it)
+        status = queue_status(_NoWorkflows(), run_queue)
+    else:
+        client = DBOSClient(system_database_url=system_url)
+        try:
+            status = queue_status(client, run_queue)
+        finally:
+            client.destroy()
     if as_json:
         print_json(status.model_dump(mode="json"))
         return
     console.print(f"queue {status.name}: {status.enqueued} waiting, {status.running} running", soft_wrap=True)
     for worker_id, running in status.running_by_worker.items():
         console.print(f"  {worker_id}: {running} running", soft_wrap=True)
+
+
+class _NoWorkflows:
+    """The workflows of a SQLite database DBOS has not run on: none (its file is not there yet)."""
+
+    def list_workflows(self, **_: Any) -> list[Any]:
+        return []
 
 
 @app.command()
