@@ -4,6 +4,7 @@
 | --- | --- |
 | ``common.py`` | the Typer apps, shared options, ``--version``, one-line errors, tables never cut |
 | ``inputs.py`` | checking a database URL and ``--agents``; foreseeable failures as one line with a hint |
+| ``model_check.py`` | agents' model strings, LiteLLM and API keys checked before anything is written |
 | ``render.py`` | times, durations, statuses and stream chunks as a person reads them (pure) |
 | ``db.py`` | ``db upgrade`` |
 | ``demo_run.py`` | ``demo`` (and the stream watching recovery shares) |

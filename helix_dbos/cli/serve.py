@@ -66,6 +66,7 @@ def serve(
     if not execute and run_queue is None:
         typer.echo("helix-dbos serve: --no-execute needs --queue (or HELIX_RUN_QUEUE): nothing would run", err=True)
         raise typer.Exit(2)
+    from helix_dbos.cli.model_check import check_agent_models
     from helix_dbos.errors import ServiceAuthConfigError
     from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
 
@@ -80,6 +81,8 @@ def serve(
     url = resolve_url(database_url)
     loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
+    if adapter is None:  # the default adapter: a model it cannot run is one line now, not a failed run later
+        check_agent_models(loaded)
     configure_cli_logging()
     typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
     run_server(

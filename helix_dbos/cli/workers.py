@@ -107,6 +107,7 @@ def worker(
 
     With --queue it runs the runs any server or worker enqueued there, within the queue's limits.
     """
+    from helix_dbos.cli.model_check import check_agent_models
     from helix_dbos.runtime.launch import launch, shutdown
 
     url = resolve_url(database_url)
@@ -117,6 +118,8 @@ def worker(
         from helix_dbos.service.server import load_object
 
         adapter = load_object(llm_adapter)
+    else:  # the default adapter: a model it cannot run is one line now, not a failed run later
+        check_agent_models(loaded)
     configure_cli_logging()
     executor = launch(
         url,
