@@ -13,6 +13,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── SessionNotFoundError            state_session_not_found
     ├── CheckpointNotFoundError         state_checkpoint_not_found  not a checkpoint of that session
     ├── ForkConflictError               state_conflict        the fork's new session id is taken by another session
+    ├── RunIdConflictError              state_conflict        a new run's id is taken by a run already recorded
     ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
     ├── DatabaseNotMigratedError        framework_internal_error    run `helix-dbos db upgrade`
@@ -293,6 +294,24 @@ class ForkConflictError(HelixError):
 
     def __init__(self, new_session_id: str, detail: str) -> None:
         super().__init__(f"Cannot fork into session {new_session_id!r}: {detail}", code="state_conflict")
+
+
+class RunIdConflictError(HelixError):
+    """A run was to be recorded under an id another run already has; nothing was written.
+
+    Run ids derive from session ids, turns and tool calls (``helix_dbos.runtime.ids``), so they
+    meet only when ids are chosen to (a session named like another session's derived id).
+    """
+
+    def __init__(self, run_id: str, session_id: str) -> None:
+        super().__init__(
+            f"Cannot start a run of session {session_id!r}: the run id {run_id!r} is taken by a run "
+            "already recorded (a session id chosen like another session's derived ids?)",
+            code="state_conflict",
+            retryable=False,
+        )
+        self.run_id = run_id
+        self.session_id = session_id
 
 
 class InvalidTextError(HelixError, ValueError):

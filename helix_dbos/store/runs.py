@@ -27,6 +27,7 @@ from helix_dbos.errors import (
     AgentMismatchError,
     AgentNotResumableError,
     HelixError,
+    RunIdConflictError,
     SessionNotFoundError,
     StaleStateError,
 )
@@ -223,8 +224,19 @@ def _insert_run(conn: Connection, request: StartRun, *, turn: int, start_sequenc
         agent_fingerprint=request.agent_fingerprint,
         request_key=request.request_key,
     )
-    conn.execute(_RUN_INSERT, run.model_dump())
+    try:
+        conn.execute(_RUN_INSERT, run.model_dump())
+    except sa.exc.IntegrityError as exc:
+        # The run id is another run's: a typed refusal (the transaction rolls back whole), never
+        # the driver's message with its SQL. Other constraint failures stay what they are.
+        if not any(name in str(exc.orig) for name in _RUN_ID_CONSTRAINT_NAMES):
+            raise
+        raise RunIdConflictError(request.run_id, request.session_id) from None
     return run
+
+
+_RUN_ID_CONSTRAINT_NAMES: Final = ("pk_helix_runs", "helix_runs.run_id")
+"""How PostgreSQL and SQLite name ``helix_runs``' primary key in a unique violation."""
 
 
 # Statements built once: values go in as parameters, so SQLAlchemy neither rebuilds the statement

@@ -152,3 +152,27 @@ def test_the_critic_loop_run_twice_in_one_session_continues_the_critic_under_new
     ]
     state = executor.get_state(critic)
     assert state is not None and state.output == {"ok": True, "note": "better than before"}
+
+
+def test_a_run_id_taken_by_another_session_is_a_tool_error_not_a_failed_run(make_executor: ExecutorFactory) -> None:
+    """Session ids are the caller's: one chosen like a companion's continuation id takes that run id
+    first. The consult is then refused with a typed error the model reads, and the parent goes on."""
+    from helix_dbos.runtime import starts
+
+    writer = _writer()
+    session = unique_name("squat")
+    critic = f"{session}-agent-critic"
+    squatter = starts.child_first_turn(
+        writer, "someone-else", "hi", parent_session_id="x", root_session_id="x", request_key="k",
+        fingerprint=None, metadata=None, now_ms=1,
+    ).model_copy(update={"run_id": f"{critic}-continue-1.2-c2"})  # fmt: skip
+    executor = make_executor(MockLLMAdapter([*_critic_loop()[:3], _critic_loop()[4]]), [writer])
+    executor.store.start_run(squatter)
+
+    result = executor.execute(writer, "Write a greeting.", session_id=session).result(timeout_seconds=60)
+    assert result.status == "completed", result.error
+    state = executor.get_state(session)
+    assert state is not None
+    [c2] = [m for m in state.messages if isinstance(m, ToolResultMessage) and m.tool_call_id == "c2"]
+    assert "Could not start companion 'critic'" in c2.content and "is taken by a run already recorded" in c2.content
+    assert "IntegrityError" not in c2.content and "INSERT" not in c2.content

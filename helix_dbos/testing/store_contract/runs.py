@@ -8,6 +8,7 @@ from helix_dbos.errors import (
     AgentAlreadyRunningError,
     AgentNotResumableError,
     HelixError,
+    RunIdConflictError,
     SessionNotFoundError,
     StaleStateError,
 )
@@ -49,6 +50,20 @@ class RunContract:
         assert not result.created_session
         assert result.run.turn == 1
         assert result.session.custom_state == {"n": 7}
+
+    def test_a_run_id_taken_by_another_run_is_a_typed_refusal_that_writes_nothing(self, store: SessionStore) -> None:
+        start(store)
+        with pytest.raises(RunIdConflictError) as raised:  # a new session whose run id is taken
+            start(store, "s2", "r1")
+        assert (raised.value.code, raised.value.run_id, raised.value.session_id) == ("state_conflict", "r1", "s2")
+        assert "SELECT" not in str(raised.value) and "INSERT" not in str(raised.value)
+        assert store.load_session("s2") is None
+        finish(store, 1, 1)
+        before = store.load_session("s1")
+        with pytest.raises(RunIdConflictError):  # the next turn of a session, under a taken run id
+            start(store, new=False, text="again")
+        assert store.load_session("s1") == before
+        assert before is not None and before.turn == 1
 
     def test_continuation_adds_a_turn(self, store: SessionStore) -> None:
         start(store)
