@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import socket
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -15,6 +16,7 @@ from helix_dbos.cli.common import (
     friendly,
     parse_queue,
     resolve_url,
+    shown_url,
 )
 from helix_dbos.cli.inputs import configure_cli_logging, load_agents
 
@@ -71,6 +73,14 @@ def serve(
     from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
 
     tokens = list(token or []) or tokens_from_env()
+    if not tokens and not allow_unauthenticated:
+        typer.echo(
+            "helix-dbos serve: refusing to serve agents without authentication: pass --token TOKEN "
+            "(repeatable) or set HELIX_API_TOKENS=t1,t2, or pass --allow-unauthenticated to serve without it "
+            "on purpose",
+            err=True,
+        )
+        raise typer.Exit(2)
     try:
         check_auth(tokens, allow_unauthenticated)
     except ServiceAuthConfigError as exc:
@@ -83,8 +93,13 @@ def serve(
     adapter = load_object(llm_adapter) if llm_adapter else None
     if adapter is None:  # the default adapter: a model it cannot run is one line now, not a failed run later
         check_agent_models(loaded)
+    _check_port(host, port)  # before the banner and the launch: a busy port must not start DBOS or recover runs
     configure_cli_logging()
-    typer.echo(f"helix-dbos serve: agents={[a.name for a in loaded]} on http://{host}:{port}")
+    base = f"http://{_url_host(host)}:{port}"
+    typer.echo(
+        f"helix-dbos serve: agents={[a.name for a in loaded]} on {base} (inspector: {base}/ui) "
+        f"database={shown_url(url)}"
+    )
     run_server(
         agents=loaded,
         database_url=url,
@@ -98,3 +113,34 @@ def serve(
         queue=run_queue,
         execute=execute,
     )
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one line (exit 2) unless ``host:port`` can be listened on, as uvicorn will try next.
+
+    ``SO_REUSEADDR`` as uvicorn sets it: a port left in ``TIME_WAIT`` by a server that just stopped
+    is free, a port another process listens on is not.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        _refuse(f"cannot listen on {host}:{port}: {exc.strerror} (is --host right?)")
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            _refuse(f"cannot listen on {host}:{port}: {exc.strerror or exc} (is another process using it? pass --port)")
+
+
+def _refuse(reason: str) -> NoReturn:
+    typer.echo(f"helix-dbos serve: {reason}", err=True)
+    raise typer.Exit(2)
+
+
+def _url_host(host: str) -> str:
+    """``host`` as it goes in a URL a person can open (``[::1]``; ``0.0.0.0`` is this machine)."""
+    if host in ("0.0.0.0", "::"):
+        return "127.0.0.1" if host == "0.0.0.0" else "[::1]"
+    return f"[{host}]" if ":" in host else host

@@ -136,18 +136,21 @@ def worker(
         + (f" queue={run_queue.name}" if run_queue else ""),
         soft_wrap=True,
     )
+    interrupted = False
     try:
         _watch_recovery(executor, stop)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         left = shutdown(executor)
         if left:
             console.print(
                 f"{len(left)} run(s) still in flight: they resume when executor {executor.executor_id} starts again"
             )
+    if interrupted:  # Ctrl-C exits 130 as serve, demo and tail do; SIGTERM, a supervisor's stop, exits 0
+        raise typer.Exit(130)
 
 
 @app.command("queue-status")
