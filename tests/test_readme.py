@@ -107,12 +107,12 @@ def test_readme_crash_demo_recovers_the_killed_session(tmp_path: Path) -> None:
     assert len(CRASH_BLOCKS) == 1
     assert README.index(CRASH_BLOCKS[0]) < README.index("## A first agent")  # right after the quickstart
     script = CRASH_BLOCKS[0].replace("helix-dbos ", f"{sys.executable} -m helix_dbos.cli ")
-    # The README's fixed ``sleep 9`` aims at the first tool calls on an idle machine; a loaded one can
+    # The README's fixed ``sleep 4`` aims at the first tool calls on an idle machine; a loaded one can
     # take longer than that to start the demo. Kill at the same point by its own signal instead: the
     # first ``→ get_weather`` line (its tools then run for --step-delay seconds).
-    assert script.count("& sleep 9; kill -9 $!") == 1, script
+    assert script.count("& sleep 4; kill -9 $!") == 1, script
     wait = 'for _ in $(seq 900); do grep -qF "→ get_weather" first.log && break; sleep 0.1; done'
-    script = script.replace("& sleep 9; kill -9 $!", f"> first.log 2>&1 & {wait}; kill -9 $!; cat first.log")
+    script = script.replace("& sleep 4; kill -9 $!", f"> first.log 2>&1 & {wait}; kill -9 $!; cat first.log")
     proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     killed = re.search(r"session (session-[0-9a-f]+)\s+run", proc.stdout)

@@ -258,7 +258,10 @@ async def watch(handle: Any, *, errors: list[str] | None = None) -> Any:
             markup, ends_line = shown
             if ends_line and not inline:
                 markup = markup.removeprefix("\n")
-            console.print(markup, end="\n" if ends_line else "", soft_wrap=True)
+            try:
+                console.print(markup, end="\n" if ends_line else "", soft_wrap=True)
+            except SystemExit:  # rich's answer to a closed stdout (| head): stop showing, let the run end
+                return
             inline = not ends_line
             if errors is not None and isinstance(chunk, ErrorChunk) and not chunk.recoverable:
                 errors.append(chunk.error)
