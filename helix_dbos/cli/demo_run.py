@@ -107,7 +107,7 @@ def demo(
             console.print()
             style = "green" if result.status == "completed" else "red"
             console.print(f"status: [{style}]{result.status}[/{style}]")
-            if result.error and result.status != "failed":  # a failure's error is in the stream already
+            if result.error and not shown:  # an error the stream showed is not printed twice
                 console.print(f"error: [red]{result.error}[/red]")
             output = result.output.model_dump() if hasattr(result.output, "model_dump") else result.output
             console.print_json(json.dumps(output))
