@@ -255,6 +255,17 @@ def print_table(table: Table) -> None:
         Console(width=natural, file=console.file, force_terminal=console.is_terminal).print(table)
 
 
+def fits(table: Table) -> bool:
+    """Whether ``table`` at its natural width (nothing cut) fits the terminal."""
+    return Measurement.get(console, console.options.update_width(100_000), table).maximum <= console.width
+
+
+Wide = Annotated[
+    bool,
+    typer.Option("--wide", help="A table row per item at its full width, even wider than the terminal."),
+]
+
+
 def print_json(value: Any) -> None:
     """``value`` as indented JSON on stdout, unstyled (so it pipes into ``jq``)."""
     typer.echo(json.dumps(value, ensure_ascii=False, indent=2))
@@ -300,11 +311,13 @@ __all__ = [
     "JsonOutput",
     "QueueSpec",
     "QueueToShow",
+    "Wide",
     "app",
     "compact_json",
     "console",
     "db_app",
     "existing_url",
+    "fits",
     "friendly",
     "new_app",
     "one_line_errors",

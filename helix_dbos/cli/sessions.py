@@ -21,8 +21,10 @@ from rich.table import Table
 from helix_dbos.cli.common import (
     DatabaseUrl,
     JsonOutput,
+    Wide,
     compact_json,
     console,
+    fits,
     friendly,
     open_store,
     print_json,
@@ -76,8 +78,13 @@ def sessions_list(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, most recently updated first.")] = 20,
     as_json: JsonOutput = False,
+    wide: Wide = False,
 ) -> None:
-    """List recent sessions, most recently updated first."""
+    """List recent sessions, most recently updated first.
+
+    A session a table row when the table fits the terminal (or with --wide), else two lines: its
+    id and status, then its agent, turn, steps, messages and last update. Ids are never cut.
+    """
     if status is not None and status not in get_args(SessionStatus):
         raise CliError(f"unknown --status {status!r}: use one of {', '.join(get_args(SessionStatus))}", exit_code=2)
     store = open_store(database_url)
@@ -102,7 +109,16 @@ def sessions_list(
             str(s.message_count),
             local_time(s.updated_at),
         )
-    print_table(table)
+    if wide or fits(table):
+        print_table(table)
+        return
+    for s in found:  # folded: a 125-column row wraps every line of an 80-column terminal's table
+        console.print(f"{s.session_id}  {status_style(s.status)}", soft_wrap=True, highlight=False)
+        console.print(
+            f"  {escape(s.agent_type)} · turn {s.turn} · {s.step_count} steps · {s.message_count} messages · "
+            f"updated {local_time(s.updated_at)}",
+            highlight=False,
+        )
 
 
 @sessions_app.command("show")
@@ -114,6 +130,7 @@ def sessions_show(
         bool, typer.Option("--messages", help="Print every message whole instead of previews (or --full).")
     ] = False,
     as_json: JsonOutput = False,
+    wide: Wide = False,
     full: Annotated[bool, typer.Option("--full", hidden=True, help="The same as --messages.")] = False,
 ) -> None:
     """Show a session: its runs and each step's duration, tokens and cost, its state and transcript."""
@@ -137,7 +154,7 @@ def sessions_show(
     if as_json:
         print_json(_show_json(session, timelines, usage, transcript, pending, with_messages=messages))
         return
-    _print_session(session, timelines, usage)
+    _print_session(session, timelines, usage, wide=wide)
     _print_transcript(transcript, whole=messages)
     console.print(f"custom state: {escape(compact_json(session.custom_state))}", soft_wrap=True)
     _print_pending(pending)
@@ -177,7 +194,7 @@ def _show_json(
     return shown
 
 
-def _print_session(session: SessionRecord, timelines: list[RunTimeline], usage: _Usage) -> None:
+def _print_session(session: SessionRecord, timelines: list[RunTimeline], usage: _Usage, *, wide: bool) -> None:
     console.print(f"[bold]session {session.session_id}[/bold]", soft_wrap=True)
     console.print(
         f"  agent {escape(session.agent_type)} · status {status_style(session.status)} · "
@@ -196,11 +213,11 @@ def _print_session(session: SessionRecord, timelines: list[RunTimeline], usage: 
     if session.error:
         console.print(f"  error: [red]{escape(session.error)}[/red]", soft_wrap=True)
     for timeline in timelines:
-        _print_run(timeline, usage.of_run(timeline.run.run_id))
+        _print_run(timeline, usage.of_run(timeline.run.run_id), wide=wide)
     console.print(f"\nsession usage (sub-agents included): {_summary_text(usage.session)}", soft_wrap=True)
 
 
-def _print_run(timeline: RunTimeline, usage: UsageSummary) -> None:
+def _print_run(timeline: RunTimeline, usage: UsageSummary, *, wide: bool) -> None:
     run = timeline.run
     took = duration_text(timeline.duration_ms) if timeline.duration_ms is not None else "still running"
     console.print(
@@ -227,11 +244,34 @@ def _print_run(timeline: RunTimeline, usage: UsageSummary) -> None:
             escape(_tools_text(step.tool_calls)),
             row.checkpoint_id or "-",
         )
-    print_table(table)
+    if wide or fits(table):
+        print_table(table)
+    else:  # folded: the table is about 170 columns wide
+        for row in timeline.steps:
+            _print_step_folded(row)
     console.print(f"  run total: {_usage_text(totals([s.usage for s in timeline.steps]))}", soft_wrap=True)
     extra = _extra_text(usage)
     if extra:
         console.print(f"  {extra}", soft_wrap=True)
+
+
+def _print_step_folded(row: Any) -> None:
+    """A step on lines that fit the terminal: what and how long, then tokens and cost, then tools and checkpoint."""
+    step = row.usage
+    committed = local_time(row.committed_at) if row.checkpoint_id else "(discarded by a retry)"
+    console.print(f"  step {row.step}  {committed} · took {duration_text(row.duration_ms)}", highlight=False)
+    if step.llm_calls:
+        console.print(
+            f"    {escape(step.model or '-')} · in {step.input_tokens} · out {step.output_tokens} · "
+            f"cached {step.cached_input_tokens} · {_cost_text(step.cost_usd)}",
+            highlight=False,
+        )
+    if step.tool_calls:
+        console.print(f"    tools: {escape(_tools_text(step.tool_calls))}", highlight=False)
+    line = f"    checkpoint {row.checkpoint_id or '-'}"
+    if len(line) > console.width:  # the id alone (it starts with cpv1-) rather than a wrapped line
+        line = f"    {row.checkpoint_id}"
+    console.print(line, soft_wrap=True, highlight=False)
 
 
 def _tools_text(calls: list[ToolCallUsage]) -> str:

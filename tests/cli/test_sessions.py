@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import LONG_TEXT, MODEL, USAGE, run_cli
+from tests.cli.conftest import LONG_TEXT, MODEL, USAGE, cli_env, run_cli
 
 ISO_LOCAL = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d")
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -33,7 +33,7 @@ def _ok(*args: str, url: str) -> str:
 
 
 def test_list_prints_whole_ids_readable_times_and_the_api_statuses(cli_sessions: str) -> None:
-    out = _ok("sessions", "list", url=cli_sessions)
+    out = _ok("sessions", "list", "--wide", url=cli_sessions)
     assert "cli-done" in out and "cli-waiting" in out
     assert "…" not in out, out  # nothing cut to fit 60 columns
     assert re.search(r"cli-waiting\s*│\s*cli-agent\s*│\s*active\s*│", out), out
@@ -83,7 +83,7 @@ def test_show_has_a_step_timeline_with_durations_tokens_and_cost(cli_sessions: s
     assert shown["totals"]["output_tokens"] == sum(o for _, o in USAGE)
     assert shown["totals"]["llm_calls"] == 3 and shown["totals"]["tool_calls"] == 2
 
-    text = _ok("sessions", "show", "cli-done", url=cli_sessions)
+    text = _ok("sessions", "show", "cli-done", "--wide", url=cli_sessions)
     assert "run cli-done-turn-1" in text and "took" in text
     for step in steps[1:]:
         assert re.search(
@@ -170,3 +170,21 @@ def test_an_unknown_session_is_one_line_with_a_hint(cli_sessions: str, args: lis
     assert proc.stderr.splitlines() == [
         "helix-dbos: Session 'nope' does not exist: helix-dbos sessions list shows the sessions there are"
     ]
+
+
+def test_list_and_show_fit_an_80_column_terminal_with_ids_whole(cli_sessions: str) -> None:
+    """Before: 125- and 170-column tables whatever the width, so the terminal wrapped every row."""
+    env = cli_env(COLUMNS="80")
+    listed = run_cli("sessions", "list", "--database-url", cli_sessions, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert all(len(line) <= 80 for line in listed.stdout.splitlines()), listed.stdout
+    assert re.search(r"^cli-done\s+completed$", listed.stdout, re.M), listed.stdout
+    assert "cli-agent · turn 1 · 3 steps · 6 messages · updated" in listed.stdout, listed.stdout
+    shown = run_cli("sessions", "show", "cli-done", "--database-url", cli_sessions, env=env)
+    assert shown.returncode == 0, shown.stderr
+    steps = json.loads(_ok("sessions", "show", "cli-done", "--json", url=cli_sessions))["runs"][0]["steps"]
+    timeline = shown.stdout.split("run total")[0].split("\nrun ")[1].splitlines()[1:]
+    assert timeline and all(len(line) <= 80 for line in timeline), shown.stdout
+    for step in steps:
+        assert f"step {step['step']} " in shown.stdout and step["checkpoint_id"] in shown.stdout  # whole
+    assert f"{MODEL} · in {USAGE[0][0]} · out {USAGE[0][1]}" in shown.stdout, shown.stdout
