@@ -203,6 +203,9 @@ def recover(
             help="Run the recovered runs here with these agents (module:attribute, or demo), and wait.",
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Recover even an executor id that a live process holds (runs twice).")
+    ] = False,
 ) -> None:
     """Re-run the in-flight runs of workers that will not come back.
 
@@ -211,12 +214,20 @@ def recover(
     than takeover_after_seconds. With --agents, this command runs them itself and reports how each
     ended. Runs already waiting on the queue are listed too.
     """
+    from helix_dbos.runtime.identity import refuse_live_executors
     from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_system_database_url
     from helix_dbos.runtime.recovery import requeue_pending_runs
 
     url = resolve_url(database_url)
-    if agents is not None:
-        _recover_here(url, list(executor_id), load_agents(agents))
+    loaded = load_agents(agents) if agents is not None else None  # a bad --agents is reported first
+    if not force:  # a live executor's runs in flight would run twice at once
+        checked = open_store(database_url)
+        try:
+            refuse_live_executors(checked.workers, list(executor_id))
+        finally:
+            checked.close()
+    if loaded is not None:
+        _recover_here(url, list(executor_id), loaded)
         return
     from dbos import DBOSClient
 
@@ -250,7 +261,11 @@ def _print_requeued(store: Any, executor_ids: list[str], requeued: list[str], qu
 def _worker_hint(store: Any) -> str:
     import time
 
-    live = [w.executor_id for w in store.workers.list_workers() if w.heartbeat_at > time.time() * 1000 - 30_000]
+    live = [
+        w.executor_id
+        for w in store.workers.list_workers()
+        if w.pid > 0 and w.heartbeat_at > time.time() * 1000 - 30_000
+    ]
     if live:
         return f"live workers that will pick them up: {', '.join(sorted(live))}"
     return (
@@ -266,7 +281,7 @@ def _recover_here(url: str, executor_ids: list[str], loaded: list[AgentConfig]) 
     from helix_dbos.runtime.launch import launch, shutdown
     from helix_dbos.runtime.recovery import requeue_pending_runs
 
-    executor = launch(url, agents=loaded, executor_id="helix-dbos-recover")
+    executor = launch(url, agents=loaded, executor_id_base="helix-dbos-recover")
     failed = 0
     try:
         requeued, queued = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
