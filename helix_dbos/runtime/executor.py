@@ -48,6 +48,7 @@ from helix_dbos.orchestration.state_operations import (
 )
 from helix_dbos.runtime import children, forks, services, starts, workers
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
+from helix_dbos.runtime.backend import Backend
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, check_submission_fits, parse_submission, wake_run
 from helix_dbos.runtime.ids import (
@@ -123,7 +124,9 @@ class DBOSAgentExecutor:
         (:mod:`helix_dbos.runtime.wake`), for a PostgreSQL store in DBOS's system database;
         :func:`helix_dbos.launch` turns it on when it puts them there.
         """
-        waker = TransactionalWaker.for_store(store) if wake_in_submission else None
+        manager = stream_manager or InMemoryStreamManager()
+        backend = Backend.resolve(manager, store)
+        waker = TransactionalWaker.for_backend(backend) if wake_in_submission else None
         if llm_adapter is None:
             from helix_dbos.llm.litellm import LiteLLMAdapter
 
@@ -131,7 +134,9 @@ class DBOSAgentExecutor:
         self.store = store
         self.logger = logger or std_logger("helix_dbos.runtime")
         self.registry = AgentRegistry()
-        self.streams = RunStreams(stream_manager or InMemoryStreamManager(), self.logger)
+        self.backend = backend
+        """What the store and stream manager offer beyond their base protocols (:mod:`.backend`)."""
+        self.streams = RunStreams(manager, self.logger, backend)
         self._services = RuntimeServices(
             hot_window_seconds=hot_window_seconds,
             store=store,
@@ -284,13 +289,12 @@ class DBOSAgentExecutor:
         transaction instead of a read, the start and an activation. Otherwise the sequence is read
         first and the stream is opened by :meth:`_start_workflow`.
         """
-        joint_store = getattr(self.store, "start_run_with", None)
-        engine = getattr(self.store, "engine", None)
-        joint = None if joint_store is None else self.streams.joint_start(stream_id, engine)
+        joint_store = self.backend.joint_start
+        joint = None if joint_store is None else self.streams.joint_start(stream_id, joint_store.engine)
         if joint_store is None or joint is None:
             sequence = self.streams.latest_sequence(stream_id)
             return self.store.start_run(start.model_copy(update={"stream_start_sequence": sequence})), False
-        started: StartRunResult = joint_store(start, joint.latest_sequence, joint.activate)
+        started = joint_store.start_run_with(start, joint.latest_sequence, joint.activate)
         if started.existing:
             return started, False
         joint.activated()
@@ -401,10 +405,10 @@ class DBOSAgentExecutor:
         again without it; the executor then stops waking in submissions (DBOS's tables are not in
         the store's database after all).
         """
-        joint = None if self._waker is None else getattr(self.store.pending, "submit_with", None)
-        if joint is not None:
+        waker, joint = self._waker, self.backend.transactional_submit
+        if waker is not None and joint is not None:
             try:
-                outcome: SubmitOutcome = joint(session_id, tool_call_id, payload, fits, self._waker)
+                outcome = joint.submit_with(session_id, tool_call_id, payload, fits, waker)
                 return outcome, outcome.delivery == "hot"
             except WakeUpRefusedError as refused:
                 self._waker = None

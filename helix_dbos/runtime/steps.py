@@ -22,7 +22,6 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -192,13 +191,13 @@ def commit_with_chunks(rt: RuntimeServices, who: RunIdentity, commit: StepCommit
     the step its commit: the step is committed again without the chunks, and the flusher isolates
     the bad one as it always does.
     """
-    joint: Callable[[StepCommit, Any], CommitResult] | None = getattr(rt.store, "commit_step_with", None)
-    held = None if joint is None else rt.streams.hold(who.stream_id, getattr(rt.store, "engine", None))
+    joint = rt.streams.backend.joint_commit
+    held = None if joint is None else rt.streams.hold(who.stream_id, joint.engine)
     if joint is None or held is None:
         return rt.store.commit_step(commit)
     stored = False
     try:
-        result: CommitResult = joint(commit, held.for_commit())
+        result = joint.commit_step_with(commit, held.for_commit())
         stored = True
     except HelixError:
         raise

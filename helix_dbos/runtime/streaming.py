@@ -16,70 +16,41 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any
 
 from helix_dbos.errors import DatabaseUnavailableError
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.stream.base import ChunkRecord, StreamManager, StreamReader
+from helix_dbos.runtime.backend import Backend
+from helix_dbos.stream.base import ChunkRecord, ResumableStreamReader, StreamManager, StreamReader
+from helix_dbos.stream.capabilities import HeldWrites, RecordReader, StreamStartInTransaction
 from helix_dbos.stream.chunks import StreamChunk
 
 
-class _Enqueue(Protocol):
-    def __call__(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None) -> None: ...
-
-
-class HeldWrites(Protocol):
-    """Queued chunks of one stream handed to a transaction of the store's (see :meth:`RunStreams.hold`)."""
-
-    def for_commit(self) -> Any:
-        """The writes for the store's ``commit_step_with`` (a callable, or a ``RidingWrite``)."""
-        ...
-
-    def release(self, *, stored: bool) -> None: ...
-
-
-class _Hold(Protocol):
-    def __call__(self, stream_id: str, engine: object) -> HeldWrites | None: ...
-
-
-class JointStart(Protocol):
-    """A stream's part of a run's start, done in the store's start transaction (:meth:`RunStreams.joint_start`)."""
-
-    def latest_sequence(self, conn: Any) -> int: ...
-
-    def activate(self, conn: Any) -> None: ...
-
-    def activated(self) -> None: ...
-
-
-class _JointStart(Protocol):
-    def __call__(self, stream_id: str, engine: object) -> JointStart | None: ...
-
-
 class RunStreams:
-    """Thread-safe facade over a :class:`StreamManager` bound to the background loop."""
+    """Thread-safe facade over a :class:`StreamManager` bound to the background loop.
 
-    def __init__(self, manager: StreamManager, logger: Logger) -> None:
+    ``backend``: what the manager offers beyond the base protocol, resolved by the executor with
+    its store (resolved here from the manager alone when not given).
+    """
+
+    def __init__(self, manager: StreamManager, logger: Logger, backend: Backend | None = None) -> None:
         self.manager = manager
+        self.backend = backend if backend is not None else Backend.resolve(manager)
         self._logger = logger
-        self._enqueue: _Enqueue | None = getattr(manager, "enqueue_keyed", None)
-        self._hold: _Hold | None = getattr(manager, "hold_for_transaction", None)
-        self._joint_start: _JointStart | None = getattr(manager, "start_for_transaction", None)
         self._hops = 0  # writes sent through the background loop and not done yet
         self._hops_lock = threading.Lock()
 
     async def write_async(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None = None) -> None:
         """Write from code already running on the background loop (LLM callbacks).
 
-        ``dedupe_key`` makes a durable manager store the chunk once even when a replayed workflow
-        writes it again (managers without keyed writes ignore it).
+        ``dedupe_key`` makes the manager store the chunk once even when a replayed workflow writes
+        it again (``StreamManager.write_keyed``).
         """
         if chunk.timestamp is None:
             chunk = chunk.model_copy(update={"timestamp": int(time.time() * 1000)})
-        write_keyed = getattr(self.manager, "write_keyed", None)
-        if dedupe_key is not None and write_keyed is not None:
-            await write_keyed(stream_id, chunk, dedupe_key, run_id=chunk.agent_id)
+        if dedupe_key is not None:
+            await self.manager.write_keyed(stream_id, chunk, dedupe_key, run_id=chunk.agent_id)
             return
         writer = await self.manager.create_writer(stream_id, chunk.agent_id, chunk.agent_type)
         await writer.write(chunk)
@@ -91,20 +62,20 @@ class RunStreams:
         not waiting keeps stream latency off the run's critical path. Failures are logged, never
         fatal to the run. :meth:`flush` waits for everything submitted so far.
 
-        A keyed write to a manager that can queue from any thread (``enqueue_keyed``: the SQL
+        A keyed write to a manager that can queue from any thread (a ``QueueingStream``: the SQL
         manager, whose flusher thread does the I/O) is queued right here, without the hop to the
         background loop (the hop cost more CPU than the write), unless writes sent through the loop
         are still outstanding: then it follows them there, so order is kept either way.
         """
-        enqueue = self._enqueue
-        if dedupe_key is not None and enqueue is not None:
+        queueing = self.backend.queueing
+        if dedupe_key is not None and queueing is not None:
             with self._hops_lock:
                 direct = self._hops == 0
             if direct:
                 if chunk.timestamp is None:
                     chunk = chunk.model_copy(update={"timestamp": int(time.time() * 1000)})
                 try:
-                    enqueue(stream_id, chunk, dedupe_key, run_id=chunk.agent_id)
+                    queueing.enqueue_keyed(stream_id, chunk, dedupe_key, run_id=chunk.agent_id)
                 except Exception as exc:
                     self._logger.warn("[helix-dbos] stream write failed", {"error": repr(exc)})
                 return
@@ -120,14 +91,15 @@ class RunStreams:
         through the background loop are outstanding: they were written before the queued chunks
         may have been, and would then land after them.
         """
-        if self._hold is None:
+        stream = self.backend.transactional_stream
+        if stream is None:
             return None
         with self._hops_lock:
             if self._hops:
                 return None
-        return self._hold(stream_id, engine)
+        return stream.hold_for_transaction(stream_id, engine)
 
-    def joint_start(self, stream_id: str, engine: object) -> JointStart | None:
+    def joint_start(self, stream_id: str, engine: object) -> StreamStartInTransaction | None:
         """The stream's start (first sequence, activation) to do in a store transaction on ``engine``.
 
         It replaces :meth:`latest_sequence` before and :meth:`open` after the store's start: one
@@ -135,12 +107,13 @@ class RunStreams:
         in-memory one, another database) or writes sent through the background loop are
         outstanding; the caller then reads and opens the stream itself.
         """
-        if self._joint_start is None:
+        stream = self.backend.transactional_stream
+        if stream is None:
             return None
         with self._hops_lock:
             if self._hops:
                 return None
-        return self._joint_start(stream_id, engine)
+        return stream.start_for_transaction(stream_id, engine)
 
     def _hop_done(self, future: Any) -> None:
         with self._hops_lock:
@@ -168,11 +141,11 @@ class RunStreams:
         The run's first sequence was read before its start was recorded (:meth:`latest_sequence`),
         so this reads nothing back: one write on a run's critical path, not a write and a read.
         """
+        activation = self.backend.activation
 
         async def _open() -> None:
-            activate = getattr(self.manager, "activate", None)
-            if activate is not None:
-                await activate(stream_id)  # durable managers: never trust a per-process cache here
+            if activation is not None:
+                await activation.activate(stream_id)  # durable managers: never trust a per-process cache here
             await self.manager.create_writer(stream_id, run_id, agent_type)
 
         background_loop.run(_open())
@@ -242,11 +215,12 @@ class RunStreams:
         return _bridge_records(reader, bg)
 
 
-async def _bridge_records(reader: Any, loop: asyncio.AbstractEventLoop) -> AsyncIterator[ChunkRecord]:
+async def _bridge_records(reader: ResumableStreamReader, loop: asyncio.AbstractEventLoop) -> AsyncIterator[ChunkRecord]:
+    paired = reader if isinstance(reader, RecordReader) else None
+
     async def next_record() -> ChunkRecord:
-        if hasattr(reader, "next_record"):
-            record: ChunkRecord = await reader.next_record()
-            return record
+        if paired is not None:
+            return await paired.next_record()
         chunk = await reader.__anext__()
         return ChunkRecord(sequence=reader.current_sequence, chunk=chunk)
 

@@ -25,8 +25,9 @@ from dbos import DBOSClient
 from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import WakeUpRefusedError
+from helix_dbos.runtime.backend import Backend
 from helix_dbos.runtime.hitl import HITL_TOPIC, wake_message
-from helix_dbos.store.base import PendingToolCall, SessionStore
+from helix_dbos.store.base import PendingToolCall
 from helix_dbos.store.retry import is_transient
 
 __all__ = ["TransactionalWaker"]
@@ -45,10 +46,14 @@ class TransactionalWaker:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_store(cls, store: SessionStore) -> TransactionalWaker:
-        """The waker over ``store``'s engine, or a clear refusal when the store cannot host it."""
-        engine = getattr(store, "engine", None)
-        if engine is None or engine.dialect.name != "postgresql" or not hasattr(store.pending, "submit_with"):
+    def for_backend(cls, backend: Backend) -> TransactionalWaker:
+        """The waker over the store's engine, or a clear refusal when the store cannot host it.
+
+        It needs a store on PostgreSQL whose ``store.pending`` takes work into an answer's
+        transaction (:class:`~helix_dbos.store.capabilities.TransactionalSubmit`).
+        """
+        engine = backend.engine
+        if engine is None or engine.dialect.name != "postgresql" or backend.transactional_submit is None:
             raise ValueError(
                 "wake_in_submission needs a PostgreSQL store (SqlSessionStore) in DBOS's system database; "
                 "leave it off to wake runs with DBOS.send"

@@ -151,6 +151,20 @@ class StreamManager(Protocol):
         """Return the stream's status and counters, or ``None`` for an unknown stream."""
         ...
 
+    async def write_keyed(
+        self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None = None
+    ) -> None:
+        """Append ``chunk`` without a writer, stored at most once per ``(stream_id, dedupe_key)``.
+
+        Replay depends on it: a DBOS workflow re-executed after a crash writes its deterministic
+        chunks again under the same keys, and a reader must not see them twice. A chunk whose key is
+        already stored is dropped without taking a sequence; a key frees up when its chunk is
+        removed (``cleanup_to_step``, ``reset_stream``). ``None`` means no dedupe. Creates an
+        unknown stream; never reactivates an ended one (the chunk is refused, as a writer's is).
+        ``run_id`` is the writing run, for managers that store it.
+        """
+        ...
+
     async def read_records(self, stream_id: str, after_sequence: int = 0) -> list[ChunkRecord]:
         """A snapshot of the stored chunks after ``after_sequence``, with their sequences.
 

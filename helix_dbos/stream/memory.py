@@ -55,6 +55,8 @@ class _Stream:
     latest_sequence: int = 0
     terminal: _Terminal | None = None
     readers: set[_InMemoryStreamReader] = field(default_factory=set)
+    keyed: dict[str, int] = field(default_factory=dict)
+    """``write_keyed``'s dedupe keys of the stored chunks, with their sequences."""
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     """Notified on every change; readers wait on it for new chunks or an end."""
 
@@ -209,7 +211,16 @@ class InMemoryStreamManager:
         stream.terminal = None
         return _InMemoryStreamWriter(self, stream_id, run_id, agent_type)
 
-    async def _append(self, stream_id: str, chunk: StreamChunk) -> None:
+    async def write_keyed(
+        self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None = None
+    ) -> None:
+        """Append ``chunk`` unless a stored chunk of the stream has ``dedupe_key`` (replay writes it again).
+
+        Creates an unknown stream; raises ``HelixError`` on an ended or failed one, as a writer does.
+        """
+        await self._append(stream_id, chunk, dedupe_key)
+
+    async def _append(self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None = None) -> None:
         stream = self._get_or_create(stream_id)
         if stream.status in ("ended", "failed"):
             raise HelixError(
@@ -219,7 +230,11 @@ class InMemoryStreamManager:
             )
         # Sequence assignment and append happen with no await in between, so concurrent writers on
         # one event loop get a total order that matches the stored order.
+        if dedupe_key is not None and dedupe_key in stream.keyed:
+            return
         stream.latest_sequence += 1
+        if dedupe_key is not None:
+            stream.keyed[dedupe_key] = stream.latest_sequence
         stream.records.append(ChunkRecord(sequence=stream.latest_sequence, chunk=chunk.model_copy(deep=True)))
         if isinstance(chunk, RunPausedChunk):
             stream.status = "paused"
@@ -267,6 +282,8 @@ class InMemoryStreamManager:
         if not removed:
             return
         stream.records = kept
+        gone = {record.sequence for record in removed}
+        stream.keyed = {key: seq for key, seq in stream.keyed.items() if seq not in gone}
         for reader in stream.readers:
             reader._on_removed(removed, step_count)
         await stream.notify()
@@ -275,6 +292,7 @@ class InMemoryStreamManager:
         """Remove every chunk, detach attached readers and make the stream active again."""
         stream = self._get_or_create(stream_id)
         stream.records = []
+        stream.keyed = {}
         stream.status = "active"
         stream.terminal = None
         for reader in list(stream.readers):

@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the serv
 
 from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.stream.base import ChunkRecord, StreamManager
+from helix_dbos.stream.capabilities import RecordReader
 from helix_dbos.stream.chunks import ErrorChunk, RunPausedChunk, RunResumedChunk
 from helix_dbos.stream.events import (
     StreamChunkEvent,
@@ -106,12 +107,12 @@ async def records_from_manager(
         return None
 
     async def records() -> AsyncIterator[ChunkRecord]:
-        next_record: Callable[[], Awaitable[ChunkRecord]] | None = getattr(reader, "next_record", None)
+        paired = reader if isinstance(reader, RecordReader) else None
         try:
             while True:
                 try:
-                    if next_record is not None:
-                        yield await next_record()
+                    if paired is not None:
+                        yield await paired.next_record()
                     else:
                         chunk = await reader.__anext__()
                         yield ChunkRecord(sequence=reader.current_sequence, chunk=chunk)

@@ -46,6 +46,10 @@ def test_the_dialect_interface_imports_neither_dialect() -> None:
     assert store_modules_imported_by("dialect") <= {"helix_dbos.store.base"}
 
 
+def test_the_optional_capabilities_import_no_implementation() -> None:
+    assert store_modules_imported_by("capabilities") <= {"helix_dbos.store.base", "helix_dbos.store.dialect"}
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
 def test_no_private_names_across_modules(path: Path) -> None:
     private = [

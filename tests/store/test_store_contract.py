@@ -13,11 +13,20 @@ from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.engine import create_engine_for
 from helix_dbos.store.migrate import current_revision, upgrade
 from helix_dbos.store.schema import SCHEMA_REVISION
-from helix_dbos.testing.store_contract import SessionStoreContract
+from helix_dbos.testing.store_contract import (
+    JointCommitContract,
+    JointStartContract,
+    SessionStoreContract,
+    TransactionalSubmitContract,
+)
 
 
 class TestSqlSessionStore(SessionStoreContract):
     """Every contract test, on SQLite and on PostgreSQL."""
+
+
+class TestSqlSessionStoreJointTransactions(JointStartContract, JointCommitContract, TransactionalSubmitContract):
+    """The SQL store offers every optional joint transaction, on both backends."""
 
 
 # --- schema checks -------------------------------------------------------------------------------

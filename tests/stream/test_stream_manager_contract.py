@@ -491,3 +491,41 @@ async def test_concurrent_writers_get_one_total_order(stream_manager: StreamMana
         mine = [c for c in seen if c.startswith(f"{index}:")]
         assert mine == [f"{index}:{n}" for n in range(25)]  # each writer's own order is kept
     assert len({c.split(":")[0] for c in seen[:10]}) > 1  # the writers really did interleave
+
+
+# --- keyed writes (what replay's dedupe relies on) -------------------------------------------------
+
+
+async def test_a_keyed_chunk_is_stored_once_per_key(stream_manager: StreamManager) -> None:
+    manager = stream_manager
+    await manager.write_keyed("s1", text("a", step=1), "run-1:a", run_id="run-1")  # creates the stream
+    await manager.write_keyed("s1", text("a again", step=1), "run-1:a", run_id="run-1")  # a replay
+    await manager.write_keyed("s1", text("b", step=1), "run-1:b", run_id="run-1")
+    await manager.write_keyed("s1", text("free", step=1), None)
+    await manager.write_keyed("s1", text("free", step=1), None)
+    records = await manager.read_records("s1")
+    assert contents([r.chunk for r in records]) == ["a", "b", "free", "free"]
+    assert [r.sequence for r in records] == [1, 2, 3, 4]  # a dropped duplicate takes no sequence
+
+
+async def test_a_key_frees_up_when_its_chunk_is_removed(stream_manager: StreamManager) -> None:
+    manager = stream_manager
+    await manager.write_keyed("s1", text("kept", step=1), "k1")
+    await manager.write_keyed("s1", text("removed", step=2), "k2")
+    await manager.cleanup_to_step("s1", 1)
+    await manager.write_keyed("s1", text("kept again", step=1), "k1")
+    await manager.write_keyed("s1", text("rewritten", step=2), "k2")
+    assert contents([r.chunk for r in await manager.read_records("s1")]) == ["kept", "rewritten"]
+    await manager.reset_stream("s1")
+    await manager.write_keyed("s1", text("after reset", step=1), "k1")
+    assert contents([r.chunk for r in await manager.read_records("s1")]) == ["after reset"]
+
+
+async def test_a_keyed_write_does_not_reopen_an_ended_stream(stream_manager: StreamManager) -> None:
+    manager = stream_manager
+    await manager.write_keyed("s1", text("a"), "k1")
+    await manager.end_stream("s1")
+    with pytest.raises(HelixError):
+        await manager.write_keyed("s1", text("late"), "k2")
+    info = await manager.get_stream_info("s1")
+    assert info is not None and (info.status, info.latest_sequence) == ("ended", 1)

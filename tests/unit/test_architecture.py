@@ -156,3 +156,40 @@ def test_layers_import_downwards_only(layer: str) -> None:
         if any(module == f or module.startswith(f"{f}.") for f in forbidden)
     )
     assert offending == []
+
+
+RUNTIME_ATTRIBUTE_LOOKUPS_ALLOWED = {
+    ("runtime/exiting.py", "threading"): "a private helper of the standard library that may be absent",
+    ("runtime/registry.py", "fn"): "a tool function's name for messages; any callable may lack it",
+    ("runtime/hooks.py", "hooks"): "hook sets are partial by design: an undefined hook is skipped",
+    ("runtime/hooks.py", "h"): "the same, for the check whether any hook set defines a hook",
+    ("runtime/queues.py", "status"): "a field of DBOS's workflow status, absent in older DBOS versions",
+    ("runtime/sub_agents.py", "validated"): "a sub-agent's output: a pydantic model or plain JSON",
+}
+"""``getattr`` / ``hasattr`` uses in ``runtime/`` unrelated to the backend, each with its reason.
+
+What the store, the stream manager or ``store.pending`` offer beyond their base protocols is
+declared (``store/capabilities.py``, ``stream/capabilities.py``) and resolved once, when the
+executor is built (``runtime/backend.py``); the runtime asks that result instead of probing.
+"""
+
+
+def _attribute_lookups(path: Path) -> list[str]:
+    """The source of the object each ``getattr(obj, ...)`` / ``hasattr(obj, ...)`` in ``path`` looks into."""
+    return [
+        ast.unparse(node.args[0])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in {"getattr", "hasattr"}
+        and node.args
+    ]
+
+
+def test_the_runtime_probes_no_backend_object_for_capabilities() -> None:
+    found = {
+        (path.relative_to(PACKAGE).as_posix(), target)
+        for path in sorted((PACKAGE / "runtime").rglob("*.py"))
+        for target in _attribute_lookups(path)
+    }
+    assert sorted(found - RUNTIME_ATTRIBUTE_LOOKUPS_ALLOWED.keys()) == []

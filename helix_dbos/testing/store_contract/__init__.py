@@ -22,10 +22,20 @@ yields an empty store for each test::
 The fixture may be parametrized (helix-dbos's runs every test once per backend). Several tests
 call the store from many threads at once (concurrent creators, concurrent starts, concurrent
 identical commits): the store must be safe to share between threads, as the runtime shares it.
+A store that also offers the optional joint transactions of :mod:`helix_dbos.store.capabilities`
+subclasses their contracts too (``JointStartContract``, ``JointCommitContract``,
+``TransactionalSubmitContract``); they are not part of :class:`SessionStoreContract`, because a
+store without them is complete.
+
 Requires pytest (a test dependency, not a dependency of helix-dbos); this module is not imported by
 ``helix_dbos.testing``'s ``__init__`` for that reason.
 """
 
+from helix_dbos.testing.store_contract.capabilities import (
+    JointCommitContract,
+    JointStartContract,
+    TransactionalSubmitContract,
+)
 from helix_dbos.testing.store_contract.forks import ForkContract
 from helix_dbos.testing.store_contract.hitl import PendingCallContract
 from helix_dbos.testing.store_contract.runs import RunContract
@@ -34,11 +44,14 @@ from helix_dbos.testing.store_contract.steps import StepContract
 
 __all__ = [
     "ForkContract",
+    "JointCommitContract",
+    "JointStartContract",
     "PendingCallContract",
     "RunContract",
     "SessionContract",
     "SessionStoreContract",
     "StepContract",
+    "TransactionalSubmitContract",
 ]
 
 

@@ -1,0 +1,120 @@
+"""The optional fast paths a stream manager may offer beyond :mod:`helix_dbos.stream.base`.
+
+A :class:`~helix_dbos.stream.base.StreamManager` is complete without any of these; what replay
+correctness needs (keyed writes, ``write_keyed``) is in the base protocol. A durable manager that
+shares the store's database offers them so that a run's stream costs no transaction of its own
+on the run's critical path (:class:`TransactionalStream`), or no hop to an event loop per chunk
+(:class:`QueueingStream`). They are declared here, not discovered by attribute, so an author sees
+what to implement and mypy checks it; the runtime checks them once, when an executor is built
+(:mod:`helix_dbos.runtime.backend`). :class:`~helix_dbos.stream.sql.SqlStreamManager` offers all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from helix_dbos.stream.base import ChunkRecord
+from helix_dbos.stream.chunks import StreamChunk
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from helix_dbos.store.dialect import RidingWrite
+
+__all__ = [
+    "ActivatableStream",
+    "HeldWrites",
+    "QueueingStream",
+    "RecordReader",
+    "StreamStartInTransaction",
+    "TransactionalStream",
+]
+
+
+class HeldWrites(Protocol):
+    """A stream's queued chunks, taken from its flusher to be stored in the store's step commit."""
+
+    def for_commit(self) -> Callable[[Connection], object] | RidingWrite:
+        """The writes to hand ``commit_step_with``: a callable, or a ``RidingWrite`` for the commit's statement."""
+        ...
+
+    def release(self, *, stored: bool) -> None:
+        """After the store's transaction, committed or not: chunks not ``stored`` go back to the flusher."""
+        ...
+
+
+class StreamStartInTransaction(Protocol):
+    """A stream's part of a run's start, done inside the store's ``start_run_with`` transaction."""
+
+    def latest_sequence(self, conn: Connection) -> int:
+        """The stream's latest sequence, read through ``conn`` (0 for a new stream): the run's first."""
+        ...
+
+    def activate(self, conn: Connection) -> None:
+        """Create the stream or make it active, through ``conn`` (again if the store retries)."""
+        ...
+
+    def activated(self) -> None:
+        """After the store's transaction committed with :meth:`activate` in it."""
+        ...
+
+
+@runtime_checkable
+class TransactionalStream(Protocol):
+    """A manager whose writes can join a transaction on the store's engine.
+
+    Both methods return ``None`` whenever joining is not safe (another engine than the manager's, a
+    closed manager, the stream's chunks already being committed, a loss still to report); the
+    runtime then writes through the base protocol. What they hand out must keep the stream's
+    order: chunks written meanwhile wait until the held ones are released, and held chunks not
+    stored go back to the flusher ahead of them.
+    """
+
+    def hold_for_transaction(self, stream_id: str, engine: object) -> HeldWrites | None:
+        """Take ``stream_id``'s queued chunks to store in the caller's transaction on ``engine``."""
+        ...
+
+    def start_for_transaction(self, stream_id: str, engine: object) -> StreamStartInTransaction | None:
+        """A run's start of ``stream_id`` for the caller's transaction; queued chunks are committed first."""
+        ...
+
+
+@runtime_checkable
+class QueueingStream(Protocol):
+    """A manager that takes a keyed write from any thread without waiting (its own thread does the I/O).
+
+    A workflow thread then need not hop to the runtime's event loop per chunk, which costs more
+    than the write.
+    """
+
+    def enqueue_keyed(
+        self, stream_id: str, chunk: StreamChunk, dedupe_key: str | None, *, run_id: str | None = None
+    ) -> None:
+        """:meth:`~helix_dbos.stream.base.StreamManager.write_keyed` from a thread outside any event loop.
+
+        Must keep the order of the calls, and wait only for back-pressure.
+        """
+        ...
+
+
+@runtime_checkable
+class ActivatableStream(Protocol):
+    """A manager that caches stream status per process, and can make a stream active past its cache.
+
+    ``create_writer`` of such a manager may trust the cache; another process may have ended the
+    stream meanwhile (an abort sent to an API process), so a run's start calls :meth:`activate`.
+    """
+
+    async def activate(self, stream_id: str) -> None:
+        """Create the stream or make it active in the durable store, whatever the cache holds."""
+        ...
+
+
+@runtime_checkable
+class RecordReader(Protocol):
+    """A reader that yields a chunk with its sequence in one call (no read of ``current_sequence`` after)."""
+
+    async def next_record(self) -> ChunkRecord:
+        """The next chunk with its sequence; raises ``StopAsyncIteration`` at the end, as ``__anext__``."""
+        ...
