@@ -6,8 +6,9 @@ parallel tool calls first, then a state-updating tool, then ``__finish__`` with 
 from the tool results it actually received. Give ``--model openai/gpt-4o-mini`` (or any LiteLLM
 model string) and the same agent runs on a real model instead.
 
-The scripted model is a registered model name, :data:`DEMO_MODEL`: ``launch()`` routes it to
-:class:`DemoModel` unless given an adapter of its own, so ``helix-dbos worker --agents demo`` and
+The scripted model is a registered model name, :data:`DEMO_MODEL` (registered when this module is
+imported, :mod:`helix_dbos.llm.builtin`): ``launch()`` routes it to :class:`DemoModel` unless given
+an adapter of its own, so ``helix-dbos worker --agents demo`` and
 ``helix-dbos serve --agents demo`` run (and recover) the demo agent with no Python written.
 ``step_delay_seconds`` slows every model step and tool call, so that a demo can be killed mid-run.
 """
@@ -24,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from helix_dbos.agent import AgentConfig, define_agent
 from helix_dbos.llm.base import LLMGenerateInput
+from helix_dbos.llm.builtin import register_builtin_model
 from helix_dbos.messages import AssistantMessage, ToolResultMessage, UserMessage
 from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, TokenUsage, ToolCallsStepResult
 from helix_dbos.tool import ToolContext, define_tool
@@ -250,3 +252,5 @@ async def _say(input: LLMGenerateInput, text: str) -> None:
 
 demo_agent = build_demo_agent()
 """The demo agent on the scripted model: ``--agents helix_dbos.demo:demo_agent`` (or ``--agents demo``)."""
+
+register_builtin_model(DEMO_MODEL, DemoModel)  # launch()'s default adapter routes the demo's model here

@@ -13,11 +13,12 @@ Rules the commands share, so that two commands never print the same thing two wa
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from rich.markup import escape
 
+from helix_dbos._clock import iso_utc  # re-exported for the commands
 from helix_dbos.cli.common import compact_json
 from helix_dbos.stream import chunks as c
 from helix_dbos.stream.chunks import StreamChunk
@@ -45,13 +46,6 @@ def local_time(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds")
-
-
-def iso_utc(ms: int | None) -> str | None:
-    """``ms`` since the epoch as UTC ISO 8601 with milliseconds (``...Z``), for JSON output."""
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def duration_text(ms: float | None) -> str:

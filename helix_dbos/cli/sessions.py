@@ -33,13 +33,13 @@ from helix_dbos.cli.common import (
 )
 from helix_dbos.cli.inputs import CliError
 from helix_dbos.cli.render import duration_text, iso_utc, local_time, status_style
-from helix_dbos.cli.timeline import RunTimeline, build_timeline, totals
-from helix_dbos.cli.usage_view import ToolCallUsage, run_usage, session_usage, usage_by_step
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.messages import Message
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import PendingToolCall, SessionRecord
 from helix_dbos.usage import UsageSummary
+from helix_dbos.views.timeline import RunTimeline, build_timeline, totals
+from helix_dbos.views.usage_view import ToolCallUsage, run_usage, session_usage, usage_by_step
 
 __all__ = ["session_json", "sessions_list", "sessions_show"]
 

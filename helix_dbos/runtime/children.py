@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from dbos import DBOS, SetWorkflowID
 
+from helix_dbos._clock import now_ms
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.runtime import services, starts, step_names
@@ -61,7 +62,6 @@ from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
 from helix_dbos.runtime.steps import OUTCOME_EVENT, RunIdentity
 from helix_dbos.session import SubSessionRef
 from helix_dbos.store.base import SessionStore, StartRun
-from helix_dbos.store.engine import now_ms
 
 ChildMode = Literal["ephemeral", "persistent"]
 

@@ -22,13 +22,13 @@ The seeds name branching among what checkpoints are for, and give it a ``stream_
 
 from __future__ import annotations
 
+from helix_dbos._clock import now_ms
 from helix_dbos.errors import AgentAlreadyRunningError, CheckpointNotFoundError, ForkConflictError, SessionNotFoundError
 from helix_dbos.orchestration.message_builder import close_unpaired_for_fork
 from helix_dbos.runtime.ids import new_session_id as fresh_session_id
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import ForkResult, ForkSession, SessionStore
-from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import StreamResyncChunk
 from helix_dbos.validation import check_text
 

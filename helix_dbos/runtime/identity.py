@@ -32,9 +32,9 @@ import itertools
 from collections.abc import Callable
 from typing import Literal
 
+from helix_dbos._clock import now_ms
 from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.store.base import WorkerRecord, WorkerRegistry
-from helix_dbos.store.engine import now_ms
 from helix_dbos.store.process import ProcessIdentity, ProcessState, process_state
 
 DEFAULT_EXECUTOR_ID = "local"

@@ -45,7 +45,7 @@ from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.runtime.identity import DEFAULT_EXECUTOR_ID, claim_executor_id
 from helix_dbos.runtime.queues import RunQueue, register_run_queue
-from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
+from helix_dbos.runtime.step_names import AGENT_WORKFLOW_NAME
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import RunRecord
 from helix_dbos.store.engine import to_sqlalchemy_url
@@ -146,16 +146,18 @@ def dbos_config_for(
 
 
 def default_llm_adapter() -> LLMAdapter:
-    """LiteLLM for every model string, plus the built-in model names helix-dbos registers.
+    """LiteLLM for every model string, plus the built-in model names registered so far.
 
-    ``helix/demo-scripted`` (:data:`helix_dbos.demo.DEMO_MODEL`) is the demo's offline scripted
-    model: routing it here is what lets ``worker`` and ``serve`` run (and recover) the demo agent.
+    Built-in names (:mod:`helix_dbos.llm.builtin`) are registered by the modules that own them when
+    they are imported: ``helix/demo-scripted``, the demo's offline scripted model, by
+    :mod:`helix_dbos.demo`, which ``worker`` and ``serve`` import to load the demo agent, so they
+    run (and recover) it. The runtime never imports the demo itself.
     """
-    from helix_dbos.demo import DEMO_MODEL, DemoModel
+    from helix_dbos.llm.builtin import builtin_models
     from helix_dbos.llm.litellm import LiteLLMAdapter
     from helix_dbos.llm.router import ModelRouter
 
-    return ModelRouter({DEMO_MODEL: DemoModel()}, LiteLLMAdapter())
+    return ModelRouter({name: factory() for name, factory in builtin_models().items()}, LiteLLMAdapter())
 
 
 def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:

@@ -20,7 +20,7 @@ from dbos import DBOS
 
 from helix_dbos.observability import lifecycle
 from helix_dbos.observability.run_observer import executor_id
-from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
+from helix_dbos.runtime.step_names import AGENT_WORKFLOW_NAME
 from helix_dbos.store.base import RunRecord, SessionStore
 
 

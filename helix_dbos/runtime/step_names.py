@@ -10,6 +10,11 @@ Names are per agent (``{agent}.llm``), so a run's step list reads as what the ag
 
 from __future__ import annotations
 
+AGENT_WORKFLOW_NAME = "helix_dbos.agent_run"
+"""The DBOS workflow an agent run is (:mod:`helix_dbos.runtime.workflow`): recorded with every run,
+and what recovery, takeover and the CLI list workflows by. Here, not next to the workflow, so that
+those readers do not import the loop."""
+
 FAIL_RUN = "helix.fail_run"
 """Records a run that failed on an unexpected error in workflow code (not per agent: the agent
 may be the very thing that could not be resolved)."""
@@ -121,6 +126,7 @@ def skills_catalog(agent: str) -> str:
 
 
 __all__ = [
+    "AGENT_WORKFLOW_NAME",
     "FAIL_RUN",
     "approval_gate",
     "budget_register",

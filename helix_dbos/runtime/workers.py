@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 
 from dbos import DBOS
 
+from helix_dbos._clock import now_ms
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.recovery import requeue_pending_runs
 from helix_dbos.store.base import SessionStore
-from helix_dbos.store.engine import now_ms
 
 
 def executor_id() -> str:

@@ -15,8 +15,9 @@ from dbos import DBOS
 
 from helix_dbos.runtime.loop import run_agent_loop
 from helix_dbos.runtime.run_context import RunRequest
+from helix_dbos.runtime.step_names import AGENT_WORKFLOW_NAME
 
-AGENT_WORKFLOW_NAME = "helix_dbos.agent_run"
+__all__ = ["AGENT_WORKFLOW_NAME", "agent_run_workflow"]
 
 
 @DBOS.workflow(name=AGENT_WORKFLOW_NAME)

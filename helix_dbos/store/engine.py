@@ -22,7 +22,6 @@ connection.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 
+from helix_dbos._clock import now_ms  # re-exported: its home was here
 from helix_dbos.errors import HelixError
 from helix_dbos.store import codec
 from helix_dbos.store.dialect import SqlDialect
@@ -153,8 +153,3 @@ def begin_read(engine: Engine) -> Iterator[Connection]:
         return
     with engine.connect() as conn, conn.begin():
         yield conn
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch: the unit of every ``*_at`` column."""
-    return time.time_ns() // 1_000_000

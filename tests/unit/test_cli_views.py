@@ -9,7 +9,7 @@ MODEL = "openai/gpt-4o-mini"
 
 def test_usage_rows_are_read_in_one_place() -> None:
     """The per-step figures come from ``usage_view.summarise`` alone (the seam for a usage summary)."""
-    from helix_dbos.cli.usage_view import summarise
+    from helix_dbos.views.usage_view import summarise
 
     steps = summarise(
         [
@@ -26,7 +26,7 @@ def test_usage_rows_are_read_in_one_place() -> None:
 
 def test_a_step_shows_the_cost_recorded_with_its_call() -> None:
     """The price recorded when the call was made wins over today's cost map (history is not rewritten)."""
-    from helix_dbos.cli.usage_view import summarise
+    from helix_dbos.views.usage_view import summarise
 
     steps = summarise(
         [
@@ -40,8 +40,8 @@ def test_a_step_shows_the_cost_recorded_with_its_call() -> None:
 def test_a_forks_branch_checkpoint_is_no_step_of_its_first_run() -> None:
     """Pure: the timeline puts each checkpoint in the run in flight when it was written."""
     from helix_dbos.checkpoint import CheckpointMeta
-    from helix_dbos.cli.timeline import build_timeline
     from helix_dbos.store.base import RunRecord
+    from helix_dbos.views.timeline import build_timeline
 
     run = RunRecord(run_id="f-turn-1", session_id="f", turn=1, status="completed", started_at=2_000, workflow_id="w")
     branch = CheckpointMeta(id="cp-branch", session_id="f", step_count=3, timestamp=1_000, status="completed")

@@ -4,7 +4,7 @@ The seeds' ``AgentServer`` answers one session at a time; an operator looking at
 needs the agents it can start, the list (status, agent, turns, last update, cost), then one
 session's steps with their durations, tokens and cost. All are plain authenticated ``/v1`` routes,
 so a script can read what the inspector (:mod:`helix_dbos.service.ui`) shows. The timeline is the
-one ``helix-dbos sessions show`` prints (:mod:`helix_dbos.cli.timeline`), so the terminal and the
+one ``helix-dbos sessions show`` prints (:mod:`helix_dbos.views.timeline`), so the terminal and the
 browser never disagree.
 """
 
@@ -14,14 +14,14 @@ from fastapi import Query
 from fastapi.routing import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from helix_dbos.cli.timeline import build_timeline, totals
-from helix_dbos.cli.usage_view import usage_by_step
 from helix_dbos.errors import public_error_message
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import SessionRecord
+from helix_dbos.views.timeline import build_timeline, totals
+from helix_dbos.views.usage_view import usage_by_step
 
 __all__ = [
     "AgentListView",

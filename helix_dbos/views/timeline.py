@@ -6,7 +6,7 @@ Where the figures come from:
   iteration ``k`` (one LLM call and its tool calls) is committed, so a step's duration is the time
   between its checkpoint and the one before it (the run's start for step 0);
 - a checkpoint belongs to the run in flight when it was written (a session runs one run at a time);
-- tokens, tool durations and cost come from :mod:`helix_dbos.cli.usage_view`.
+- tokens, tool durations and cost come from :mod:`helix_dbos.views.usage_view`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from helix_dbos._clock import iso_utc
 from helix_dbos.checkpoint import CheckpointMeta
-from helix_dbos.cli.render import iso_utc
-from helix_dbos.cli.usage_view import StepUsage
 from helix_dbos.store.base import RunRecord
+from helix_dbos.views.usage_view import StepUsage
 
 __all__ = ["RunTimeline", "StepRow", "build_timeline", "totals"]
 

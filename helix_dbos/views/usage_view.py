@@ -1,4 +1,4 @@
-"""Tokens, tool durations and cost per step, as the CLI shows them: the one place that reads usage.
+"""Tokens, tool durations and cost per step, as the CLI and the inspector show them: the one place that reads usage.
 
 The usage rows (``SessionStore.get_usage``) are one per LLM call and per tool call, keyed by run and
 step, and written once per step commit, so summing them never double counts. A call's cost is the
