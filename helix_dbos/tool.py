@@ -150,11 +150,20 @@ class ToolContext:
     state_tracker: StateTracker
     abort_signal: AbortSignal = field(default_factory=AbortSignal)
     events: list[CustomEvent] = field(default_factory=list)
+    call_key: str | None = None
+    """What :attr:`idempotency_key` is built on: ``None`` for ``tool_call_id``, or
+    ``{turn}.{step}-{tool_call_id}`` when an earlier call in the session used the same id."""
 
     @property
     def idempotency_key(self) -> str:
-        """Stable across retries and recovery of the same tool call; pass it to external APIs."""
-        return f"{self.session_id}:{self.tool_call_id}"
+        """One per tool call in the session, stable across retries and recovery of that call.
+
+        ``{session_id}:{tool_call_id}``; when the model used the call's id before in the session
+        (many models number their calls per response, so the next turn may call ``call_1`` again),
+        ``{session_id}:{turn}.{step}-{tool_call_id}`` with the run's turn and model step. Pass it to
+        the external systems a tool writes to, so a retried call is recognised as the same one.
+        """
+        return f"{self.session_id}:{self.call_key or self.tool_call_id}"
 
     def get_state(self) -> Any:
         """A copy of the custom state (a ``state_schema`` instance, or a dict)."""
@@ -178,6 +187,7 @@ def create_tool_context(
     tool_name: str,
     state_tracker: StateTracker,
     abort_signal: AbortSignal | None = None,
+    call_key: str | None = None,
 ) -> ToolContext:
     """Build a :class:`ToolContext` (the seeds' ``createToolContext``)."""
     return ToolContext(
@@ -188,6 +198,7 @@ def create_tool_context(
         tool_name=tool_name,
         state_tracker=state_tracker,
         abort_signal=abort_signal or AbortSignal(),
+        call_key=call_key,
     )
 
 

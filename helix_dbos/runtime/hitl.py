@@ -121,6 +121,9 @@ def register_step(
 
     ``announce`` fires ``on_agent_suspended``; a continuation answering the batch its previous run
     suspended on does not announce it again (it fires ``on_agent_resumed`` once the answers are in).
+    Announced calls are the model's new calls: a finished row an earlier call with the same id left
+    (an earlier turn's or step's: models reuse call ids) is replaced, never taken as their answer.
+    A continuation takes over its predecessor's rows, answers and all.
     """
     rt = services.current()
     now = now_ms()
@@ -139,7 +142,7 @@ def register_step(
         )
         for c in calls
     ]
-    rt.store.pending.register(rows)
+    rt.store.pending.register(rows, fresh=announce)
     if announce:
         fire(
             hooks,

@@ -5,6 +5,9 @@ recognised only because they derive the same one. So the formats are a contract,
 changing one makes a retried request start a second run instead of finding the first. The one
 change made so far (ids derived from a tool call took the parent's turn and step) is behind a
 named DBOS replay patch, :data:`SCOPED_CALL_IDS_PATCH`, so runs recorded before it keep theirs.
+A tool's idempotency key needs none: it keeps the bare form for every call whose id no earlier
+call in the session used, and the transcript that decides is the one a replay reads again
+(:func:`calls_used_before`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
 from helix_dbos.session import AgentInput
 
 SCOPED_CALL_IDS_PATCH = "helix-call-scoped-ids"
@@ -22,6 +27,16 @@ SCOPED_CALL_IDS_PATCH = "helix-call-scoped-ids"
 A run decides once, where it first derives such an id (``RunContext.call_key``): runs recorded
 before the patch replay with the bare tool call id, as they were written; every other run records
 the patch there (one ``DBOS.patch-helix-call-scoped-ids`` row) and uses :func:`scoped_call_key`.
+"""
+
+
+REUSED_CALL_IDS_PATCH = "helix-reused-call-ids"
+"""The DBOS replay patch under which a suspended batch's calls are paired with results after it only.
+
+A continuation finds the calls it must answer as those of the last model response without a tool
+result. Runs recorded before the patch counted a result anywhere in the transcript, so a call whose
+id an earlier response used (and was answered) looked answered. The patch is asked only where the two
+readings differ (:func:`helix_dbos.runtime.tools.outstanding_calls`), so no other run records it.
 """
 
 
@@ -53,9 +68,38 @@ def scoped_call_key(tool_call_id: str, *, turn: int, step: int) -> str:
     is a continuation answering the batch its previous run suspended on) make it unique, and both
     are fixed by the recorded run, so a replay derives the same key. Ids derived from a call take
     this key where they took the call id (:func:`child_session_id_for`, companions' continuation
-    and respawn ids, the remote session id).
+    and respawn ids, the remote session id); ``ToolContext.idempotency_key`` takes it only for a
+    call whose id an earlier call in the session used (:func:`calls_used_before`).
     """
     return f"{turn}.{step}-{tool_call_id}"
+
+
+def calls_used_before(messages: Sequence[Message], call_ids: Iterable[str]) -> set[str]:
+    """The ids of ``call_ids`` that a message before the last model response calling them names.
+
+    Such an id was used by an earlier call (an earlier response's tool call, or its result): the
+    model reused it. Only the transcript decides, and a run's transcript is the same on replay (the
+    session's messages before the run, then what its recorded steps appended).
+    """
+    wanted = set(call_ids)
+    last: dict[str, int] = {}
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls or ():
+                if call.id in wanted:
+                    last.setdefault(call.id, index)
+        if len(last) == len(wanted):
+            break
+    used: set[str] = set()
+    for call_id, at in last.items():
+        for message in messages[:at]:
+            if (isinstance(message, ToolResultMessage) and message.tool_call_id == call_id) or (
+                isinstance(message, AssistantMessage) and any(c.id == call_id for c in message.tool_calls or ())
+            ):
+                used.add(call_id)
+                break
+    return used
 
 
 def child_session_id_for(parent_session_id: str, call_key: str) -> str:
@@ -93,7 +137,9 @@ def continuation_request_key(mode: Literal["resume", "retry"], turn: int) -> str
 
 
 __all__ = [
+    "REUSED_CALL_IDS_PATCH",
     "SCOPED_CALL_IDS_PATCH",
+    "calls_used_before",
     "child_request_key",
     "child_session_id_for",
     "continuation_request_key",

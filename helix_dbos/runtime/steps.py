@@ -270,6 +270,8 @@ class ToolStepRequest:
     call: ParsedToolCall
     base_state: dict[str, Any]
     hooks: list[AgentHooks]
+    call_key: str | None = None
+    """``ToolContext.call_key``: set when an earlier call in the session used the call's id."""
 
 
 def _run_execute(tool: Tool, tool_input: Any, ctx: Any) -> Any:
@@ -322,6 +324,7 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
         tool_name=tool.name,
         state_tracker=tracker,
         abort_signal=rt.tool_abort_signal(who.session_id),
+        call_key=request.call_key,
     )
     fire(
         request.hooks,

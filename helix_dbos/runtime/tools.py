@@ -35,6 +35,7 @@ from helix_dbos.runtime.hitl import (
     registration_from_check,
 )
 from helix_dbos.runtime.hooks import ToolHookPayload
+from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, calls_used_before, scoped_call_key
 from helix_dbos.runtime.remote_sub_agents import await_remote_sub_agents, start_remote_sub_agents
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
@@ -123,16 +124,26 @@ def execute_tools(
 
 
 def outstanding_calls(messages: list[Message]) -> list[ParsedToolCall]:
-    """Calls of the last assistant message that have no result yet (a suspended batch)."""
-    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
-    if last is None or not last.tool_calls:
+    """Workflow code: calls of the last assistant message that have no result yet (a suspended batch).
+
+    A call is answered by a result after that message: an earlier result with the same id answered
+    an earlier call that used the id. Runs recorded before :data:`REUSED_CALL_IDS_PATCH` counted a
+    result anywhere in the transcript; where the two readings differ (only then), the patch decides,
+    so such a run replays the steps it took.
+    """
+    at = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AssistantMessage)), None)
+    if at is None:
         return []
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)}
-    return [
-        ParsedToolCall(id=c.id, name=c.name, arguments=c.arguments)
-        for c in last.tool_calls
-        if c.id not in answered and c.name != FINISH_TOOL_NAME
-    ]
+    last = messages[at]
+    assert isinstance(last, AssistantMessage)
+    if not last.tool_calls:
+        return []
+    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
+    recorded_before = answered | {m.tool_call_id for m in messages[:at] if isinstance(m, ToolResultMessage)}
+    calls = [c for c in last.tool_calls if c.name != FINISH_TOOL_NAME]
+    if any(c.id in recorded_before and c.id not in answered for c in calls) and not DBOS.patch(REUSED_CALL_IDS_PATCH):
+        answered = recorded_before
+    return [ParsedToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls if c.id not in answered]
 
 
 def sub_agent_tool_calls(calls: list[ParsedSubAgentCall]) -> list[ParsedToolCall]:
@@ -283,7 +294,21 @@ def _run_tool_steps(
     run: RunContext, batch: list[tuple[ParsedToolCall, Tool]], base_state: dict[str, Any]
 ) -> list[ToolStepOutput]:
     """Each call is its own DBOS step; several run concurrently on reserved, ordered step ids."""
-    requests = [ToolStepRequest(run.who, tool, call, base_state, run.hooks) for call, tool in batch]
+    reused = calls_used_before(run.messages, [call.id for call, _ in batch])
+    requests = [
+        ToolStepRequest(
+            run.who,
+            tool,
+            call,
+            base_state,
+            run.hooks,
+            # The bare call id while it names one call in the session (so every call of a run recorded
+            # before keeps its key); scoped when an earlier call used it. The transcript decides,
+            # and a replay reads the same one: no patch needed.
+            call_key=scoped_call_key(call.id, turn=run.request.turn, step=run.step) if call.id in reused else None,
+        )
+        for call, tool in batch
+    ]
     options: list[StepOptions] = [{"name": step_names.tool(run.agent.name, r.tool.name)} for r in requests]
     if len(requests) <= 1:
         return [DBOS.run_step(options[i], tool_step, r) for i, r in enumerate(requests)]

@@ -349,8 +349,13 @@ class PendingCallStore(Protocol):
     racing the end of the hot window is seen by exactly one side (``helix_dbos.store.hitl``).
     """
 
-    def register(self, calls: list[PendingToolCall]) -> None:
-        """Record calls as pending, idempotently; open ones are handed to the registering run."""
+    def register(self, calls: list[PendingToolCall], *, fresh: bool = False) -> None:
+        """Record calls as pending, idempotently; open ones are handed to the registering run.
+
+        ``fresh``: the calls of a model response the registering run just received. A finished row
+        of the same id that another run left, or an ``applied`` one, is an earlier call that used
+        the id, and is replaced by the new call; a ``pending`` row is never replaced.
+        """
         ...
 
     def get(self, session_id: str, tool_call_ids: list[str] | None = None) -> list[PendingToolCall]:

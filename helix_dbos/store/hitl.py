@@ -68,6 +68,19 @@ _ANSWER: Final = (
     )
 )
 """The answer's compare-and-set: ``pending`` -> ``answered``."""
+_ROW_VALUES: Final = tuple(c.name for c in pending_tool_calls.c if not c.primary_key)
+FINISHED: Final = frozenset({"answered", "expired", "applied", "cancelled"})
+"""Statuses no submission changes any more (the answer's compare-and-set is from ``pending``)."""
+_REPLACE: Final = (
+    sa.update(pending_tool_calls)
+    .where(
+        pending_tool_calls.c.session_id == sa.bindparam("sid"),
+        pending_tool_calls.c.tool_call_id == sa.bindparam("cid"),
+        pending_tool_calls.c.status.in_(sorted(FINISHED)),
+    )
+    .values({c: sa.bindparam(f"new_{c}", type_=pending_tool_calls.c[c].type) for c in _ROW_VALUES})
+)
+"""A fresh registration's new call in the row an earlier call of the same id left finished (CAS)."""
 
 
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
@@ -100,12 +113,20 @@ class SqlPendingCallStore:
         return begin_write(self._engine)
 
     @retrying
-    def register(self, calls: list[PendingToolCall]) -> None:
+    def register(self, calls: list[PendingToolCall], *, fresh: bool = False) -> None:
         """Record calls as pending, idempotently.
 
         A call that already has a row keeps its arguments, digest, deadline and any answer; if it is
         still open it is handed to the registering run (a continuation taking over a parked batch),
         which is now the one to wake.
+
+        ``fresh``: the calls come from a model response the registering run just received (not a
+        continuation taking over the batch its previous run suspended on). Models reuse call ids
+        across responses, so a row of the same id may be an earlier call's: one that is finished
+        (:data:`FINISHED`) and was left by another run, or ``applied`` (its answer is in the
+        transcript already), is that earlier call, and is replaced by the new one. A row of the
+        registering run that is not ``applied`` is this registration's own, written by an attempt
+        of the same step, and a live (``pending``) row is never replaced.
         """
         if not calls:
             return
@@ -113,28 +134,37 @@ class SqlPendingCallStore:
         with self._begin() as conn:
             self._require_session(conn, session_id)
             existing = {
-                r.tool_call_id
+                r.tool_call_id: (r.run_id, r.status)
                 for r in conn.execute(
-                    sa.select(pending_tool_calls.c.tool_call_id).where(
+                    sa.select(
+                        pending_tool_calls.c.tool_call_id, pending_tool_calls.c.run_id, pending_tool_calls.c.status
+                    ).where(
                         pending_tool_calls.c.session_id == session_id,
                         pending_tool_calls.c.tool_call_id.in_([c.tool_call_id for c in calls]),
                     )
                 )
             }
-            fresh = [c.model_dump(mode="json") for c in calls if c.tool_call_id not in existing]
-            if fresh:
-                conn.execute(pending_tool_calls.insert(), fresh)
+            fresh_rows = [c.model_dump(mode="json") for c in calls if c.tool_call_id not in existing]
+            if fresh_rows:
+                conn.execute(pending_tool_calls.insert(), fresh_rows)
             for call in calls:
-                if call.tool_call_id in existing:
-                    conn.execute(
-                        sa.update(pending_tool_calls)
-                        .where(
-                            pending_tool_calls.c.session_id == session_id,
-                            pending_tool_calls.c.tool_call_id == call.tool_call_id,
-                            pending_tool_calls.c.status == "pending",
-                        )
-                        .values(run_id=call.run_id, workflow_id=call.workflow_id, delivery="hot")
+                if call.tool_call_id not in existing:
+                    continue
+                run_id, status = existing[call.tool_call_id]
+                if fresh and status in FINISHED and (run_id != call.run_id or status == "applied"):
+                    row = call.model_dump(mode="json")
+                    values = {f"new_{c}": row[c] for c in _ROW_VALUES}
+                    conn.execute(_REPLACE, {**values, "sid": session_id, "cid": call.tool_call_id})
+                    continue
+                conn.execute(
+                    sa.update(pending_tool_calls)
+                    .where(
+                        pending_tool_calls.c.session_id == session_id,
+                        pending_tool_calls.c.tool_call_id == call.tool_call_id,
+                        pending_tool_calls.c.status == "pending",
                     )
+                    .values(run_id=call.run_id, workflow_id=call.workflow_id, delivery="hot")
+                )
 
     @retrying
     def get(self, session_id: str, tool_call_ids: list[str] | None = None) -> list[PendingToolCall]:

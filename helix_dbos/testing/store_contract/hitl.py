@@ -92,6 +92,55 @@ class PendingCallContract:
         assert store.pending.open_calls("s1") == []
         assert [c.status for c in store.pending.get("s1")] == ["expired", "cancelled", "cancelled"]
 
+    def test_a_fresh_registration_replaces_the_finished_row_of_an_earlier_call_with_its_id(
+        self, store: SessionStore
+    ) -> None:
+        """A later call's registration (``fresh``) replaces the row an earlier call left finished.
+
+        Models reuse call ids across responses. Every operation then addresses the new call; a live
+        row, and a row of the registering run's own registration, are kept.
+        """
+        start(store)
+        first_calls = [pending_call("t1"), pending_call("t2"), pending_call("t3"), pending_call("t4", deadline_ms=100)]
+        store.pending.register(first_calls)
+        store.pending.submit("s1", "t1", {"approved": True})
+        store.pending.submit("s1", "t3", {"approved": True})
+        store.pending.mark_applied("s1", ["t3"])
+        assert store.pending.expire("s1", ["t4"], 100) == ["t4"]
+        assert store.pending.cancel_open("s1") == ["t2"]
+
+        def later(call_id: str, run_id: str = "r2") -> PendingToolCall:
+            return pending_call(call_id).model_copy(
+                update={"run_id": run_id, "workflow_id": f"wf-{run_id}", "arguments": {"env": run_id}}
+            )
+
+        store.pending.register([later("t1"), later("t3"), later("t4")], fresh=True)
+        rows = {c.tool_call_id: c for c in store.pending.get("s1")}
+        assert {cid: (c.run_id, c.status, c.submission, c.arguments) for cid, c in rows.items()} == {
+            "t1": ("r2", "pending", None, {"env": "r2"}),  # answered by r1: replaced
+            "t2": ("r1", "cancelled", None, {"env": "prod"}),  # not called again: untouched
+            "t3": ("r2", "pending", None, {"env": "r2"}),  # applied: replaced
+            "t4": ("r2", "pending", None, {"env": "r2"}),  # expired: replaced
+        }
+        assert [c.tool_call_id for c in store.pending.open_calls("s1")] == ["t1", "t3", "t4"]
+        first = store.pending.submit("s1", "t1", {"approved": False})
+        assert (first.call.run_id, first.batch_complete) == ("r2", False)  # its batch is r2's calls
+
+        store.pending.register([later("t1"), later("t3")], fresh=True)  # the same step once more
+        assert [(c.status, c.submission) for c in store.pending.get("s1", ["t1"])] == [
+            ("answered", {"approved": False})
+        ]
+        store.pending.register([later("t1", "r3"), later("t3", "r3")])  # a continuation takes the batch as it is
+        assert [(c.run_id, c.status) for c in store.pending.get("s1", ["t1", "t3"])] == [
+            ("r2", "answered"),
+            ("r3", "pending"),
+        ]
+        store.pending.register([later("t3", "r4")], fresh=True)  # a live row is never replaced
+        assert [(c.run_id, c.arguments) for c in store.pending.get("s1", ["t3"])] == [("r4", {"env": "r2"})]
+        store.pending.mark_applied("s1", ["t1"])
+        store.pending.register([later("t1")], fresh=True)  # the same run's later call: applied, replaced
+        assert [(c.status, c.submission) for c in store.pending.get("s1", ["t1"])] == [("pending", None)]
+
     # --- workers (``store.workers``) --------------------------------------------------------------
 
     def test_worker_heartbeats_and_dead_worker_claims(self, store: SessionStore) -> None:
