@@ -2,7 +2,7 @@
 
 The public API is tiered, as httpx's is:
 
-* **This module** (80 names) holds what an application touches in the README's quickstart and main
+* **This module** (81 names) holds what an application touches in the README's quickstart and main
   sections: defining agents, tools, skills and sub-agents, launching or embedding the executor, the
   handle a run returns and its results and outcomes, the hook payloads, the messages a user sends and
   reads, the model adapters, the stream chunk union and the stores and stream managers a user wires
@@ -76,6 +76,7 @@ from helix_dbos.session import (
     SubmitToolResult,
     SuspendedClientToolOutcome,
 )
+from helix_dbos.settings import HelixSettings
 from helix_dbos.skills import (
     SkillDefinition,
     SkillProvider,
@@ -120,6 +121,7 @@ __all__ = [
     "FailedOutcome",
     "FileInput",
     "HelixError",
+    "HelixSettings",
     "InMemoryStreamManager",
     "InterruptedOutcome",
     "InvalidTextError",

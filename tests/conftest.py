@@ -32,9 +32,16 @@ import pg
 import pytest
 import sqlalchemy as sa
 
+from helix_dbos._litellm_import import OFFLINE_SWITCHES
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.schema import ALL_TABLES
+
+# The suite runs offline. helix-dbos sets LiteLLM's offline switches right before its own first
+# import of LiteLLM; tests (``pytest.importorskip("litellm")``) and the processes they start may
+# import it first, so the whole session sets them up front.
+for _name, _value in OFFLINE_SWITCHES:
+    os.environ.setdefault(_name, _value)
 
 # --- PostgreSQL server ----------------------------------------------------------------------------
 

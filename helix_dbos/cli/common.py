@@ -2,6 +2,9 @@
 
 Every command takes ``--database-url`` (default: ``HELIX_DATABASE_URL``, else the embedded SQLite
 files under ``.helix/``), so switching from the embedded default to PostgreSQL is one setting.
+Options that have a ``HELIX_*`` variable take their default from :func:`cli_settings` (the
+environment, read by :meth:`HelixSettings.from_env <helix_dbos.settings.HelixSettings.from_env>`
+and nowhere else), not from Click's ``envvar``: a flag given wins, then the variable, then the default.
 Foreseeable failures (a bad URL or ``--agents``, a database that is missing or unreachable, an
 unknown session) are one line on stderr and a non-zero exit code (:mod:`helix_dbos.cli.inputs`).
 
@@ -32,6 +35,7 @@ from helix_dbos.cli.inputs import CliError, check_database_url, explain
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.queues import RunQueue
+    from helix_dbos.settings import HelixSettings
     from helix_dbos.store.sessions import SqlSessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -141,9 +145,8 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option(
         "--database-url",
-        envvar="HELIX_DATABASE_URL",
         metavar="URL",
-        help="SQLAlchemy URL (PostgreSQL or SQLite). Default: sqlite:///.helix/helix.sqlite.",
+        help="SQLAlchemy URL (PostgreSQL or SQLite). Default: HELIX_DATABASE_URL, else sqlite:///.helix/helix.sqlite.",
     ),
 ]
 
@@ -156,11 +159,10 @@ QueueSpec = Annotated[
     str | None,
     typer.Option(
         "--queue",
-        envvar="HELIX_RUN_QUEUE",
         metavar="QUEUE",
         help=(
             f"Enqueue runs on this DBOS queue, for any worker: {_QUEUE_FORMAT}. "
-            "Every server and worker of a deployment takes the same one."
+            "Every server and worker of a deployment takes the same one. Default: HELIX_RUN_QUEUE."
         ),
     ),
 ]
@@ -169,9 +171,11 @@ QueueToShow = Annotated[
     str | None,
     typer.Option(
         "--queue",
-        envvar="HELIX_RUN_QUEUE",
         metavar="QUEUE",
-        help=f"The run queue to show, as serve and worker take it: {_QUEUE_FORMAT}. Default: helix-runs.",
+        help=(
+            f"The run queue to show, as serve and worker take it: {_QUEUE_FORMAT}. "
+            "Default: HELIX_RUN_QUEUE, else helix-runs."
+        ),
     ),
 ]
 
@@ -181,10 +185,26 @@ AGENTS_HELP = "module:attribute naming your agents (an AgentConfig or a list), o
 AGENTS_METAVAR = "MODULE:ATTR"
 
 
+def cli_settings(**flags: Any) -> HelixSettings:
+    """The environment's settings (:meth:`HelixSettings.from_env`) with the flags given on top.
+
+    ``flags`` are settings fields; one that is ``None`` (not given) leaves the environment's value.
+    A variable that is not valid is one line and exit code 2.
+    """
+    from helix_dbos.errors import HelixError
+    from helix_dbos.settings import HelixSettings
+
+    try:
+        return HelixSettings.from_env().override(**flags)
+    except HelixError as exc:
+        raise CliError(exc.message, exit_code=2) from None
+
+
 def parse_queue(spec: str | None) -> RunQueue | None:
-    """The run queue ``--queue`` names, or ``None``; a bad spec is one line and exit code 2."""
+    """The run queue ``--queue`` (else ``HELIX_RUN_QUEUE``) names, or ``None``; a bad spec is one line and exit 2."""
     from helix_dbos.runtime.queues import RunQueue
 
+    spec = spec or cli_settings().run_queue
     if spec is None:
         return None
     try:
@@ -195,9 +215,7 @@ def parse_queue(spec: str | None) -> RunQueue | None:
 
 def resolve_url(database_url: str | None) -> str:
     """The database URL to use (the option, the environment, else the embedded default), checked."""
-    from helix_dbos.runtime.launch import default_database_url
-
-    return check_database_url(database_url or default_database_url())
+    return check_database_url(cli_settings(database_url=database_url).database_url)
 
 
 def shown_url(url: str) -> str:
@@ -239,7 +257,7 @@ def open_store(database_url: str | None) -> SqlSessionStore:
     """The session store at ``database_url``, which must exist (:func:`existing_url`) and be migrated."""
     from helix_dbos.store import SqlSessionStore
 
-    return SqlSessionStore(existing_url(database_url))
+    return SqlSessionStore(existing_url(database_url), retry=cli_settings().retry_policy)
 
 
 def print_table(table: Table) -> None:
@@ -313,6 +331,7 @@ __all__ = [
     "QueueToShow",
     "Wide",
     "app",
+    "cli_settings",
     "compact_json",
     "console",
     "db_app",

@@ -12,7 +12,16 @@ from typing import Annotated
 
 import typer
 
-from helix_dbos.cli.common import DatabaseUrl, JsonOutput, app, console, existing_url, friendly, print_json
+from helix_dbos.cli.common import (
+    DatabaseUrl,
+    JsonOutput,
+    app,
+    cli_settings,
+    console,
+    existing_url,
+    friendly,
+    print_json,
+)
 from helix_dbos.cli.render import iso_utc
 
 __all__ = ["fork"]
@@ -49,8 +58,9 @@ def fork(
     from helix_dbos.stream.sql import SqlStreamManager
 
     url = existing_url(database_url)
-    with SqlSessionStore(url) as store:
-        manager = SqlStreamManager(store.engine, check_schema=False)
+    policy = cli_settings().retry_policy
+    with SqlSessionStore(url, retry=policy) as store:
+        manager = SqlStreamManager(store.engine, check_schema=False, retry=policy)
         try:
             streams = RunStreams(manager, std_logger("helix_dbos.cli"))
             result = fork_session(store, streams, session_id, checkpoint, new_session_id=new_session)

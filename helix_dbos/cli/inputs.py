@@ -13,13 +13,16 @@ import importlib
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc as sa_exc
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import CheckpointNotFoundError, DatabaseUnavailableError, HelixError, SessionNotFoundError
 from helix_dbos.store.retry import CONNECTING, RETRY_SECONDS_ENV
+
+if TYPE_CHECKING:
+    from helix_dbos.settings import HelixSettings
 
 DEMO_AGENTS = "helix_dbos.demo:demo_agent"
 """What ``--agents demo`` stands for: the demo agent on the built-in scripted model."""
@@ -172,14 +175,14 @@ def _import(module_name: str) -> Any:
         ) from None
 
 
-def configure_cli_logging() -> None:
-    """Lifecycle logs on stderr for ``serve`` and ``worker`` (``HELIX_LOG_LEVEL``, ``HELIX_LOG_FORMAT``)."""
+def configure_cli_logging(settings: HelixSettings) -> None:
+    """Lifecycle logs on stderr for ``serve`` and ``worker``, at the settings' level and format.
+
+    (``HELIX_LOG_LEVEL`` and ``HELIX_LOG_FORMAT``; ``HelixSettings`` has already refused a bad value.)
+    """
     from helix_dbos.observability.log_setup import configure_logging
 
-    try:
-        configure_logging()
-    except ValueError as exc:
-        raise CliError(f"{exc}: fix HELIX_LOG_LEVEL / HELIX_LOG_FORMAT", exit_code=2) from None
+    configure_logging(settings.log_level, settings.log_format)
 
 
 __all__ = ["DEMO_AGENTS", "CliError", "check_database_url", "configure_cli_logging", "explain", "load_agents"]

@@ -13,6 +13,7 @@ from helix_dbos.cli.common import (
     DatabaseUrl,
     QueueSpec,
     app,
+    cli_settings,
     friendly,
     parse_queue,
     resolve_url,
@@ -36,7 +37,7 @@ def serve(
     executor_id: Annotated[
         str | None,
         typer.Option(
-            envvar="HELIX_EXECUTOR_ID", metavar="ID", help="Unique per live server, stable across its restarts."
+            metavar="ID", help="Unique per live server, stable across its restarts. Default: HELIX_EXECUTOR_ID."
         ),
     ] = None,
     token: Annotated[
@@ -64,15 +65,22 @@ def serve(
     --allow-unauthenticated is given. With --queue, runs are enqueued for the workers;
     --no-execute then leaves running them to the workers alone.
     """
-    run_queue = parse_queue(queue)
+    settings = cli_settings(
+        database_url=database_url,
+        executor_id=executor_id,
+        run_queue=queue,
+        hot_window_seconds=hot_window_seconds,
+        api_tokens=tuple(token) if token else None,
+    )
+    run_queue = parse_queue(settings.run_queue)
     if not execute and run_queue is None:
         typer.echo("helix-dbos serve: --no-execute needs --queue (or HELIX_RUN_QUEUE): nothing would run", err=True)
         raise typer.Exit(2)
     from helix_dbos.cli.model_check import check_agent_models
     from helix_dbos.errors import ServiceAuthConfigError
-    from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server, tokens_from_env
+    from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server
 
-    tokens = list(token or []) or tokens_from_env()
+    tokens = list(settings.api_tokens)
     if not tokens and not allow_unauthenticated:
         typer.echo(
             "helix-dbos serve: refusing to serve agents without authentication: pass --token TOKEN "
@@ -88,13 +96,13 @@ def serve(
         raise typer.Exit(2) from None
     if allow_unauthenticated and not is_loopback(host):
         typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
-    url = resolve_url(database_url)
+    url = resolve_url(settings.database_url)
     loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
     if adapter is None:  # the default adapter: a model it cannot run is one line now, not a failed run later
         check_agent_models(loaded)
     _check_port(host, port)  # before the banner and the launch: a busy port must not start DBOS or recover runs
-    configure_cli_logging()
+    configure_cli_logging(settings)
     base = f"http://{_url_host(host)}:{port}"
     typer.echo(
         f"helix-dbos serve: agents={[a.name for a in loaded]} on {base} (inspector: {base}/ui) "
@@ -105,13 +113,13 @@ def serve(
         database_url=url,
         host=host,
         port=port,
-        executor_id=executor_id,
+        executor_id=settings.executor_id,
         tokens=tokens,
         allow_unauthenticated=allow_unauthenticated,
         llm_adapter=adapter,
-        hot_window_seconds=hot_window_seconds,
         queue=run_queue,
         execute=execute,
+        settings=settings,
     )
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from helix_dbos.cli.common import DatabaseUrl, app, compact_json, console, existing_url, friendly
+from helix_dbos.cli.common import DatabaseUrl, app, cli_settings, compact_json, console, existing_url, friendly
 from helix_dbos.cli.render import chunk_markup
 from helix_dbos.errors import DatabaseUnavailableError, HelixError, SessionNotFoundError
 from helix_dbos.store.retry import RetryPolicy, is_transient
@@ -48,11 +48,12 @@ def tail(
     from helix_dbos.store import SqlSessionStore
 
     url = existing_url(database_url)
-    with SqlSessionStore(url) as store:
+    policy = cli_settings().retry_policy
+    with SqlSessionStore(url, retry=policy) as store:
         session = store.load_session(session_id)
     if session is None:
         raise SessionNotFoundError(session_id)
-    follower = _Follower(url, session.stream_id, from_sequence, as_json=as_json)
+    follower = _Follower(url, session.stream_id, from_sequence, as_json=as_json, policy=policy)
     try:
         ended_ok = asyncio.run(follower.run())
     except KeyboardInterrupt:
@@ -65,12 +66,12 @@ def tail(
 class _Follower:
     """Prints a stream from a sequence on, reconnecting from the last printed chunk after a drop."""
 
-    def __init__(self, url: str, stream_id: str, after: int, *, as_json: bool) -> None:
+    def __init__(self, url: str, stream_id: str, after: int, *, as_json: bool, policy: RetryPolicy) -> None:
         self.url = url
         self.stream_id = stream_id
         self.last = after
         self.as_json = as_json
-        self.policy = RetryPolicy.from_env()
+        self.policy = policy
         self.inline = False
 
     async def run(self) -> bool:

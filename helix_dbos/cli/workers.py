@@ -22,6 +22,7 @@ from helix_dbos.cli.common import (
     QueueSpec,
     QueueToShow,
     app,
+    cli_settings,
     console,
     existing_url,
     friendly,
@@ -94,7 +95,7 @@ def worker(
     executor_id: Annotated[
         str | None,
         typer.Option(
-            envvar="HELIX_EXECUTOR_ID", metavar="ID", help="Unique per live worker, stable across its restarts."
+            metavar="ID", help="Unique per live worker, stable across its restarts. Default: HELIX_EXECUTOR_ID."
         ),
     ] = None,
     queue: QueueSpec = None,
@@ -110,9 +111,10 @@ def worker(
     from helix_dbos.cli.model_check import check_agent_models
     from helix_dbos.runtime.launch import launch, shutdown
 
-    url = resolve_url(database_url)
+    settings = cli_settings(database_url=database_url, executor_id=executor_id, run_queue=queue)
+    url = resolve_url(settings.database_url)
     loaded = load_agents(agents)
-    run_queue = parse_queue(queue)
+    run_queue = parse_queue(settings.run_queue)
     adapter = None
     if llm_adapter:
         from helix_dbos.service.server import load_object
@@ -120,11 +122,11 @@ def worker(
         adapter = load_object(llm_adapter)
     else:  # the default adapter: a model it cannot run is one line now, not a failed run later
         check_agent_models(loaded)
-    configure_cli_logging()
+    configure_cli_logging(settings)
     executor = launch(
         url,
+        settings=settings,
         agents=loaded,
-        executor_id=executor_id,
         queue=run_queue,
         llm_adapter=adapter,
         takeover_after_seconds=takeover_after,

@@ -59,7 +59,7 @@ class PostgresLockManager(LockManagerBase):
     """Locks between processes on a PostgreSQL database migrated by ``helix-dbos db upgrade``.
 
     Give it the store's URL (or an engine to share a pool). Every operation is one short transaction,
-    retried on transient errors like the store's (``HELIX_DB_RETRY_SECONDS``).
+    retried on transient errors like the store's (``retry_policy``, default ``RetryPolicy()``: 120 s).
     """
 
     def __init__(
@@ -74,7 +74,7 @@ class PostgresLockManager(LockManagerBase):
         self._engine = create_engine_for(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
         if self._engine.dialect.name != "postgresql":
             raise HelixError("PostgresLockManager needs PostgreSQL", code="framework_not_supported")
-        self._retry_policy = retry_policy or RetryPolicy.from_env()
+        self._retry_policy = retry_policy or RetryPolicy()
 
     @property
     def retry_policy(self) -> RetryPolicy:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from helix_dbos._litellm_import import import_litellm_offline
+
 
 class LiteLLMEmbedding:
     """An :data:`~helix_dbos.memory.base.EmbeddingFunction` calling ``litellm.embedding``.
@@ -21,7 +23,7 @@ class LiteLLMEmbedding:
         self.kwargs = kwargs
 
     def __call__(self, texts: Sequence[str]) -> list[list[float]]:
-        import litellm  # imported on first use: it takes seconds to import
+        litellm = import_litellm_offline()  # imported on first use: it takes seconds to import
 
         response = litellm.embedding(
             model=self.model, input=list(texts), api_base=self.api_base, api_key=self.api_key, **self.kwargs

@@ -48,7 +48,7 @@ class PostgresMemoryStore:
         self.engine = create_engine_for(database_url) if isinstance(database_url, str) else database_url
         if self.engine.dialect.name != "postgresql":
             raise ValueError("PostgresMemoryStore needs a PostgreSQL database (use InMemoryMemoryStore in tests)")
-        self.retry_policy = retry_policy or RetryPolicy.from_env()
+        self.retry_policy = retry_policy or RetryPolicy()
         self._vectors = self._has_vector_extension()
         if not self._vectors:
             _log.warning(

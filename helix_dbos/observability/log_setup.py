@@ -3,8 +3,9 @@
 A library leaves handlers to its host application; a command line is the application, so
 ``serve`` and ``worker`` call :func:`configure_logging`: one handler on the ``helix_dbos`` logger
 tree (not the root, so uvicorn's and DBOS's own handlers are untouched; records still propagate,
-so an agents module that configures the root logger sees them too), at ``HELIX_LOG_LEVEL``
-(default ``INFO``: the lifecycle logs show), as text or, with ``HELIX_LOG_FORMAT=json``, one JSON
+so an agents module that configures the root logger sees them too), at ``HelixSettings.log_level``
+(``HELIX_LOG_LEVEL``, default ``INFO``: the lifecycle logs show), as text or, with
+``HelixSettings.log_format`` ``json`` (``HELIX_LOG_FORMAT=json``), one JSON
 object per line carrying the records' structured fields (``event``, ``session_id``, ``run_id``, ...).
 """
 
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from typing import IO, Any
 
 LOG_LEVEL_ENV = "HELIX_LOG_LEVEL"
+"""The variable :class:`~helix_dbos.settings.HelixSettings` reads the level from (named in messages)."""
 LOG_FORMAT_ENV = "HELIX_LOG_FORMAT"
+"""The variable :class:`~helix_dbos.settings.HelixSettings` reads the format from (named in messages)."""
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
@@ -63,14 +65,14 @@ class _HelixHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
-def configure_logging(level: str | None = None, fmt: str | None = None, stream: IO[str] | None = None) -> None:
+def configure_logging(level: str = "INFO", fmt: str = "text", stream: IO[str] | None = None) -> None:
     """Send the ``helix_dbos`` loggers to ``stream`` (stderr) at ``level``, as ``text`` or ``json``.
 
-    ``level`` and ``fmt`` default to ``HELIX_LOG_LEVEL`` (``INFO``) and ``HELIX_LOG_FORMAT`` (``text``).
+    The command line passes its settings' ``log_level`` and ``log_format``.
     Raises ``ValueError`` for an unknown level or format.
     """
-    level_name = (level or os.environ.get(LOG_LEVEL_ENV) or "INFO").upper()
-    format_name = (fmt or os.environ.get(LOG_FORMAT_ENV) or "text").lower()
+    level_name = level.upper()
+    format_name = fmt.lower()
     if not isinstance(logging.getLevelName(level_name), int):
         raise ValueError(f"unknown log level {level_name!r} (DEBUG, INFO, WARNING, ERROR)")
     if format_name not in ("text", "json"):

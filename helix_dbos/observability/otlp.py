@@ -1,9 +1,10 @@
-"""An OTLP exporter in one setting: ``HELIX_OTLP_ENDPOINT`` (or :func:`configure_otlp`).
+"""An OTLP exporter in one setting: ``HELIX_OTLP_ENDPOINT`` (``HelixSettings.otlp_endpoint``).
 
 An application that already configures OpenTelemetry needs none of this: helix-dbos uses the
 global tracer provider. For everyone else, setting ``HELIX_OTLP_ENDPOINT`` to an OTLP/HTTP base URL
 (``http://localhost:4318``, ``https://cloud.langfuse.com/api/public/otel``) makes :func:`launch`
-install an SDK tracer provider that batches spans to ``{endpoint}/v1/traces``. Headers (a
+(which reads it through :class:`~helix_dbos.settings.HelixSettings`) install an SDK tracer provider
+that batches spans to ``{endpoint}/v1/traces``. Headers (a
 backend's credentials) come from the standard ``OTEL_EXPORTER_OTLP_HEADERS``, and the service name
 from ``OTEL_SERVICE_NAME`` (default ``helix-dbos``). It needs the ``[otel]`` extra.
 """
@@ -15,6 +16,7 @@ import os
 from opentelemetry import trace
 
 OTLP_ENDPOINT_ENV = "HELIX_OTLP_ENDPOINT"
+"""The variable :class:`~helix_dbos.settings.HelixSettings` reads the endpoint from (named in messages)."""
 OTEL_INSTALL_HINT = "pip install 'helix-dbos[otel]'"
 
 
@@ -48,10 +50,4 @@ def configure_otlp(endpoint: str, *, service_name: str | None = None) -> bool:
     return True
 
 
-def configure_otlp_from_env() -> bool:
-    """:func:`configure_otlp` with ``HELIX_OTLP_ENDPOINT`` when it is set; ``False`` otherwise."""
-    endpoint = os.environ.get(OTLP_ENDPOINT_ENV, "").strip()
-    return configure_otlp(endpoint) if endpoint else False
-
-
-__all__ = ["OTEL_INSTALL_HINT", "OTLP_ENDPOINT_ENV", "configure_otlp", "configure_otlp_from_env"]
+__all__ = ["OTEL_INSTALL_HINT", "OTLP_ENDPOINT_ENV", "configure_otlp"]

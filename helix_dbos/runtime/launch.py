@@ -1,8 +1,9 @@
 """Standalone mode: DBOS, the store and an executor from one database URL.
 
 ``launch("postgresql://...")`` puts everything in one PostgreSQL database (DBOS's tables in its
-``dbos`` schema, helix-dbos's ``helix_*`` tables next to them). With no URL and no
-``HELIX_DATABASE_URL``, it uses the embedded default: two SQLite files under ``.helix/`` (DBOS's
+``dbos`` schema, helix-dbos's ``helix_*`` tables next to them). With no URL (no ``database_url``
+argument, no :attr:`HelixSettings.database_url <helix_dbos.settings.HelixSettings.database_url>`,
+no ``HELIX_DATABASE_URL``), it uses the embedded default: two SQLite files under ``.helix/`` (DBOS's
 system database and the session store), in WAL mode with a short polling interval, which is what
 DBOS needs to be usable on SQLite.
 
@@ -25,7 +26,6 @@ Why a run in flight needs more than ``DBOS.launch()`` to finish (found by killin
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -39,13 +39,13 @@ from sqlalchemy.pool import NullPool
 from helix_dbos.agent import AgentConfig
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
-from helix_dbos.observability.otlp import configure_otlp_from_env
+from helix_dbos.observability.otlp import configure_otlp
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.runtime.identity import DEFAULT_EXECUTOR_ID, claim_executor_id
 from helix_dbos.runtime.queues import RunQueue, register_run_queue
 from helix_dbos.runtime.step_names import AGENT_WORKFLOW_NAME
+from helix_dbos.settings import HelixSettings
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import RunRecord
 from helix_dbos.store.engine import to_sqlalchemy_url
@@ -54,8 +54,6 @@ from helix_dbos.store.retry import RetryPolicy, is_transient, retry_call
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 
-DATABASE_URL_ENV = "HELIX_DATABASE_URL"
-EXECUTOR_ID_ENV = "HELIX_EXECUTOR_ID"
 DEFAULT_SQLITE_DIR = ".helix"
 APPLICATION_VERSION = "helix-dbos-1"
 """Pinned DBOS application version: code edits must not strand runs in flight (bump with care)."""
@@ -65,22 +63,8 @@ _IN_FLIGHT = ["PENDING", "ENQUEUED"]
 
 
 def default_database_url() -> str:
-    """``HELIX_DATABASE_URL``, or the embedded SQLite default."""
-    return os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{DEFAULT_SQLITE_DIR}/helix.sqlite"
-
-
-def configured_executor_id() -> str | None:
-    """``HELIX_EXECUTOR_ID``, else ``DBOS__VMID``: an executor id set for this process, or ``None``."""
-    return os.environ.get(EXECUTOR_ID_ENV) or os.environ.get("DBOS__VMID") or None
-
-
-def default_executor_id() -> str:
-    """The configured executor id (:func:`configured_executor_id`), else ``local``.
-
-    What a DBOS configuration names when no id was claimed; :func:`launch` claims one instead
-    (:mod:`helix_dbos.runtime.identity`), so that no two live processes share it.
-    """
-    return configured_executor_id() or DEFAULT_EXECUTOR_ID
+    """The database URL of :meth:`HelixSettings.from_env` (``HELIX_DATABASE_URL``, else the embedded SQLite default)."""
+    return HelixSettings.from_env().database_url
 
 
 def _sqlite_path(url: str) -> Path:
@@ -130,13 +114,17 @@ def dbos_config_for(
     application_version: str = APPLICATION_VERSION,
     log_level: str = "WARNING",
 ) -> DBOSConfig:
-    """A DBOS configuration for standalone mode."""
+    """A DBOS configuration for standalone mode; without ``executor_id``, DBOS's id is ``local``.
+
+    :func:`launch` claims a free id instead (:mod:`helix_dbos.runtime.identity`), so that no two
+    live processes share it.
+    """
     system_url = dbos_system_database_url(database_url)
     config: DBOSConfig = {
         "name": app_name,
         "system_database_url": system_url,
         "application_version": application_version,
-        "executor_id": executor_id or default_executor_id(),
+        "executor_id": executor_id or DEFAULT_EXECUTOR_ID,
         "log_level": log_level,
     }
     if system_url.startswith("sqlite:"):
@@ -179,7 +167,7 @@ def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
 
     from helix_dbos.store.retry import CONNECTING, RETRY_SECONDS_ENV, RetryAttempt
 
-    bound = policy or RetryPolicy.from_env()
+    bound = policy or RetryPolicy()
     log = logging.getLogger(__name__)
     shown = make_url(url).render_as_string(hide_password=True)
     last_line_at = [0.0]
@@ -210,7 +198,7 @@ def wait_for_database(url: str, policy: RetryPolicy | None = None) -> None:
         engine.dispose()
 
 
-def _launch_dbos(config: DBOSConfig, listen_queues: list[str] | None = None) -> None:
+def _launch_dbos(config: DBOSConfig, policy: RetryPolicy, listen_queues: list[str] | None = None) -> None:
     """``DBOS.launch()``, started again when the database drops out in the middle of it.
 
     DBOS retries its own records without a bound, but not the migrations and checks of its launch:
@@ -232,19 +220,20 @@ def _launch_dbos(config: DBOSConfig, listen_queues: list[str] | None = None) -> 
                 DBOS(config=config)
             raise
 
-    retry_call(attempt, policy=RetryPolicy.from_env(), operation="launching DBOS")
+    retry_call(attempt, policy=policy, operation="launching DBOS")
 
 
 def launch(
     database_url: str | None = None,
     *,
+    settings: HelixSettings | None = None,
     agents: Sequence[AgentConfig] = (),
     llm_adapter: LLMAdapter | None = None,
     stream_manager: StreamManager | None = None,
     executor_id: str | None = None,
     migrate: bool = True,
     logger: Logger | None = None,
-    hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
+    hot_window_seconds: float | None = None,
     background_tasks: bool = True,
     takeover_after_seconds: float | None = 30.0,
     dbos_overrides: dict[str, Any] | None = None,
@@ -257,35 +246,48 @@ def launch(
     Runs of this executor that were in flight when the process last died are recovered by DBOS
     shortly after launch (:func:`recovering_runs` lists them); runs orphaned between their store
     write and their workflow start are started here. Without ``llm_adapter``, models are called
-    through :func:`default_llm_adapter`. With ``HELIX_OTLP_ENDPOINT`` set (and no tracer provider
-    installed by the application), runs' spans are exported there (:mod:`helix_dbos.observability.otlp`).
+    through :func:`default_llm_adapter`.
+
+    ``settings`` (:class:`~helix_dbos.settings.HelixSettings`; default :meth:`HelixSettings.from_env
+    <helix_dbos.settings.HelixSettings.from_env>`) configures the process: the database URL, the
+    executor id, the retry bound of every database operation (the store's, the streams', start-up's),
+    the hot window, the run queue and the OTLP endpoint (with no tracer provider installed by the
+    application, runs' spans are exported there: :mod:`helix_dbos.observability.otlp`). The keyword
+    arguments ``database_url``, ``executor_id``, ``hot_window_seconds`` and ``queue`` override it.
 
     With a ``queue`` (:class:`~helix_dbos.runtime.queues.RunQueue`), runs are enqueued on it rather
     than started here, and this process also runs queued runs unless ``execute=False`` (an API-only
     process: it listens to no queue). ``execute=False`` needs a queue, or runs would never start.
 
     The executor id is claimed before DBOS launches (:mod:`helix_dbos.runtime.identity`): ``executor_id``
-    (or ``HELIX_EXECUTOR_ID`` / ``DBOS__VMID``, or ``dbos_overrides["executor_id"]``) is taken, or
+    (or ``dbos_overrides["executor_id"]``, or the settings' ``executor_id``) is taken, or
     refused with :class:`~helix_dbos.errors.ExecutorIdInUseError` while a live process holds it;
     without one, the first free id of the ``executor_id_base`` family (``local``, ``local-2``, ...).
     """
+    settings = (settings or HelixSettings.from_env()).override(
+        database_url=database_url, executor_id=executor_id, hot_window_seconds=hot_window_seconds
+    )
+    if queue is None and settings.run_queue is not None:
+        queue = RunQueue.parse(settings.run_queue)
     if not execute and queue is None:
         raise ValueError("launch(execute=False) needs a queue: without one, runs start in the process that asks")
-    configure_otlp_from_env()  # HELIX_OTLP_ENDPOINT: spans to an OTLP backend, unless the app set a provider
-    url = database_url or default_database_url()
+    if settings.otlp_endpoint:  # spans to an OTLP backend, unless the app set a provider
+        configure_otlp(settings.otlp_endpoint)
+    url = settings.database_url
+    policy = settings.retry_policy
     if url.startswith("sqlite:"):
         _prepare_sqlite(url)
     else:
-        wait_for_database(url)
+        wait_for_database(url, policy)
     if migrate:
-        retry_call(lambda: upgrade(url), policy=RetryPolicy.from_env(), operation="migrating the database")
-    store = SqlSessionStore(url)
-    if stream_manager is None:
-        stream_manager = SqlStreamManager(store.engine)  # durable, resumable streams next to the store
+        retry_call(lambda: upgrade(url), policy=policy, operation="migrating the database")
+    store = SqlSessionStore(url, retry=policy)
+    if stream_manager is None:  # durable, resumable streams next to the store
+        stream_manager = SqlStreamManager(store.engine, retry=policy)
     config = dbos_config_for(url, executor_id=DEFAULT_EXECUTOR_ID)
     if dbos_overrides:
         config.update(dbos_overrides)  # type: ignore[typeddict-item]
-    requested = executor_id or (dbos_overrides or {}).get("executor_id") or configured_executor_id()
+    requested = executor_id or (dbos_overrides or {}).get("executor_id") or settings.executor_id
     config["executor_id"] = claim_executor_id(
         store.workers,
         app_version=str(config.get("application_version") or APPLICATION_VERSION),
@@ -299,11 +301,11 @@ def launch(
         stream_manager=stream_manager,
         agents=agents,
         logger=logger,
-        hot_window_seconds=hot_window_seconds,
+        hot_window_seconds=settings.hot_window_seconds,
         queue=queue,
         wake_in_submission=_store_is_dbos_database(url, config),
     )
-    _launch_dbos(config, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
+    _launch_dbos(config, policy, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
     if queue is not None:
         register_run_queue(queue)
     executor.recover_orphaned_runs()

@@ -10,7 +10,6 @@ misconfigured server exits without side effects.
 from __future__ import annotations
 
 import importlib
-import os
 import signal
 import threading
 from collections.abc import Sequence
@@ -21,17 +20,12 @@ from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.runtime.queues import RunQueue
 from helix_dbos.service import SERVER_INSTALL_HINT
 from helix_dbos.service.auth import Authenticator
+from helix_dbos.settings import HelixSettings
 
 API_TOKENS_ENV = "HELIX_API_TOKENS"
-"""Comma-separated bearer tokens, for when ``--token`` is not given."""
+"""Comma-separated bearer tokens, for when ``--token`` is not given (read by ``HelixSettings.from_env``)."""
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-def tokens_from_env(environ: dict[str, str] | None = None) -> list[str]:
-    """Bearer tokens from ``HELIX_API_TOKENS`` (comma-separated; blanks ignored)."""
-    raw = (environ if environ is not None else dict(os.environ)).get(API_TOKENS_ENV, "")
-    return [token.strip() for token in raw.split(",") if token.strip()]
 
 
 def load_object(spec: str) -> Any:
@@ -70,8 +64,13 @@ def run_server(
     log_level: str = "info",
     queue: RunQueue | None = None,
     execute: bool = True,
+    settings: HelixSettings | None = None,
 ) -> None:
-    """Launch helix-dbos on ``database_url`` and serve the app until SIGINT/SIGTERM."""
+    """Launch helix-dbos on ``database_url`` and serve the app until SIGINT/SIGTERM.
+
+    ``settings`` (default :meth:`HelixSettings.from_env`) goes to :func:`launch`; the other
+    arguments override it.
+    """
     try:
         import uvicorn
     except ImportError as exc:
@@ -85,17 +84,15 @@ def run_server(
     check_auth(tokens, allow_unauthenticated)
     if threading.current_thread() is threading.main_thread():  # only there can handlers be installed
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    extra: dict[str, Any] = {}
-    if hot_window_seconds is not None:
-        extra["hot_window_seconds"] = hot_window_seconds
     executor = launch(
         database_url,
+        settings=settings,
         agents=agents,
         llm_adapter=llm_adapter,
         executor_id=executor_id,
         queue=queue,
         execute=execute,
-        **extra,
+        hot_window_seconds=hot_window_seconds,
     )
     try:
         app = create_app(executor, bearer_tokens=list(tokens) or None, allow_unauthenticated=allow_unauthenticated)
@@ -118,4 +115,4 @@ def is_loopback(host: str) -> bool:
     return host in _LOOPBACK
 
 
-__all__ = ["API_TOKENS_ENV", "check_auth", "is_loopback", "load_object", "run_server", "tokens_from_env"]
+__all__ = ["API_TOKENS_ENV", "check_auth", "is_loopback", "load_object", "run_server"]

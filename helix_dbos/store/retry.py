@@ -5,11 +5,11 @@ refused ("connection refused", "the database system is starting up"). Nothing is
 work in flight: the same transaction, run again once the server is back, succeeds. So every store
 and stream operation (one short transaction each) runs under :func:`retry_call`: on a *transient*
 error it rolls back, waits with exponential backoff and jitter, logs a warning, and runs the whole
-transaction again, for at most :attr:`RetryPolicy.max_seconds` (``HELIX_DB_RETRY_SECONDS``, default
-120 s: a restart or a managed failover). Past the bound it raises
-:class:`DatabaseUnavailableError`, a ``transport_error`` whose message names no host or SQL (the
-driver's error is its ``__cause__`` and is in the log): a run that fails with it can be continued
-with ``retry()`` once the database is back.
+transaction again, for at most :attr:`RetryPolicy.max_seconds` (default 120 s: a restart or a
+managed failover; ``HelixSettings.retry_seconds``, ``HELIX_DB_RETRY_SECONDS``, sets it for a process).
+Past the bound it raises :class:`DatabaseUnavailableError`, a ``transport_error`` whose message names
+no host or SQL (the driver's error is its ``__cause__`` and is in the log): a run that fails with it
+can be continued with ``retry()`` once the database is back.
 
 The model is DBOS's own system-database retry (``dbos._sys_db.db_retry`` and
 ``dbos._utils.retriable_postgres_exception``), with two differences: DBOS blocks without a bound
@@ -45,7 +45,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
 import random
 import sqlite3
 import threading
@@ -57,7 +56,7 @@ from typing import Concatenate, Final, ParamSpec, Protocol, TypeVar, cast
 import psycopg
 import sqlalchemy as sa
 
-from helix_dbos.errors import DatabaseUnavailableError, HelixError
+from helix_dbos.errors import DatabaseUnavailableError
 
 __all__ = [
     "CONNECTING",
@@ -73,7 +72,7 @@ __all__ = [
 _log = logging.getLogger("helix_dbos.store.retry")
 
 RETRY_SECONDS_ENV: Final = "HELIX_DB_RETRY_SECONDS"
-"""Environment variable: how long (seconds) a database operation retries transient errors; 0 disables."""
+"""The variable :class:`~helix_dbos.settings.HelixSettings` reads the bound from (named in messages)."""
 DEFAULT_RETRY_SECONDS: Final = 120.0
 """Long enough for a restart (seconds) or a managed failover (typically 30-120 s)."""
 CONNECTING: Final = "connecting to the database"
@@ -101,23 +100,6 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if not self.max_seconds >= 0 or self.initial_backoff < 0 or self.max_backoff < self.initial_backoff:
             raise ValueError(f"invalid retry policy {self!r}")
-
-    @classmethod
-    def from_env(cls) -> RetryPolicy:
-        """The default policy, with ``max_seconds`` from ``HELIX_DB_RETRY_SECONDS`` when set."""
-        raw = os.environ.get(RETRY_SECONDS_ENV, "").strip()
-        if not raw:
-            return cls()
-        try:
-            seconds = float(raw)
-        except ValueError:
-            raise HelixError(
-                f"{RETRY_SECONDS_ENV} must be a number of seconds (0 disables retries), not {raw!r}",
-                code="validation_error",
-            ) from None
-        if not seconds >= 0:
-            raise HelixError(f"{RETRY_SECONDS_ENV} must not be negative, not {raw!r}", code="validation_error")
-        return cls(max_seconds=seconds)
 
 
 def is_transient(error: BaseException) -> bool:

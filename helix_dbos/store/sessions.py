@@ -84,13 +84,15 @@ class SqlSessionStore:
     :meth:`close`. (Build SQLite engines with :func:`create_engine_for`: the store relies on the
     ``BEGIN IMMEDIATE`` hook it installs.) The constructor checks that the schema is at the
     revision this package expects and raises :class:`~helix_dbos.errors.DatabaseNotMigratedError`
-    otherwise; ``check_schema=False`` skips that query for callers that just checked.
+    otherwise; ``check_schema=False`` skips that query for callers that just checked. ``retry`` is
+    how operations ride out transient database errors: ``RetryPolicy()`` (120 s) unless given, never
+    the environment (``launch()`` passes ``HelixSettings.retry_policy``).
     """
 
     def __init__(
         self, database_url: str | Engine, *, check_schema: bool = True, retry: RetryPolicy | None = None
     ) -> None:
-        self._retry = retry if retry is not None else RetryPolicy.from_env()
+        self._retry = retry if retry is not None else RetryPolicy()
         if isinstance(database_url, Engine):
             self._engine = database_url
             self._owns_engine = False

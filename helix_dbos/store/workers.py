@@ -27,7 +27,7 @@ class SqlWorkerRegistry:
 
     def __init__(self, engine: Engine, *, retry: RetryPolicy | None = None) -> None:
         self._engine = engine
-        self._retry = retry if retry is not None else RetryPolicy.from_env()
+        self._retry = retry if retry is not None else RetryPolicy()
 
     @property
     def retry_policy(self) -> RetryPolicy:

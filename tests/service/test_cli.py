@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from helix_dbos.cli import app
-from helix_dbos.service.server import tokens_from_env
+from helix_dbos.settings import HelixSettings
 from tests.cli_process import CliProcess
 from tests.service.conftest import AUTH, TOKEN, free_port
 
@@ -48,9 +48,9 @@ def test_serve_refuses_to_start_without_a_clear_auth_decision(
     assert "helix-dbos serve:" in result.output
 
 
-def test_tokens_from_env() -> None:
-    assert tokens_from_env({"HELIX_API_TOKENS": " a, b ,,c "}) == ["a", "b", "c"]
-    assert tokens_from_env({}) == []
+def test_tokens_come_from_the_settings() -> None:
+    assert HelixSettings.from_env({"HELIX_API_TOKENS": " a, b ,,c "}).api_tokens == ("a", "b", "c")
+    assert HelixSettings.from_env({}).api_tokens == ()
 
 
 def test_serve_runs_the_demo_agent_with_no_python_written(pg_database_url: str, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from helix_dbos.errors import DatabaseUnavailableError, HelixError
 from helix_dbos.store import SqlPendingCallStore, SqlSessionStore, SqlWorkerRegistry
-from helix_dbos.store.retry import RETRY_SECONDS_ENV, RetryPolicy, is_transient, retry_call
+from helix_dbos.store.retry import RetryPolicy, is_transient, retry_call
 
 FAST = RetryPolicy(max_seconds=0.5, initial_backoff=0.001, max_backoff=0.01)
 
@@ -149,19 +149,6 @@ def test_a_zero_bound_disables_retries() -> None:
     with pytest.raises(sa.exc.OperationalError):
         retry_call(down, policy=RetryPolicy(max_seconds=0), operation="op")
     assert calls == 1
-
-
-def test_the_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(RETRY_SECONDS_ENV, raising=False)
-    assert RetryPolicy.from_env().max_seconds == 120.0
-    monkeypatch.setenv(RETRY_SECONDS_ENV, "300")
-    assert RetryPolicy.from_env().max_seconds == 300.0
-    monkeypatch.setenv(RETRY_SECONDS_ENV, "0")
-    assert RetryPolicy.from_env().max_seconds == 0.0
-    for bad in ("soon", "-1", "nan"):
-        monkeypatch.setenv(RETRY_SECONDS_ENV, bad)
-        with pytest.raises(HelixError, match=RETRY_SECONDS_ENV):
-            RetryPolicy.from_env()
 
 
 @pytest.mark.parametrize(

@@ -125,6 +125,124 @@ def test_the_cycle_check_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+SETTINGS_MODULE = "helix_dbos.settings"
+"""The one module that reads ``HELIX_*`` variables (``HelixSettings.from_env``)."""
+
+ENVIRONMENT_READS_ALLOWED: dict[str, str] = {}
+"""Other modules allowed to read a ``HELIX_*`` variable, each with its reason (none today)."""
+
+
+def _helix_environment_reads(source: str) -> list[str]:
+    """The ``HELIX_*`` variables ``source`` reads from the environment itself (or ``NAME_ENV`` constants).
+
+    Reads are ``os.environ[...]`` / ``.get`` / ``.setdefault`` / ``.pop``, ``os.getenv``, and a
+    Click/Typer option's ``envvar=``: each one bypasses ``HelixSettings``.
+    """
+    tree = ast.parse(source)
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    keys: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            reads = ast.unparse(func) in {"os.getenv", "getenv"} or (
+                isinstance(func, ast.Attribute)
+                and func.attr in {"get", "setdefault", "pop"}
+                and "environ" in ast.unparse(func.value)
+            )
+            if reads and node.args:
+                keys.append(node.args[0])
+            keys.extend(kw.value for kw in node.keywords if kw.arg == "envvar")
+        elif isinstance(node, ast.Subscript) and "environ" in ast.unparse(node.value):
+            keys.append(node.slice)
+    found = []
+    for key in keys:
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            name = key.value
+        elif isinstance(key, ast.Name):
+            name = constants.get(key.id, key.id if key.id.endswith("_ENV") else "")
+        else:
+            continue
+        if name.startswith("HELIX_") or name.endswith("_ENV"):
+            found.append(name)
+    return found
+
+
+def test_only_the_settings_module_reads_helix_variables() -> None:
+    found = {
+        name: reads
+        for name, path in MODULES.items()
+        if name != SETTINGS_MODULE and name not in ENVIRONMENT_READS_ALLOWED
+        if (reads := _helix_environment_reads(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_the_environment_check_sees_each_kind_of_read() -> None:
+    source = """
+import os
+from os import environ
+URL_ENV = "HELIX_DATABASE_URL"
+a = os.environ.get("HELIX_A")
+b = os.environ["HELIX_B"]
+c = os.getenv(URL_ENV)
+d = (environ if environ is not None else dict(os.environ)).get(RETRY_SECONDS_ENV, "")
+e = typer.Option("--x", envvar="HELIX_E")
+f = os.environ.get("OTEL_SERVICE_NAME")
+"""
+    assert _helix_environment_reads(source) == [
+        "HELIX_A",
+        "HELIX_B",
+        "HELIX_DATABASE_URL",
+        "RETRY_SECONDS_ENV",
+        "HELIX_E",
+    ]
+
+
+FORBIDDEN_EDGES = {
+    ("helix_dbos.service", "helix_dbos.cli"): "the HTTP face and the command line share helix_dbos.views, "
+    "neither imports the other",
+    ("helix_dbos.runtime.launch", "helix_dbos.demo"): "the demo registers its model (helix_dbos.llm.builtin); "
+    "the runtime does not know it",
+    ("helix_dbos.runtime.recovery", "helix_dbos.runtime.loop"): "recovery needs the workflow's name "
+    "(step_names.AGENT_WORKFLOW_NAME), not the loop",
+    ("helix_dbos.runtime.recovery", "helix_dbos.runtime.workflow"): "importing the workflow imports the loop",
+}
+"""Imports that once existed and must not come back (delayed imports included), each with its reason."""
+
+
+@pytest.mark.parametrize(("importer", "imported"), sorted(FORBIDDEN_EDGES))
+def test_a_removed_edge_stays_removed(importer: str, imported: str) -> None:
+    offending = sorted(
+        f"{name} -> {module}"
+        for name, path in MODULES.items()
+        if name == importer or name.startswith(f"{importer}.")
+        for module, names in _all_imports(path)
+        for target in [module, *(f"{module}.{n}" for n in names)]
+        if target == imported or target.startswith(f"{imported}.")
+    )
+    assert offending == []
+
+
+def test_recovery_does_not_reach_the_loop_through_another_module() -> None:
+    graph = _import_graph()
+    seen: set[str] = set()
+    todo = ["helix_dbos.runtime.recovery"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    assert "helix_dbos.runtime.loop" not in seen
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_private_name_is_imported_from_another_module(name: str) -> None:
     private = [

@@ -39,6 +39,7 @@ EXPECTED = [
     "FailedOutcome",
     "FileInput",
     "HelixError",
+    "HelixSettings",
     "InMemoryStreamManager",
     "InterruptedOutcome",
     "InvalidTextError",

@@ -7,19 +7,19 @@ backoff and jitter (base 0.5 s, cap 20 s) or the server's ``Retry-After``; after
 is returned as ``ErrorStepResult`` so the durable step records it as data.
 
 LiteLLM is an optional dependency (the ``litellm`` extra) and takes seconds to import, so it is
-imported on first use, never when this module is. Importing this module sets LiteLLM's offline
-switches (``LITELLM_LOCAL_MODEL_COST_MAP`` and friends) with ``os.environ.setdefault``; if
-something imports LiteLLM before this module, set those variables in the environment instead.
+imported on first use (:func:`import_litellm`), never when this module is; that first import sets
+LiteLLM's offline switches (``LITELLM_LOCAL_MODEL_COST_MAP`` and friends) unless the environment
+does (see :mod:`helix_dbos._litellm_import`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
+from helix_dbos._litellm_import import import_litellm_offline
 from helix_dbos.errors import HelixError
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.config import LLMConfig
@@ -39,13 +39,6 @@ from helix_dbos.step_result import ErrorStepResult, StepResult, TokenUsage
 
 __all__ = ["LITELLM_INSTALL_HINT", "LiteLLMAdapter", "import_litellm"]
 
-for _name, _value in (
-    ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
-    ("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True"),
-    ("HF_HUB_OFFLINE", "1"),
-):
-    os.environ.setdefault(_name, _value)
-
 LITELLM_INSTALL_HINT = "pip install 'helix-dbos[litellm]'"
 """How to get LiteLLM, named in the error raised when it is missing."""
 
@@ -54,9 +47,9 @@ _FILE_NOUNS = {"image": "images", "pdf": "PDFs", "audio": "audio"}
 
 
 def import_litellm() -> Any:
-    """Import LiteLLM on first use; without it, a one-line :class:`ImportError` with the install hint."""
+    """Import LiteLLM on first use, offline; without it, a one-line :class:`ImportError` with the install hint."""
     try:
-        import litellm
+        litellm = import_litellm_offline()
     except ImportError as exc:
         raise ModuleNotFoundError(
             f"LiteLLMAdapter needs LiteLLM, which is not installed: {LITELLM_INSTALL_HINT}", name=exc.name

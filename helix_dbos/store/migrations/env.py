@@ -6,7 +6,8 @@ Runs in three ways:
   ``config.attributes["database_url"]``), which is what ``helix-dbos db upgrade`` does;
 - with an open connection in ``config.attributes["connection"]`` (tests, embedding apps);
 - from the ``alembic`` command with the repository's ``alembic.ini``, taking the URL from
-  ``-x database_url=...``, then ``$HELIX_DATABASE_URL``, then ``sqlalchemy.url``.
+  ``-x database_url=...``, then ``$HELIX_DATABASE_URL`` (through ``HelixSettings.from_env``), then
+  ``sqlalchemy.url``.
 
 The version table is ``helix_alembic_version`` so that an application's own alembic history in the
 same database is never touched, and autogenerate only looks at ``helix_*`` tables. The migration
@@ -17,7 +18,6 @@ lock on PostgreSQL), so two processes upgrading at once serialize instead of bot
 from __future__ import annotations
 
 import logging.config
-import os
 from typing import Any
 
 from alembic import context
@@ -29,12 +29,20 @@ from helix_dbos.store.schema import TABLE_PREFIX, VERSION_TABLE, metadata
 config = context.config
 
 
+def _url_from_environment() -> str | None:
+    """``HELIX_DATABASE_URL`` when it is set (not the embedded default: alembic's own URL comes next)."""
+    from helix_dbos.settings import HelixSettings
+
+    url = HelixSettings.from_env().database_url
+    return None if url == HelixSettings().database_url else url
+
+
 def _database_url() -> str:
     x_url = context.get_x_argument(as_dictionary=True).get("database_url")
     url = (
         x_url
         or config.attributes.get("database_url")
-        or os.environ.get("HELIX_DATABASE_URL")
+        or _url_from_environment()
         or config.get_main_option("sqlalchemy.url")
     )
     if not url:

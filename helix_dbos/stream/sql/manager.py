@@ -65,8 +65,8 @@ class SqlStreamManager:
             where 20 ms cost five (``scripts/bench_overhead.py``).
         max_pending_chunks: Queued chunks above which ``write`` waits for the flusher.
         check_schema: Refuse to start on a database not migrated to this version.
-        retry: How writes and reads retry transient database errors (default: ``HELIX_DB_RETRY_SECONDS``,
-            see ``helix_dbos.store.retry``).
+        retry: How writes and reads retry transient database errors (default: ``RetryPolicy()``,
+            120 s; ``launch()`` passes its settings' policy; see ``helix_dbos.store.retry``).
     """
 
     def __init__(
@@ -101,7 +101,7 @@ class SqlStreamManager:
         self.notify = dialect.notify
         self._max_pending = max_pending_chunks
         self._signals = Signals()
-        self._retry = retry if retry is not None else RetryPolicy.from_env()
+        self._retry = retry if retry is not None else RetryPolicy()
         self._storage = StreamStorage(dialect, self._retry)
         self._committer = BatchCommitter(self._storage.write_groups, self._retry)
         self._flusher = Flusher(
