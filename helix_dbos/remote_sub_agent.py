@@ -154,7 +154,8 @@ def remote_session_id_for(parent_session_id: str, tool_call_id: str) -> str:
     """The remote session a parent's tool call opens: one per call, found again on replay.
 
     ``{parent}-sub-{call}`` like an ephemeral child's when the remote service accepts it as a session
-    id; otherwise (a provider's call id with ``/``, a long parent id) a digest of both. The runtime
+    id; otherwise (an OpenAI-style ``call_…`` id, whose ``_`` the pattern refuses, a ``/``, a long parent id)
+    ``remote-sub-`` and a digest of both. The runtime
     passes the call with the parent's turn and step (``{turn}.{step}-{tool call id}``,
     ``helix_dbos.runtime.ids.scoped_call_key``) as ``tool_call_id``, so a call id the model uses
     again on a later turn opens a new remote session; runs recorded before that pass the bare id.

@@ -10,7 +10,9 @@ So a step or the loop that fails while the process is exiting raises :class:`Pro
 instead. It is a ``BaseException``, which DBOS records neither as a step's nor as a workflow's
 outcome (it catches ``Exception``): the workflow stays ``PENDING`` and is recovered at the next
 start, exactly as after a crash. ``shutdown()`` is still the clean way out: it waits for runs in
-flight first.
+flight first, and marks the process as stopping before it destroys DBOS (:func:`mark_stopping`), so
+that a run it left in flight fails at its next DBOS call as an exiting process's run does, not as a
+failed run ("No DBOS was created yet" is the stop, not the run's fault).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import threading
 from helix_dbos.errors import ProcessExiting
 
 _exiting = threading.Event()
+_stopping = threading.Event()
 
 # Python announces its shutdown to threading's exit hooks (the ones that stop thread pools) before
 # it marks the main thread finished, and runs them last-registered first: registered here, ours
@@ -31,9 +34,17 @@ if _register is not None:
     _register(_exiting.set)
 
 
+def mark_stopping(stopping: bool = True) -> None:
+    """``shutdown()`` is stopping DBOS under the runs it left in flight (``False``: ``launch()`` again)."""
+    if stopping:
+        _stopping.set()
+    else:
+        _stopping.clear()
+
+
 def process_exiting() -> bool:
-    """Whether the interpreter is shutting down (its main thread has finished)."""
-    return _exiting.is_set() or sys.is_finalizing() or not threading.main_thread().is_alive()
+    """Whether the interpreter is shutting down (its main thread has finished), or ``shutdown()`` stopped DBOS."""
+    return _exiting.is_set() or _stopping.is_set() or sys.is_finalizing() or not threading.main_thread().is_alive()
 
 
 def raise_if_exiting(cause: BaseException) -> None:

@@ -40,8 +40,10 @@ from helix_dbos.store.process import ProcessIdentity, ProcessState, process_stat
 DEFAULT_EXECUTOR_ID = "local"
 """The family of ids a process takes when it is given none: ``local``, ``local-2``, ..."""
 
-LIVE_HEARTBEAT_SECONDS = 10.0
-"""A holder on another machine is live while its heartbeat (written every second) is younger than this."""
+LIVE_HEARTBEAT_SECONDS = 30.0
+"""A holder whose process this one cannot see (another machine, another pid namespace) is live while its
+heartbeat (written every second) is younger than this: the takeover threshold's default, so that what
+this process calls dead is what the takeover of dead workers calls dead."""
 
 MAX_FAMILY_SIZE = 1000
 """How many ids of one family are tried before giving up (a guard, not a limit anyone meets)."""
@@ -53,11 +55,17 @@ def holder_state(row: WorkerRecord, me: ProcessIdentity, *, now: int, live_heart
     """Whether ``row``'s id is free, held by this very process (an earlier launch in it), or live elsewhere."""
     if row.pid <= 0:
         return "free"  # released by a clean shutdown
-    if row.hostname == me.hostname:
-        if row.pid == me.pid and (row.process_token is None or row.process_token == me.token):
-            return "mine"
-        return "live" if process_state(row.pid, row.process_token) is ProcessState.ALIVE else "free"
-    return "live" if now - row.heartbeat_at < live_heartbeat_ms else "free"
+    if is_this_process(row, me):
+        return "mine"
+    state = process_state(row.pid, row.process_token) if row.hostname == me.hostname else ProcessState.UNKNOWN
+    if state is ProcessState.UNKNOWN:  # not a process this one can see: its heartbeat tells
+        return "live" if now - row.heartbeat_at < live_heartbeat_ms else "free"
+    return "live" if state is ProcessState.ALIVE else "free"
+
+
+def is_this_process(row: WorkerRecord, me: ProcessIdentity) -> bool:
+    """Whether ``row`` was written by this very process (an earlier launch in it)."""
+    return row.hostname == me.hostname and row.pid == me.pid and row.process_token == me.token
 
 
 def describe_holder(row: WorkerRecord, *, now: int) -> str:
@@ -80,7 +88,7 @@ def _family_order(registry: WorkerRegistry, me: ProcessIdentity, base: str) -> i
             if row.executor_id in members
             and row.pid > 0
             and row.hostname == me.hostname
-            and row.pid != me.pid
+            and not is_this_process(row, me)
             and process_state(row.pid, row.process_token) is ProcessState.DEAD
         ),
         key=lambda row: row.heartbeat_at,
@@ -123,9 +131,9 @@ def claim_executor_id(
                 break  # the next id of the family
             if registry.claim(candidate, app_version=app_version, now_ms=now, replacing=row):
                 return candidate
-    raise ExecutorIdInUseError(
-        requested or base, "every id tried is held", "stop some processes, or give this one an executor id"
-    )
+    if requested is not None:  # it kept changing hands while this process tried to take it
+        raise ExecutorIdInUseError(requested, "another process claimed it at the same time", "try again")
+    raise ExecutorIdInUseError(base, f"all {MAX_FAMILY_SIZE} ids of its family are held", "give this process an id")
 
 
 def refuse_live_executors(
@@ -158,5 +166,6 @@ __all__ = [
     "describe_holder",
     "family",
     "holder_state",
+    "is_this_process",
     "refuse_live_executors",
 ]

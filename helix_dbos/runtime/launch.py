@@ -42,6 +42,7 @@ from helix_dbos.logger import Logger
 from helix_dbos.observability.otlp import configure_otlp
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.runtime.exiting import mark_stopping
 from helix_dbos.runtime.identity import DEFAULT_EXECUTOR_ID, claim_executor_id
 from helix_dbos.runtime.queues import RunQueue, register_run_queue
 from helix_dbos.runtime.step_names import AGENT_WORKFLOW_NAME
@@ -403,11 +404,13 @@ def shutdown(
     Returns their workflow ids. Queued stream chunks are flushed before the store's connections close.
     """
     left: list[str] = []
+    drained = False
     executor_id = str(DBOS.executor_id) if executor is not None else ""
     if executor is not None:
         executor.stop_background_tasks()  # no takeover or sweep may start work while draining
         try:
             left = drain(executor, drain_timeout_seconds)
+            drained = not left
         except Exception as exc:  # a database that is down must not keep a process from stopping
             executor.logger.warn("[helix-dbos] could not drain runs at shutdown", {"error": repr(exc)})
         if left:
@@ -419,12 +422,17 @@ def shutdown(
     # DBOS goes first: a workflow thread that outlives the drain must find DBOS gone (and record
     # nothing, staying recoverable), never the executor's services gone while DBOS could still
     # record that as the run's failure.
+    mark_stopping()
     DBOS.destroy()
-    if executor is not None:
-        try:  # the id is free for the next process at once (a killed one frees it by dying)
+    if executor is not None and drained:
+        # Free for the next process at once. Not while runs are left in flight: their threads may
+        # still be in a tool, and a process taking the id would recover and run them alongside;
+        # the id frees itself when this process is gone (the liveness rules of .identity).
+        try:
             executor.store.workers.release(executor_id)
         except Exception as exc:
             executor.logger.warn("[helix-dbos] could not release the executor id", {"error": repr(exc)})
+    if executor is not None:
         executor.close()
         manager = executor.streams.manager
         if isinstance(manager, SqlStreamManager):

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from dbos import DBOS
 
 from helix_dbos._clock import now_ms
+from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.logger import Logger
+from helix_dbos.runtime.identity import claim_executor_id
 from helix_dbos.runtime.recovery import requeue_pending_runs
 from helix_dbos.store.base import SessionStore
 
@@ -27,9 +29,22 @@ def executor_id() -> str:
     return str(DBOS.executor_id)
 
 
-def heartbeat(store: SessionStore) -> None:
-    """Record that this worker is alive."""
-    store.workers.heartbeat(executor_id(), str(DBOS.application_version), now_ms())
+def heartbeat(store: SessionStore, logger: Logger | None = None) -> None:
+    """Record that this worker is alive, in the row that names this process as the id's holder.
+
+    The id was claimed at launch (:mod:`.identity`); an executor built inside an application's own
+    DBOS claims it at its first heartbeat. When another live process holds it (two processes given
+    one id, or one judged dead that was not), both would run each other's runs: that is logged as
+    an error at every round, since only an operator can tell which process should go.
+    """
+    me, version = executor_id(), str(DBOS.application_version)
+    if store.workers.renew(me, version, now_ms()):
+        return
+    try:
+        claim_executor_id(store.workers, app_version=version, requested=me)
+    except ExecutorIdInUseError as exc:
+        if logger is not None:
+            logger.error(f"[helix-dbos] {exc.message}", {"executor_id": me})
 
 
 def recover_executors(logger: Logger, executor_ids: list[str]) -> int:

@@ -414,6 +414,10 @@ class WorkerRegistry(Protocol):
         """Record that ``executor_id`` is alive (and clear an old takeover claim)."""
         ...
 
+    def renew(self, executor_id: str, app_version: str, now_ms: int) -> bool:
+        """Write this process's heartbeat if its row still names this process; False if another took the id."""
+        ...
+
     def list_workers(self) -> list[WorkerRecord]:
         """Every known worker."""
         ...

@@ -5,12 +5,12 @@ worker row that holds it names its process by host name, pid and a *process toke
 not enough: a process killed with SIGKILL may have its pid reused (in a container restarted under
 the same host name, the new process is often pid 1 again, like the one that died), and a killed
 child that its parent has not reaped yet still has a ``/proc`` entry. On Linux the token is the
-machine's boot id and the process's start time in clock ticks (``/proc/<pid>/stat`` field 22),
-which together name one process for the life of the machine; elsewhere it is ``None`` and the pid
-is all there is.
+machine's boot id, the pid namespace and the process's start time in clock ticks
+(``/proc/<pid>/stat`` field 22), which together name one process for the life of the machine;
+elsewhere it is ``None``.
 
-Liveness is only knowable for processes on this machine; for another machine the caller falls back
-to the age of the holder's heartbeat.
+Liveness is only knowable for processes this process can see (same machine, same pid namespace,
+a token to compare); for any other, the caller falls back to the age of the holder's heartbeat.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class ProcessState(Enum):
 
     ALIVE = "alive"
     DEAD = "dead"  # gone, a zombie, or a different process under a reused pid
+    UNKNOWN = "unknown"  # another machine or process namespace: its heartbeat must tell
 
 
 def _read(path: Path) -> str | None:
@@ -46,35 +47,54 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
-def process_token(pid: int) -> str | None:
-    """``"<boot id>:<start time>"`` of process ``pid`` on this machine, ``None`` where unknowable."""
+def machine_key() -> str | None:
+    """``"<boot id>/<pid namespace>"``: processes whose pids this process can check, ``None`` where unknowable.
+
+    Two containers can share a host name (``--network host``) but not their pids: the pid namespace
+    tells them apart, and the boot id tells a machine from another one of the same name.
+    """
     boot = _read(_BOOT_ID)
-    fields = _stat_fields(pid)
-    if boot is None or fields is None or len(fields) < 20:
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
         return None
-    return f"{boot.strip()}:{fields[19]}"  # field 22 of stat; fields[0] here is field 3 (the state)
+    return None if boot is None else f"{boot.strip()}/{namespace}"
+
+
+def process_token(pid: int) -> str | None:
+    """``"<machine key>:<start time>"`` of process ``pid`` as seen from here, ``None`` where unknowable."""
+    key = machine_key()
+    fields = _stat_fields(pid)
+    if key is None or fields is None or len(fields) < 20:
+        return None
+    return f"{key}:{fields[19]}"  # field 22 of stat; fields[0] here is field 3 (the state)
 
 
 def process_state(pid: int, token: str | None) -> ProcessState:
-    """Whether process ``pid`` (whose token was ``token``, ``None``: unknown) still runs on this machine."""
+    """Whether process ``pid`` (whose token was ``token``, ``None``: unknown) still runs.
+
+    :attr:`ProcessState.UNKNOWN` when the token names another machine or process namespace, or
+    when nothing here can tell (no token and no ``/proc``): the caller then asks the heartbeat.
+    """
     if pid <= 0:
         return ProcessState.DEAD
+    key = machine_key()
+    if token is not None and (key is None or token.rsplit(":", 1)[0] != key):
+        return ProcessState.UNKNOWN
     fields = _stat_fields(pid)
     if fields is not None:
         if fields[0] in ("Z", "X"):  # killed, not reaped yet: it runs nothing
             return ProcessState.DEAD
         if token is not None and process_token(pid) != token:
             return ProcessState.DEAD  # the pid now belongs to another process
-        return ProcessState.ALIVE
-    if Path("/proc/self/stat").exists():
-        return ProcessState.DEAD  # this machine has /proc, and no entry for the pid
-    try:
+        return ProcessState.ALIVE if token is not None else ProcessState.UNKNOWN
+    try:  # no /proc entry: gone, or hidden from this user (hidepid)
         os.kill(pid, 0)
     except ProcessLookupError:
         return ProcessState.DEAD
     except PermissionError:
-        return ProcessState.ALIVE  # it exists, under another user
-    return ProcessState.ALIVE
+        return ProcessState.ALIVE if token is not None else ProcessState.UNKNOWN
+    return ProcessState.ALIVE if token is not None else ProcessState.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -92,4 +112,4 @@ class ProcessIdentity:
         return cls(hostname=socket.gethostname(), pid=pid, token=process_token(pid))
 
 
-__all__ = ["ProcessIdentity", "ProcessState", "process_state", "process_token"]
+__all__ = ["ProcessIdentity", "ProcessState", "machine_key", "process_state", "process_token"]

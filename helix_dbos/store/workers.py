@@ -60,6 +60,24 @@ class SqlWorkerRegistry:
                     conn.execute(sa.update(workers).where(workers.c.executor_id == executor_id).values(values))
 
     @retrying
+    def renew(self, executor_id: str, app_version: str, now_ms: int) -> bool:
+        """Write this process's heartbeat if its row still names this process; False if another took the id."""
+        me = ProcessIdentity.current()
+        token = workers.c.process_token
+        with self._engine.begin() as conn:
+            updated = conn.execute(
+                sa.update(workers)
+                .where(
+                    workers.c.executor_id == executor_id,
+                    workers.c.hostname == me.hostname,
+                    workers.c.pid == me.pid,
+                    token.is_(None) if me.token is None else token == me.token,
+                )
+                .values(app_version=app_version, heartbeat_at=now_ms, recovered_at=None, recovered_by=None)
+            ).rowcount
+            return bool(updated == 1)
+
+    @retrying
     def list_workers(self) -> list[WorkerRecord]:
         """Every known worker."""
         with self._engine.connect() as conn:
@@ -112,6 +130,9 @@ class SqlWorkerRegistry:
                     workers.c.executor_id == executor_id,
                     workers.c.hostname == replacing.hostname,
                     workers.c.pid == replacing.pid,
+                    workers.c.process_token.is_(None)
+                    if replacing.process_token is None
+                    else workers.c.process_token == replacing.process_token,
                     workers.c.heartbeat_at == replacing.heartbeat_at,
                 )
                 .values(values)

@@ -72,7 +72,8 @@ def test_a_process_is_alive_until_it_dies_and_a_zombie_or_a_reused_pid_is_dead()
     process = subprocess.Popen(["sleep", "60"])
     token = process_token(process.pid)
     assert token is not None and process_state(process.pid, token) is ProcessState.ALIVE
-    assert process_state(process.pid, "another-boot:123") is ProcessState.DEAD  # the pid, reused
+    reused = token.rsplit(":", 1)[0] + ":1"  # this machine, another start time: the pid, reused
+    assert process_state(process.pid, reused) is ProcessState.DEAD
     process.kill()
     time.sleep(0.2)  # killed, not reaped: a zombie still has a /proc entry
     assert Path(f"/proc/{process.pid}/stat").exists()
@@ -242,3 +243,109 @@ def test_recover_refuses_a_live_executor_unless_forced(tmp_path: Path) -> None:
     assert "re-enqueued" not in refused.stdout
     assert demo.wait(timeout=120) == 0, demo.output
     assert "no longer owned" not in demo.output
+
+
+# --- review: what can judge a holder wrongly ------------------------------------------------------
+
+
+def test_a_token_from_another_machine_or_pid_namespace_is_judged_by_its_heartbeat(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    me = ProcessIdentity.current()
+    now = int(time.time() * 1000)
+    token = process_token(sleeper.pid)
+    assert token is not None
+    elsewhere = "another-boot/pid:[4026531836]:" + token.rsplit(":", 1)[1]  # same host name, other machine
+    assert process_state(sleeper.pid, elsewhere) is ProcessState.UNKNOWN
+
+    def row(**values: object) -> WorkerRecord:
+        base = {"executor_id": "x", "app_version": APP, "hostname": me.hostname, "pid": sleeper.pid}
+        return WorkerRecord.model_validate({**base, "started_at": now, "heartbeat_at": now, **values})
+
+    fresh, stale = row(process_token=elsewhere), row(process_token=elsewhere, heartbeat_at=now - 60_000)
+    assert holder_state(fresh, me, now=now, live_heartbeat_ms=30_000) == "live"
+    assert holder_state(stale, me, now=now, live_heartbeat_ms=30_000) == "free"
+    # No token (a row from before tokens, an OS without /proc): the heartbeat decides too.
+    assert holder_state(row(process_token=None, heartbeat_at=now - 60_000), me, now=now, live_heartbeat_ms=30_000) == (
+        "free"
+    )
+
+
+_CLAIM = """
+import sys, time
+from helix_dbos.runtime.identity import claim_executor_id
+from helix_dbos.store import SqlSessionStore
+store = SqlSessionStore(sys.argv[1])
+start = float(sys.argv[2])
+time.sleep(max(0.0, start - time.time()))
+print(claim_executor_id(store.workers, app_version="helix-dbos-1"), flush=True)
+time.sleep(3)  # stay alive while the others claim: a live holder
+"""
+
+
+def test_processes_claiming_at_the_same_moment_get_distinct_ids(pg_store: SqlSessionStore, tmp_path: Path) -> None:
+    script = tmp_path / "claim.py"
+    script.write_text(_CLAIM)
+    start = time.time() + 4.0  # after every process has imported helix-dbos
+    claimers = [
+        subprocess.Popen(
+            [sys.executable, str(script), pg_store.url, str(start)], env=cli_env(), stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    ids = [c.communicate(timeout=60)[0].strip() for c in claimers]
+    assert all(c.returncode == 0 for c in claimers), ids
+    assert sorted(ids) == ["local", "local-2", "local-3", "local-4"], ids
+
+
+_LEFT_IN_FLIGHT = """
+import time
+from pydantic import BaseModel
+from helix_dbos import MockLLMAdapter, define_agent, define_tool, launch, shutdown
+
+class Q(BaseModel):
+    question: str
+
+ask = define_tool("ask", description="Ask the user", input_schema=Q, execute="client")  # waits for a human
+agent = define_agent("waiter", system_prompt="Ask.", llm_config="openai/gpt-4o-mini", tools=[ask])
+call = {"id": "q1", "name": "ask", "arguments": {"question": "?"}}
+model = MockLLMAdapter([{"type": "tool_calls", "tool_calls": [call]}])
+executor = launch(agents=[agent], llm_adapter=model, hot_window_seconds=30)
+handle = executor.execute(agent, "hi")
+time.sleep(1.5)  # the run now waits for the answer, in its hot window
+print("left:", shutdown(executor, drain_timeout_seconds=0.3), flush=True)
+time.sleep(2)  # its thread wakes to a stopped DBOS meanwhile
+"""
+
+
+def test_a_run_left_in_flight_at_shutdown_keeps_the_id_and_is_not_reported_failed(tmp_path: Path) -> None:
+    script = tmp_path / "left.py"
+    script.write_text(_LEFT_IN_FLIGHT)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "left: ['session-" in done.stdout, done.stdout
+    assert "failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    store = _sqlite(tmp_path)
+    try:
+        (row,) = [w for w in store.workers.list_workers() if w.executor_id == "local"]
+        assert row.pid > 0, row  # not released: its run was left in flight
+        (run,) = [r for s in store.list_sessions() for r in store.list_runs(s.session_id)]
+        assert run.status == "running", run  # left to recovery, not failed
+    finally:
+        store.close()
+
+
+def test_a_heartbeat_that_finds_its_id_held_by_another_live_process_logs_an_error(
+    store: SqlSessionStore, sleeper: subprocess.Popen[bytes]
+) -> None:
+    from helix_dbos.runtime.identity import is_this_process
+
+    assert claim_executor_id(store.workers, app_version=APP, requested="worker-9") == "worker-9"
+    assert store.workers.renew("worker-9", APP, int(time.time() * 1000))  # ours: renewed
+    _hold(store, "worker-9", sleeper.pid)  # someone else took it (a live process, judged dead by mistake)
+    assert not store.workers.renew("worker-9", APP, int(time.time() * 1000))
+    assert not is_this_process(_row(store, "worker-9"), ProcessIdentity.current())
+    with pytest.raises(ExecutorIdInUseError):  # what the heartbeat logs, every round, as an error
+        claim_executor_id(store.workers, app_version=APP, requested="worker-9")
