@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from helix_dbos.capability import RESERVED_CAPABILITY_NAMES, RunCapability
 from helix_dbos.errors import DefinitionError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.memory.config import MemoryConfig
@@ -106,6 +107,9 @@ class AgentConfig(BaseModel):
     Not inherited: a sub-agent or companion uses only the skills of its own definition."""
     preload_skills: tuple[str, ...] = ()
     """Skills whose bodies are in the system prompt on every step (unknown names warn and are skipped)."""
+    capabilities: tuple[RunCapability, ...] = ()
+    """The agent's own run features (:mod:`helix_dbos.capability`), called after the built-in ones, in order.
+    Not inherited: a sub-agent or companion runs only the capabilities of its own definition."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -142,6 +146,7 @@ def define_agent(
     budget: Budget | None = None,
     skills: SkillsConfig | None = None,
     preload_skills: Sequence[str] = (),
+    capabilities: Sequence[RunCapability] = (),
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
@@ -198,6 +203,7 @@ def define_agent(
     if budget is not None and not isinstance(budget, Budget):
         raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
     provider, preload = _check_skills(name, skills, preload_skills)
+    own = _check_capabilities(name, capabilities)
     return AgentConfig(
         name=name,
         description=description,
@@ -214,7 +220,27 @@ def define_agent(
         budget=budget,
         skills=provider,
         preload_skills=preload,
+        capabilities=own,
     )
+
+
+def _check_capabilities(name: str, capabilities: Sequence[RunCapability]) -> tuple[RunCapability, ...]:
+    """Each an instance of a :class:`RunCapability` subclass, named once, with no built-in's name."""
+    own = tuple(capabilities)
+    seen: set[str] = set()
+    for capability in own:
+        if not isinstance(capability, RunCapability):
+            raise DefinitionError(f"agent {name!r}: capabilities must be RunCapability instances, got {capability!r}")
+        label = capability.name
+        if not _AGENT_NAME.fullmatch(label) or label in RESERVED_CAPABILITY_NAMES:
+            raise DefinitionError(
+                f"agent {name!r}: capability name {label!r} is reserved or not a valid step name part "
+                "(set the class attribute name: letters, digits, '_', '.', '-')"
+            )
+        if label in seen:
+            raise DefinitionError(f"agent {name!r}: capability {label!r} is listed twice")
+        seen.add(label)
+    return own
 
 
 def _check_skills(

@@ -24,6 +24,7 @@ from typing import Literal
 from dbos import DBOS
 
 from helix_dbos.agent import AgentHooks
+from helix_dbos.capability import RunCapability, RunEnd
 from helix_dbos.orchestration.budget import (
     BudgetCrossing,
     BudgetLimits,
@@ -33,6 +34,7 @@ from helix_dbos.orchestration.budget import (
     raised_limits,
 )
 from helix_dbos.runtime import services, step_names
+from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.hitl import await_answers, check_step
 from helix_dbos.runtime.hooks import RunPayload, fire
 from helix_dbos.runtime.run_context import RunContext
@@ -42,6 +44,7 @@ from helix_dbos.runtime.tools import record_waits
 from helix_dbos.store.base import PendingToolCall
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import (
+    ErrorChunk,
     RunPausedChunk,
     RunResumedChunk,
     ToolApprovalRequestChunk,
@@ -49,7 +52,14 @@ from helix_dbos.stream.chunks import (
 )
 from helix_dbos.usage import Budget, UsageRecordLike, summarize_usage
 
-__all__ = ["BUDGET_TOOL_NAME", "BudgetAnswer", "BudgetOutcome", "BudgetTracker", "budget_call_id"]
+__all__ = [
+    "BUDGET_TOOL_NAME",
+    "BudgetAnswer",
+    "BudgetCapability",
+    "BudgetOutcome",
+    "BudgetTracker",
+    "budget_call_id",
+]
 
 BUDGET_TOOL_NAME = "budget"
 """The ``tool_name`` of a budget approval in pending calls and ``tool_approval_request`` chunks."""
@@ -246,6 +256,53 @@ class BudgetTracker:
         limits = _describe(row["arguments"])
         error = f"Budget exceeded ({limits}) and more spending was not approved" + (f": {reason}" if reason else "")
         return BudgetAnswer("denied", call_id, error)
+
+
+class BudgetCapability(RunCapability):
+    """Budgets on the seam: a budgeted run checks its spend between steps and asks for more past a limit.
+
+    A run whose request has no budget takes none of its steps (``on_start`` leaves no tracker).
+    """
+
+    name = "budget"
+
+    def __init__(self) -> None:
+        self.tracker: BudgetTracker | None = None
+
+    def on_start(self, run: RunContext) -> RunEnd | None:
+        self.tracker = BudgetTracker.start(run)
+        return None
+
+    def after_outstanding(self, run: RunContext) -> RunEnd | None:
+        if self.tracker is None:
+            return None
+        return _end_for(run, self.tracker.answer_open_call(run))
+
+    def between_steps(self, run: RunContext) -> RunEnd | None:
+        if self.tracker is None:
+            return None
+        crossing = self.tracker.crossing(run)
+        if crossing is None:
+            return None
+        run.rt.logger.info(
+            f"[helix-dbos] {crossing.message()}; waiting for approval", {"run_id": run.who.run_id, "step": run.step}
+        )
+        return _end_for(run, self.tracker.ask(run, crossing))
+
+
+def _end_for(run: RunContext, answer: BudgetAnswer | None) -> RunEnd | None:
+    """How a budget answer ends the run: suspended (parked), failed (denied), stopped; ``None``: go on."""
+    if answer is None or answer.outcome == "approved":
+        return None
+    if answer.outcome == "suspended":
+        return RunEnd("suspended_client_tool", pending_ids=[answer.call_id])
+    if answer.outcome == "interrupted":
+        return RunEnd("interrupted", reason="interrupted while waiting for a budget approval")
+    if answer.outcome == "aborted":
+        return RunEnd("failed", error=durable_stop_reason(run.rt.store, run.who.session_id) or "aborted")
+    message = answer.error or "Budget exceeded and more spending was not approved"
+    run.emit(ErrorChunk(**run.chunk_base(), error=message, recoverable=False))
+    return RunEnd("failed", error=message)
 
 
 def _describe(arguments: dict[str, object]) -> str:

@@ -6,7 +6,7 @@ input, which result, which chunks) is the caller's (:mod:`.sub_agents`, :mod:`.c
 
 API (stable; all of it is workflow code except where a step is named)::
 
-    child = ChildRun(agent=..., tool_call_id=..., message=..., mode="ephemeral", timeout_ms=...)
+    child = ChildRun(agent=..., tool_call_id=..., call_key=run.call_key(...), message=..., mode="ephemeral", ...)
     opened = open_child(run, child)      # step {agent}.child.start + DBOS.start_workflow
     ...                                  # the parent does other work meanwhile
     ended = await_child(run, opened)     # step {agent}.child.wait -> ChildWaitOutput
@@ -77,7 +77,10 @@ class ChildRun:
     agent: AgentConfig
     """The child's agent (registered in every worker: recovered children resolve it by name)."""
     tool_call_id: str
-    """The parent's tool call: the child's request key derives from it, and its ids unless ``call_key``."""
+    """The parent's tool call: the child's request key derives from it."""
+    call_key: str
+    """What the child's ids derive from (``RunContext.call_key``: unique per turn and step, or the bare
+    ``tool_call_id`` for a run recorded before that); required, so no caller derives colliding ids."""
     message: str
     """The child's input (its first user message)."""
     mode: ChildMode = "ephemeral"
@@ -87,8 +90,6 @@ class ChildRun:
     """Wall-clock budget from the open; past it the child is stopped and the wait ends ``timeout``."""
     session_id: str | None = None
     """The child's session; ``None``: ``{parent session}-sub-{call key}``."""
-    call_key: str | None = None
-    """What the child's ids derive from (``RunContext.call_key``); ``None``: the bare ``tool_call_id``."""
     metadata: dict[str, Any] | None = None
     """Stored on a new child session."""
     build_start: Callable[[SessionStore, int], StartRun] | None = None
@@ -139,7 +140,7 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
     is the output's ``error``, not an exception: the parent's call fails, its run goes on.
     """
     rt = services.current()
-    session_id = child.session_id or child_session_id_for(parent.session_id, child.call_key or child.tool_call_id)
+    session_id = child.session_id or child_session_id_for(parent.session_id, child.call_key)
     root = parent.root_session_id or parent.session_id
     now = now_ms()
     empty: ChildStartOutput = {

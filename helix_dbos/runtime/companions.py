@@ -32,6 +32,7 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel, ValidationError
 
+from helix_dbos.capability import RunCapability
 from helix_dbos.companion_tools import (
     GetChildStatusInput,
     ListChildrenInput,
@@ -48,10 +49,12 @@ from helix_dbos.orchestration.companions import (
     notice_message,
     notices_due,
 )
+from helix_dbos.orchestration.tool_batch import ToolBatch
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
 from helix_dbos.runtime.children import await_child
 from helix_dbos.runtime.companion_steps import OpenRequest, open_step, status_step, terminate_step, wait_step
+from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import (
     ChildStartOutput,
@@ -281,4 +284,22 @@ def _output(call: ParsedToolCall, *, result: Any = None, error: str | None = Non
     }
 
 
-__all__ = ["deliver_notices", "run_companion_phase"]
+class CompanionsCapability(RunCapability):
+    """Persistent companions on the seam: notices before each model call, ``companion__*`` calls after the humans.
+
+    Before a model call, a non-blocking companion run that ended since the model last heard is
+    announced (one status step, only when the transcript awaits one). A step's ``companion__*`` calls
+    run in their own phase, in call order, after the batch's human-answered calls.
+    """
+
+    name = "companions"
+    replay_patches = (SCOPED_CALL_IDS_PATCH,)
+
+    def before_model_call(self, run: RunContext) -> None:
+        deliver_notices(run)
+
+    def after_human_calls(self, run: RunContext, batch: ToolBatch, results: dict[str, ToolStepOutput]) -> None:
+        results.update(run_companion_phase(run, list(batch.companion)))
+
+
+__all__ = ["CompanionsCapability", "deliver_notices", "run_companion_phase"]

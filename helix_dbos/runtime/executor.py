@@ -49,6 +49,8 @@ from helix_dbos.orchestration.state_operations import (
 from helix_dbos.runtime import children, forks, services, starts, workers
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.backend import Backend
+from helix_dbos.runtime.builtin_capabilities import builtin_capabilities
+from helix_dbos.runtime.exiting import mark_stopping
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS, check_submission_fits, parse_submission, wake_run
 from helix_dbos.runtime.ids import (
@@ -146,6 +148,7 @@ class DBOSAgentExecutor:
             logger=self.logger,
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
             run_workflow=agent_run_workflow,
+            capabilities=builtin_capabilities(),
         )
         self._local_handles: OrderedDict[str, WorkflowHandle[Any]] = OrderedDict()
         """In-process futures of runs this process started (the fast way to wait); bounded, because a
@@ -157,6 +160,7 @@ class DBOSAgentExecutor:
         """Where runs are enqueued instead of started here (:mod:`.queues`); ``None``: start locally."""
         for agent in agents:
             self.register(agent)
+        mark_stopping(False)  # a shutdown() earlier in this process is over: failures are failures again
         try:
             services.install(self._services)
         except HelixError:
@@ -490,8 +494,8 @@ class DBOSAgentExecutor:
         return workers.executor_id()
 
     def heartbeat(self) -> None:
-        """Record that this worker is alive."""
-        workers.heartbeat(self.store)
+        """Record that this worker is alive (an error is logged while another live process holds its id)."""
+        workers.heartbeat(self.store, self.logger)
 
     def take_over_dead_workers(self, *, dead_after_seconds: float) -> list[str]:
         """Recover the in-flight runs of workers whose heartbeat stopped (see :mod:`.workers`)."""

@@ -7,18 +7,22 @@ immutable while the run is active, so reading it again on replay returns the sam
 
 This module is the driver only: one iteration per model call, and how a run ends. A step's tool
 calls are run by :mod:`helix_dbos.runtime.tools`; the run's in-memory state is a
-:class:`~helix_dbos.runtime.run_context.RunContext`.
+:class:`~helix_dbos.runtime.run_context.RunContext`. Features (skills, budgets, memory, companions,
+sub-agents, an agent's own) are capabilities (:mod:`helix_dbos.capability`): the driver calls
+every capability of the run at its named points and knows none of them by name.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
+from helix_dbos.capability import RunCapability, RunEnd
 from helix_dbos.errors import extract_error_message, public_error_message
 from helix_dbos.observability.run_observer import RunInfo, observe_run
 from helix_dbos.observability.run_observer import current as observe_current
@@ -49,14 +53,10 @@ from helix_dbos.orchestration.stop_checker import (
 )
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.abort import durable_stop_reason
-from helix_dbos.runtime.budget import BudgetAnswer, BudgetTracker
-from helix_dbos.runtime.companions import deliver_notices
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
-from helix_dbos.runtime.memory import inject_memories
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.skills import resolve_run_skills
 from helix_dbos.runtime.step_outputs import FinalizeStepOutput, LLMStepOutput
 from helix_dbos.runtime.steps import fail_run_step, finalize_step, hooks_step, llm_step
 from helix_dbos.runtime.tools import BatchOutcome, execute_tools, outstanding_calls, sub_agent_tool_calls
@@ -152,26 +152,31 @@ def _run_observed(request: RunRequest) -> RunSummary:
 def _run_loop(request: RunRequest) -> RunSummary:
     rt = services.current()
     run = _open_run(rt, request)
-    toolbox = _Toolbox.of(run.agent, resolve_run_skills(run.agent))
+    toolbox = _Toolbox.of(run.agent, "".join(c.system_fragment(run) for c in run.capabilities))
     _fire_agent_start(run)
-    budget = BudgetTracker.start(run)
+    ended = _first_end(run, lambda c: c.on_start(run))
+    if ended is not None:
+        return ended
     early = _answer_outstanding(run, toolbox)
-    if early is None and budget is not None:
-        early = _after_budget(run, budget.answer_open_call(run))
+    if early is None:
+        early = _first_end(run, lambda c: c.after_outstanding(run))
     if early is not None:
         return early
     for message in request.resume_messages:
         run.append(message)
-    ended = _check_budget(run, budget)
+    ended = _first_end(run, lambda c: c.between_steps(run))
     if ended is not None:
         return ended
-    inject_memories(run)
+    for capability in run.capabilities:
+        capability.before_first_model_call(run)
     # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
     # an interrupt that arrives before the first model call is honoured too.
     pending: StepCommit | None = run.pending_commit()
 
     while True:
         run.step += 1
+        for capability in run.capabilities:
+            capability.before_model_call(run)
         out = _call_model(run, toolbox, pending)
         pending = None
         run.emit_checkpoint(out.get("commit"), run.step - 1)
@@ -180,6 +185,8 @@ def _run_loop(request: RunRequest) -> RunSummary:
             return _finish(run, "interrupted", error=None, reason=out.get("interrupt_reason"))
         step_result = StepResultAdapter.validate_python(out["step_result"])
         _record_llm_usage(run, step_result, out.get("duration_ms"))
+        for capability in run.capabilities:
+            capability.after_model_call(run, step_result)
         ended = _process_step(run, toolbox, step_result)
         if ended is not None:
             return ended
@@ -187,41 +194,25 @@ def _run_loop(request: RunRequest) -> RunSummary:
             step_result, run.step, toolbox.stop_config
         ):
             return _stop(run, step_result, toolbox.finish_name)
-        ended = _check_budget(run, budget)
+        ended = _first_end(run, lambda c: c.between_steps(run))
         if ended is not None:
             return ended
         pending = run.pending_commit()
 
 
-def _check_budget(run: RunContext, budget: BudgetTracker | None) -> RunSummary | None:
-    """Between steps: past a limit, ask for more (see :mod:`.budget`); ends the run unless approved."""
-    if budget is None:
-        return None
-    crossing = budget.crossing(run)
-    if crossing is None:
-        return None
-    run.rt.logger.info(
-        f"[helix-dbos] {crossing.message()}; waiting for approval", {"run_id": run.who.run_id, "step": run.step}
+def _first_end(run: RunContext, point: Callable[[RunCapability], RunEnd | None]) -> RunSummary | None:
+    """Call ``point`` on each capability in order until one ends the run; then finish it that way."""
+    for capability in run.capabilities:
+        end = point(capability)
+        if end is not None:
+            return _finish_as(run, end)
+    return None
+
+
+def _finish_as(run: RunContext, end: RunEnd) -> RunSummary:
+    return _finish(
+        run, end.status, output=end.output, error=end.error, reason=end.reason, pending_ids=end.pending_ids or None
     )
-    return _after_budget(run, budget.ask(run, crossing))
-
-
-def _after_budget(run: RunContext, answer: BudgetAnswer | None) -> RunSummary | None:
-    """End the run as a budget answer says: suspended (parked), failed (denied), stopped; or go on."""
-    if answer is None:
-        return None
-    outcome, error = answer.outcome, answer.error
-    if outcome == "approved":
-        return None
-    if outcome == "suspended":
-        return _finish(run, "suspended_client_tool", pending_ids=[answer.call_id])
-    if outcome == "interrupted":
-        return _finish(run, "interrupted", reason="interrupted while waiting for a budget approval")
-    if outcome == "aborted":
-        return _finish(run, "failed", error=durable_stop_reason(run.rt.store, run.who.session_id) or "aborted")
-    message = error or "Budget exceeded and more spending was not approved"
-    run.emit(ErrorChunk(**run.chunk_base(), error=message, recoverable=False))
-    return _finish(run, "failed", error=message)
 
 
 def _open_run(rt: RuntimeServices, request: RunRequest) -> RunContext:
@@ -271,11 +262,7 @@ def _answer_outstanding(run: RunContext, toolbox: _Toolbox) -> RunSummary | None
 
 
 def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) -> LLMStepOutput:
-    """The ``{agent}.llm`` step: commit ``pending`` (with the answers it applies), then call the model.
-
-    Non-blocking companions that finished are announced first, so the model sees them in this call.
-    """
-    deliver_notices(run)
+    """The ``{agent}.llm`` step: commit ``pending`` (with the answers it applies), then call the model."""
     llm_messages = build_agent_messages_for_llm(
         run.agent, run.messages, run.custom_state, skills_fragment=toolbox.skills_fragment
     )
@@ -455,6 +442,9 @@ def _finish(
     A suspended run leaves the session ``active`` (the seeds' contract: open pending calls are the
     signal) and its stream open, since the continuation writes to the same stream.
     """
+    end = RunEnd(status, output=output, error=error, reason=reason, pending_ids=list(pending_ids or []))
+    for capability in run.capabilities:
+        capability.on_finish(run, end)
     run.flush_hooks()
     if status == "suspended_client_tool":
         commit = run.pending_commit(run_status="suspended", checkpoint_status="suspended_client_tool")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
+from helix_dbos.capability import RunCapability
 from helix_dbos.memory.config import MemoryContext
 from helix_dbos.memory.injection import MEMORY_IDS_KEY, collect_injected_memory_ids, latest_user_query
 from helix_dbos.messages import UserMessage
@@ -46,6 +47,15 @@ def inject_memories(run: RunContext) -> None:
         run.append(UserMessage.model_validate(out["message"]))
 
 
+class MemoryCapability(RunCapability):
+    """Memory on the seam: the relevant memories, injected once per run before its first model call."""
+
+    name = "memory"
+
+    def before_first_model_call(self, run: RunContext) -> None:
+        inject_memories(run)
+
+
 def memory_step(agent: AgentConfig, context: MemoryContext, query: str, exclude: list[str]) -> MemoryStepOutput:
     """Search the agent's memories for ``query`` and build the injection message (the step body)."""
     config = agent.memory
@@ -62,4 +72,4 @@ def memory_step(agent: AgentConfig, context: MemoryContext, query: str, exclude:
     return {"memory_ids": ids, "message": message.model_dump(mode="json")}
 
 
-__all__ = ["inject_memories", "memory_step"]
+__all__ = ["MemoryCapability", "inject_memories", "memory_step"]

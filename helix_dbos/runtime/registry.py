@@ -61,6 +61,8 @@ def agent_fingerprint(agent: AgentConfig) -> str:
         "model": agent.llm_config.model,
         "max_steps": agent.max_steps,
     }
+    if agent.capabilities:  # only then: the fingerprints of agents without any stay what they were
+        payload["capabilities"] = [c.name for c in agent.capabilities]
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
     return digest[:16]
 

@@ -32,7 +32,9 @@ from typing import Any
 from dbos import DBOS
 from pydantic import ValidationError
 
+from helix_dbos.capability import RunCapability
 from helix_dbos.errors import HelixError, RemoteSubAgentClientToolUnsupportedError, public_error_message
+from helix_dbos.orchestration.tool_batch import ToolBatch
 from helix_dbos.remote_sub_agent import (
     RemoteRunStatus,
     RemoteStreamEvent,
@@ -41,6 +43,7 @@ from helix_dbos.remote_sub_agent import (
 )
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.abort import durable_stop_reason
+from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import RemoteStartOutput, RemoteWaitOutput, RemoteWaitStatus, ToolStepOutput
@@ -130,6 +133,26 @@ def await_remote_sub_agents(
         else:
             error = _failure_message(d.tool, ended)
             results[d.call.id] = {**_result(run, d.call, d.tool, error), "duration_ms": ended["duration_ms"]}
+
+
+class RemoteSubAgentsCapability(RunCapability):
+    """Remote sub-agents on the seam: runs on another helix-dbos service, started alongside the regular tools.
+
+    Started (one ``remote.start`` step each) after the batch's local children and awaited after
+    them; their results are announced by :class:`~.sub_agents.SubAgentsCapability` (``subagent_end``).
+    """
+
+    name = "remote_sub_agents"
+    replay_patches = (SCOPED_CALL_IDS_PATCH,)
+
+    def start_calls(
+        self, run: RunContext, batch: ToolBatch, results: dict[str, ToolStepOutput]
+    ) -> list[RemoteDelegation]:
+        return start_remote_sub_agents(run, batch.remote_sub_agents, results)
+
+    def finish_calls(self, run: RunContext, started: object, results: dict[str, ToolStepOutput]) -> None:
+        assert isinstance(started, list)
+        await_remote_sub_agents(run, started, results)
 
 
 # --- step bodies --------------------------------------------------------------------------------------
@@ -391,6 +414,7 @@ __all__ = [
     "START_RETRY_SECONDS",
     "STATUS_POLL_SECONDS",
     "RemoteDelegation",
+    "RemoteSubAgentsCapability",
     "await_remote_sub_agents",
     "remote_start_step",
     "remote_wait_step",

@@ -7,12 +7,14 @@ the workflow: every change to it comes from the request or from checkpointed ste
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from dbos import DBOS
 from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.capability import FinalStatus, RunCapability
 from helix_dbos.messages import Message
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.hooks import MessagePayload, defined_hooks
@@ -26,7 +28,7 @@ from helix_dbos.store.base import StepCommit, UsageRecord
 from helix_dbos.stream.chunks import CheckpointCreatedChunk, StatePatchChunk, StreamChunk
 from helix_dbos.usage import Budget
 
-FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
+T = TypeVar("T")
 
 
 class RunRequest(BaseModel):
@@ -116,6 +118,23 @@ class RunContext:
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
         self._scoped_call_ids: bool | None = None
+        self.capabilities: list[RunCapability] = [c.for_run() for c in (*rt.capabilities, *agent.capabilities)]
+        """This run's features (built-in first, then the agent's own), in the order the loop calls them."""
+
+    @property
+    def session_id(self) -> str:
+        """The run's session (part of what a capability sees: :class:`~helix_dbos.capability.CapabilityRun`)."""
+        return self.who.session_id
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        return self.who.run_id
+
+    def record_step(self, capability: str, name: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` as the step ``{agent}.{capability}.{name}``: replays return its recorded output."""
+        output: T = DBOS.run_step({"name": step_names.capability(self.agent.name, capability, name)}, fn, *args)
+        return output
 
     def wants(self, *hooks: str) -> bool:
         """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""

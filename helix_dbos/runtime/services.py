@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helix_dbos.agent import AgentHooks
+from helix_dbos.capability import RunCapability
 from helix_dbos.errors import HelixError
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
@@ -46,6 +47,8 @@ class RuntimeServices:
     max_call_hooks: int = 4096
     abort_signals: ToolAbortSignals | None = None
     """The abort signals of the tools running in this process (built over ``store`` by default)."""
+    capabilities: tuple[RunCapability, ...] = ()
+    """The built-in run features, in the order the loop calls them (an agent's own come after them)."""
     run_workflow: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """The agent-run DBOS workflow, which child runs are started as (:mod:`.children`). The executor
     sets it: the workflow module imports the loop, so the loop's modules cannot import it back."""

@@ -15,8 +15,10 @@ from __future__ import annotations
 from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
+from helix_dbos.capability import RunCapability
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import SkillsCatalogStepOutput
 from helix_dbos.skills.catalog import resolve_skills_catalog
 
@@ -37,4 +39,17 @@ def resolve_run_skills(agent: AgentConfig) -> str:
     return out["fragment"]
 
 
-__all__ = ["resolve_run_skills", "skills_catalog_step"]
+class SkillsCapability(RunCapability):
+    """Skills on the seam: the catalog (and preloaded bodies) as the run's system-prompt fragment.
+
+    Resolved in one step before ``on_agent_start`` (none for an agent without skills), so every
+    model call of the run sends the same bytes and the provider's prompt cache holds.
+    """
+
+    name = "skills"
+
+    def system_fragment(self, run: RunContext) -> str:
+        return resolve_run_skills(run.agent)
+
+
+__all__ = ["SkillsCapability", "resolve_run_skills", "skills_catalog_step"]

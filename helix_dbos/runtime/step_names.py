@@ -125,12 +125,18 @@ def skills_catalog(agent: str) -> str:
     return f"{agent}.skills.catalog"
 
 
+def capability(agent: str, capability_name: str, name: str) -> str:
+    """A step an agent's own capability records (``CapabilityRun.record_step``)."""
+    return f"{agent}.{capability_name}.{name}"
+
+
 __all__ = [
     "AGENT_WORKFLOW_NAME",
     "FAIL_RUN",
     "approval_gate",
     "budget_register",
     "budget_start",
+    "capability",
     "child_start",
     "child_wait",
     "companion_open",

@@ -15,21 +15,23 @@ as ``subagent.dispatch_failed``; the batch's other calls are unaffected.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
-from helix_dbos.orchestration.tool_batch import HitlRequest
+from helix_dbos.capability import RunCapability
+from helix_dbos.orchestration.tool_batch import HitlRequest, ToolBatch
 from helix_dbos.remote_sub_agent import is_remote_sub_agent_tool, remote_session_id_for
 from helix_dbos.runtime.children import ChildRun, await_child, open_child
-from helix_dbos.runtime.ids import child_session_id_for
+from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH, child_session_id_for
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput, ToolStepOutput
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.stream.chunks import SubAgentEndChunk, SubAgentStartChunk
 from helix_dbos.sub_agent import SubAgentTool
-from helix_dbos.tool import Tool, validation_error_message
+from helix_dbos.tool import Tool, is_sub_agent_tool_name, validation_error_message
 
 HITL_IN_EPHEMERAL_CHILD = (
     "Tool '{tool}' waits for a human (client-executed or approval-gated), which a sub-agent cannot do: "
@@ -185,9 +187,38 @@ def _failure(
     return {**empty_tool_output(call), "error": error, "duration_ms": ended["duration_ms"] if ended else 0.0}
 
 
+class SubAgentsCapability(RunCapability):
+    """Ephemeral sub-agents on the seam: children started alongside the step's regular tools.
+
+    Each ``subagent__*`` call opens a child workflow before the regular tools run and is awaited
+    after them, so a ``finish_with`` call of the batch waits for the children. Its result is
+    announced as ``subagent_end`` (local and remote alike). In an ephemeral child itself, calls that
+    wait for a human are answered with an error: nobody watches a child's session.
+    """
+
+    name = "sub_agents"
+    replay_patches = (SCOPED_CALL_IDS_PATCH,)
+
+    def prepare_batch(self, run: RunContext, batch: ToolBatch, results: dict[str, ToolStepOutput]) -> None:
+        batch.hitl = refuse_hitl(run, batch.hitl, results)
+
+    def start_calls(self, run: RunContext, batch: ToolBatch, results: dict[str, ToolStepOutput]) -> list[Delegation]:
+        return start_sub_agents(run, batch.sub_agents, results)
+
+    def finish_calls(self, run: RunContext, started: object, results: dict[str, ToolStepOutput]) -> None:
+        assert isinstance(started, list)
+        await_sub_agents(run, started, results)
+
+    def result_chunk(self, run: RunContext, call: ParsedToolCall, output: Mapping[str, Any]) -> SubAgentEndChunk | None:
+        if not is_sub_agent_tool_name(call.name):
+            return None
+        return end_chunk(run, call, cast(ToolStepOutput, output))
+
+
 __all__ = [
     "HITL_IN_EPHEMERAL_CHILD",
     "Delegation",
+    "SubAgentsCapability",
     "await_sub_agents",
     "delegation_message",
     "empty_tool_output",

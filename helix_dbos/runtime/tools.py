@@ -2,10 +2,10 @@
 
 Phase 1 runs the regular server tools in parallel, each its own DBOS step, all seeded from the
 same state and merged by the seeds' contract (appends compose, replaces are last-write-wins).
-The batch's sub-agent calls run in phase 1 too: their children are started before the tools run
-and awaited after them (:mod:`.sub_agents`), so a ``finish_with`` waits for them.
-Human-in-the-loop calls are registered and awaited meanwhile; approved calls then run as steps.
-Companion calls (``companion__*``) then run in a phase of their own (:mod:`.companions`).
+The capabilities' calls run in phase 1 too (:mod:`helix_dbos.capability`: ``start_calls`` before
+the tools, ``finish_calls`` after them; sub-agents and remote sub-agents), so a ``finish_with``
+waits for them. Human-in-the-loop calls are registered and awaited meanwhile; approved calls then
+run as steps. Then the capabilities' ``after_human_calls`` (companion calls, ``companion__*``).
 Phase 2 runs the finish_with tools one after another on the merged state: the first success
 completes the agent, and later finish_with calls of the batch are not executed.
 
@@ -26,7 +26,6 @@ from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, create_tool_result_message
 from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
 from helix_dbos.runtime import step_names
-from helix_dbos.runtime.companions import run_companion_phase
 from helix_dbos.runtime.hitl import (
     await_answers,
     check_step,
@@ -36,12 +35,9 @@ from helix_dbos.runtime.hitl import (
 )
 from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, calls_used_before, scoped_call_key
-from helix_dbos.runtime.remote_sub_agents import await_remote_sub_agents, start_remote_sub_agents
 from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
-from helix_dbos.runtime.sub_agents import await_sub_agents, refuse_hitl, start_sub_agents
-from helix_dbos.runtime.sub_agents import end_chunk as sub_agent_end_chunk
 from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
 from helix_dbos.step_result import ParsedSubAgentCall, ParsedToolCall
 from helix_dbos.store.base import UsageRecord
@@ -54,7 +50,7 @@ from helix_dbos.stream.chunks import (
     ToolEndChunk,
     ToolStartChunk,
 )
-from helix_dbos.tool import FINISH_TOOL_NAME, SUBAGENT_TOOL_PREFIX, Tool, is_sub_agent_tool_name
+from helix_dbos.tool import FINISH_TOOL_NAME, SUBAGENT_TOOL_PREFIX, Tool
 
 BatchStop = Literal["suspended", "aborted", "interrupted"]
 
@@ -98,16 +94,17 @@ def execute_tools(
     )
     run.applied_pending.extend(batch.closed_pending)  # never left open: the call has its result now
     results: Results = {c.id: error_result(c, batch.rejected[c.id]) for c in calls if c.id in batch.rejected}
-    batch.hitl = refuse_hitl(run, batch.hitl, results)
+    for capability in run.capabilities:
+        capability.prepare_batch(run, batch, results)
     if not resuming:
         _announce_starts(run, calls, batch)
     registration = _register_hitl(run, batch.hitl, first_check)
 
-    delegations = start_sub_agents(run, batch.sub_agents, results)  # phase 1: children run meanwhile
-    remote = start_remote_sub_agents(run, batch.remote_sub_agents, results)
+    started = [(c, c.start_calls(run, batch, results)) for c in run.capabilities]  # phase 1: they run meanwhile
     _run_phase(run, batch.regular, results)
-    await_sub_agents(run, delegations, results)
-    await_remote_sub_agents(run, remote, results)
+    for capability, handle in started:
+        if handle is not None:
+            capability.finish_calls(run, handle, results)
     if registration is not None:
         stop = _resolve_hitl(run, batch.hitl, registration, results, resuming=resuming)
         if stop is not None:
@@ -115,7 +112,8 @@ def execute_tools(
                 if call.id in results:
                     _record_tool_result(run, call, results[call.id])
             return BatchOutcome(stop=stop, pending_ids=[h.call.id for h in batch.hitl if h.call.id not in results])
-    results.update(run_companion_phase(run, list(batch.companion)))
+    for capability in run.capabilities:
+        capability.after_human_calls(run, batch, results)
     winner = _run_finishing(run, batch.finishing, results)
 
     for call in calls:  # messages, chunks and deferred hooks in input order
@@ -419,8 +417,9 @@ def _record_tool_result(run: RunContext, call: ParsedToolCall, output: ToolStepO
             error=output["error"],
         )
     )
-    if is_sub_agent_tool_name(call.name):
-        run.emit(sub_agent_end_chunk(run, call, output))  # its subagent_start went out at dispatch
+    announced = next((c for c in (k.result_chunk(run, call, output) for k in run.capabilities) if c), None)
+    if announced is not None:
+        run.emit(announced)  # e.g. subagent_end: its subagent_start went out at dispatch
     else:
         run.emit(
             ToolEndChunk(

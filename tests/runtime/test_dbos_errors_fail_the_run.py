@@ -11,15 +11,26 @@ stay ``active`` forever) used to let through every exception whose module is ``d
 
 from __future__ import annotations
 
-import pytest
 from dbos import DBOS
 from dbos._error import DBOSConflictingWorkflowError, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 from helix_dbos import MockLLMAdapter, define_agent
-from helix_dbos.runtime import loop
+from helix_dbos.capability import RunCapability
 from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 
-agent = define_agent("dbos-error", system_prompt="You answer.", llm_config="mock/model")
+
+class ConflictingChild(RunCapability):
+    """Workflow code that meets a DBOS error: what starting a child under a taken id raises, for one."""
+
+    name = "conflicting"
+
+    def before_model_call(self, run: object) -> None:
+        raise DBOSConflictingWorkflowError("child-wf", "it was started by another function")
+
+
+agent = define_agent(
+    "dbos-error", system_prompt="You answer.", llm_config="mock/model", capabilities=[ConflictingChild()]
+)
 
 
 def test_dbos_errors_are_failures_and_only_its_base_exceptions_are_control() -> None:
@@ -29,13 +40,7 @@ def test_dbos_errors_are_failures_and_only_its_base_exceptions_are_control() -> 
     assert not is_dbos_control_exception(RuntimeError("a bug"))
 
 
-def test_a_dbos_error_raised_in_workflow_code_fails_the_run_and_its_session(
-    make_executor, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def conflicting(run: object) -> None:  # what starting a child under a taken id raises, for one
-        raise DBOSConflictingWorkflowError("child-wf", "it was started by another function")
-
-    monkeypatch.setattr(loop, "inject_memories", conflicting)
+def test_a_dbos_error_raised_in_workflow_code_fails_the_run_and_its_session(make_executor) -> None:
     executor = make_executor(MockLLMAdapter([{"type": "text", "content": "never called"}]), agents=[agent])
     handle = executor.execute(agent, "hello", session_id="dbos-error-1")
     result = handle.result()

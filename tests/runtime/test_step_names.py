@@ -28,6 +28,7 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.remote_start("writer") == "writer.remote.start"
     assert step_names.remote_wait("writer") == "writer.remote.wait"
     assert step_names.skills_catalog("writer") == "writer.skills.catalog"
+    assert step_names.capability("writer", "audit", "log") == "writer.audit.log"
 
 
 def test_names_embed_agent_and_tool_names_verbatim() -> None:
@@ -39,10 +40,12 @@ def test_names_embed_agent_and_tool_names_verbatim() -> None:
 def test_the_module_lists_every_name_it_defines() -> None:
     """A new step name is added here and to the pin above, never by an f-string at a call site."""
     assert sorted(step_names.__all__) == [
+        "AGENT_WORKFLOW_NAME",
         "FAIL_RUN",
         "approval_gate",
         "budget_register",
         "budget_start",
+        "capability",
         "child_start",
         "child_wait",
         "companion_open",

@@ -100,6 +100,9 @@ EXPECTED = [
 ]
 
 SUBPACKAGE_NAMES = {
+    "CapabilityRun": "helix_dbos.capability",
+    "RunCapability": "helix_dbos.capability",
+    "RunEnd": "helix_dbos.capability",
     "BackgroundEmbeddingExecutor": "helix_dbos.memory",
     "EmbeddingExecutor": "helix_dbos.memory",
     "InlineEmbeddingExecutor": "helix_dbos.memory",

@@ -1,0 +1,170 @@
+"""The capability seam: a run feature is one object that says what it adds to the agent loop.
+
+The loop (``helix_dbos.runtime.loop``) and its tool phases (``helix_dbos.runtime.tools``) know no
+feature by name. They call every capability of a run at named points, in a fixed order, and a
+capability that has nothing to do at a point inherits the no-op. The built-in features are
+capabilities like any other (skills, budgets, memory, companions, sub-agents, remote sub-agents:
+``helix_dbos.runtime.builtin_capabilities``); an agent adds its own with
+``define_agent(..., capabilities=[...])``, after the built-ins.
+
+The points, in the order a run passes them (each runs in workflow code, under replay too)::
+
+    system_fragment     once, before on_agent_start: text appended to every system prompt of the run
+    on_start            after on_agent_start; may end the run (RunEnd)
+    after_outstanding   a continuation, after it answered the batch its previous run suspended on
+    between_steps       before the first model call and after every step; may end the run
+    before_first_model_call   once, after a resume's input is appended
+    before_model_call   before every model call (the step number already advanced)
+    after_model_call    after every model call, with its recorded result
+    prepare_batch / start_calls / finish_calls / after_human_calls / result_chunk   a step's tool calls
+    on_finish           once, when the run ends (before the finalize step), with how it ends
+
+**Determinism is the contract.** Workflow code runs again, from the top, when DBOS recovers a run:
+a point must decide only from the run's state (its transcript, custom state, request, recorded
+step outputs) and do its I/O in a recorded step (:meth:`CapabilityRun.record_step`), whose output
+DBOS replays instead of running it again. A capability that changes what a run records (a new step,
+a different argument) does so behind a named replay patch (``DBOS.patch``), listed in
+:attr:`RunCapability.replay_patches`, so runs recorded before the change replay the old way.
+
+A capability instance is copied for each run (:meth:`RunCapability.for_run`), so per-run state
+kept on ``self`` is the run's own.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from helix_dbos.agent import AgentConfig
+    from helix_dbos.messages import Message
+    from helix_dbos.step_result import ParsedToolCall, StepResult
+    from helix_dbos.stream.chunks import StreamChunk
+
+FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
+"""How a run can end."""
+
+T = TypeVar("T")
+
+RESERVED_CAPABILITY_NAMES = frozenset(
+    {"llm", "tool", "hooks", "finalize", "approval_gate", "hitl", "child", "companion", "memory", "budget"}
+    | {"remote", "skills", "fail_run", "sub_agents", "remote_sub_agents", "companions"}
+)
+"""Names an agent's own capability may not take: its steps would read as a built-in step's."""
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """A capability's decision to end the run here, and how (the loop records and announces it)."""
+
+    status: FinalStatus
+    output: Any = None
+    error: str | None = None
+    reason: str | None = None
+    """An interruption's reason (``run_interrupted``)."""
+    pending_ids: list[str] = field(default_factory=list)
+    """The calls a suspended run waits on."""
+
+
+class CapabilityRun(Protocol):
+    """What a capability sees of a run: the public part of the loop's run state."""
+
+    agent: AgentConfig
+    step: int
+    """The current step (0 before the first model call)."""
+    messages: list[Message]
+    """The transcript as the model will see it (append with :meth:`append`)."""
+    custom_state: dict[str, Any]
+
+    @property
+    def session_id(self) -> str:
+        """The run's session."""
+        ...
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        ...
+
+    def append(self, message: Message) -> None:
+        """Add a message to the transcript (committed with the next step)."""
+        ...
+
+    def emit(self, chunk: StreamChunk) -> None:
+        """Write a chunk to the run's stream, exactly once across replays."""
+        ...
+
+    def record_step(self, capability: str, name: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` as the recorded step ``{agent}.{capability}.{name}``; replays return its output.
+
+        The output must be JSON-like (dicts, lists, strings, numbers): DBOS records it.
+        """
+        ...
+
+
+class RunCapability:
+    """Base class of a run feature: every point is a no-op; override the ones the feature needs."""
+
+    name: ClassVar[str] = "capability"
+    """Names the capability in logs and in the steps it records (``{agent}.{name}.{step}``)."""
+    replay_patches: ClassVar[tuple[str, ...]] = ()
+    """The ``DBOS.patch`` names this capability asks, newest last: the replay versions it knows."""
+
+    def for_run(self) -> RunCapability:
+        """The instance one run uses (a shallow copy: per-run state on ``self`` stays the run's)."""
+        return copy.copy(self)
+
+    # -- the run's life -------------------------------------------------------------------------------
+    def system_fragment(self, run: Any) -> str:
+        """Text appended to the run's system prompt on every model call (resolved once per run)."""
+        return ""
+
+    def on_start(self, run: Any) -> RunEnd | None:
+        """After ``on_agent_start``: set the run up; return a :class:`RunEnd` to end it at once."""
+        return None
+
+    def after_outstanding(self, run: Any) -> RunEnd | None:
+        """A continuation, once the batch its previous run suspended on is answered."""
+        return None
+
+    def between_steps(self, run: Any) -> RunEnd | None:
+        """Before the first model call and after each step's tools: end the run, or ``None`` to go on."""
+        return None
+
+    def before_first_model_call(self, run: Any) -> None:
+        """Once per run, after a resume's input is in the transcript (add context for this turn)."""
+
+    def before_model_call(self, run: Any) -> None:
+        """Before every model call (add messages the model must see in this call)."""
+
+    def after_model_call(self, run: Any, result: StepResult) -> None:
+        """After every model call, with its recorded result (before its tools run)."""
+
+    def on_finish(self, run: Any, end: RunEnd) -> None:
+        """Once, as the run ends (before the step that records the end)."""
+
+    # -- a step's tool calls ------------------------------------------------------------------------
+    def prepare_batch(self, run: Any, batch: Any, results: dict[str, Any]) -> None:
+        """Before any call of the batch runs: answer calls this feature refuses (into ``results``)."""
+
+    def start_calls(self, run: Any, batch: Any, results: dict[str, Any]) -> object | None:
+        """Start this feature's calls of the batch; they run while the regular tools do.
+
+        Returns what :meth:`finish_calls` needs (``None``: nothing started).
+        """
+        return None
+
+    def finish_calls(self, run: Any, started: object, results: dict[str, Any]) -> None:
+        """After the regular tools: wait for the calls :meth:`start_calls` started; their results into ``results``."""
+
+    def after_human_calls(self, run: Any, batch: Any, results: dict[str, Any]) -> None:
+        """After the batch's human-answered calls: run this feature's calls that must see their outcome."""
+
+    def result_chunk(self, run: Any, call: ParsedToolCall, output: Mapping[str, Any]) -> StreamChunk | None:
+        """The chunk announcing a call's result, if this feature announces it (else ``tool_end``)."""
+        return None
+
+
+__all__ = ["RESERVED_CAPABILITY_NAMES", "CapabilityRun", "FinalStatus", "RunCapability", "RunEnd"]

@@ -1,0 +1,31 @@
+"""The built-in run features, as capabilities on the loop's seam, in the order the loop calls them.
+
+The order is part of what runs record: at a point two features share, their steps are recorded in
+this order, and a replay must meet them the same way. Append new features; never reorder.
+(``start_calls`` / ``finish_calls``: sub-agents before remote sub-agents, as before the seam.)
+"""
+
+from __future__ import annotations
+
+from helix_dbos.capability import RunCapability
+from helix_dbos.runtime.budget import BudgetCapability
+from helix_dbos.runtime.companions import CompanionsCapability
+from helix_dbos.runtime.memory import MemoryCapability
+from helix_dbos.runtime.remote_sub_agents import RemoteSubAgentsCapability
+from helix_dbos.runtime.skills import SkillsCapability
+from helix_dbos.runtime.sub_agents import SubAgentsCapability
+
+
+def builtin_capabilities() -> tuple[RunCapability, ...]:
+    """A fresh tuple of the built-ins (each run copies them again: :meth:`RunCapability.for_run`)."""
+    return (
+        SkillsCapability(),
+        BudgetCapability(),
+        MemoryCapability(),
+        CompanionsCapability(),
+        SubAgentsCapability(),
+        RemoteSubAgentsCapability(),
+    )
+
+
+__all__ = ["builtin_capabilities"]

@@ -1,0 +1,106 @@
+"""Every way a run recorded by an older helix-dbos is told apart, in one place.
+
+A worker upgraded while runs are in flight replays what older code recorded: the same steps, in
+the same order, with the outputs they recorded. A change that alters what a run records (a new
+step, a step in another place, another argument) must therefore keep the old path for old runs.
+
+**From now on, by named patch.** ``DBOS.patch(name)`` (DBOS's public API) records a marker at its
+position the first time a run passes it and answers ``True``; a run recorded before the patch has
+another step at that position, and it answers ``False``. Each patch is listed in :data:`PATCHES`
+(name, what it changes, where it is asked); ``tests/unit/test_replay_versions.py`` fails on a
+``DBOS.patch`` whose name is not here. A capability names the patches it asks in its
+``replay_patches`` (:mod:`helix_dbos.capability`). Ask a patch only where the changed behaviour
+starts, never in every run: a patch records a row in every run that passes it.
+
+**Before that, by missing keys.** Earlier changes were told apart by a key a step output lacked
+when an older version recorded it. Those branches stay (runs recorded then may still be parked,
+waiting for a human for weeks) and are listed in :data:`LEGACY_OUTPUT_KEYS`; the test checks each
+one still names a key of its step output. Retire one only when no run recorded without it can
+still be replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
+
+
+@dataclass(frozen=True)
+class ReplayPatch:
+    """A named ``DBOS.patch``: what it changes for runs recorded after it, and where it is asked."""
+
+    name: str
+    changes: str
+    asked_in: str
+
+
+@dataclass(frozen=True)
+class LegacyOutputKey:
+    """A step output key whose absence means "recorded by an older version", and what that run does."""
+
+    output: str
+    """The ``TypedDict`` in :mod:`helix_dbos.runtime.step_outputs` (or a field of ``RunRequest``)."""
+    key: str
+    when_absent: str
+    read_in: str
+
+
+PATCHES: tuple[ReplayPatch, ...] = (
+    ReplayPatch(
+        SCOPED_CALL_IDS_PATCH,
+        "ids derived from a tool call id (child sessions, companion continuations and respawns, remote "
+        "sessions, a companion's request key) carry the parent run's turn and step",
+        "runtime/run_context.py: RunContext.call_key, at the first child.start, remote.start or companion.open",
+    ),
+    ReplayPatch(
+        REUSED_CALL_IDS_PATCH,
+        "a continuation counts only the results after its batch's model response as answering it (a call "
+        "id the model used again is not answered by an earlier call's result)",
+        "runtime/tools.py: outstanding_calls, only where the two readings differ",
+    ),
+)
+"""Every named patch, oldest first."""
+
+LEGACY_OUTPUT_KEYS: tuple[LegacyOutputKey, ...] = (
+    LegacyOutputKey(
+        "RunRequest",
+        "hook_names",
+        "the run uses the hooks defined now (live), not the ones recorded at its start",
+        "runtime/run_context.py: RunContext.__init__",
+    ),
+    LegacyOutputKey(
+        "FinalizeStepOutput",
+        "closing_chunks",
+        "the loop writes the closing chunks and ends the stream after the finalize step",
+        "runtime/loop.py: _finish",
+    ),
+    LegacyOutputKey(
+        "CheckStepOutput",
+        "parked",
+        "the run parks in its own hitl.park step",
+        "runtime/hitl.py: await_answers",
+    ),
+    LegacyOutputKey(
+        "CheckStepOutput",
+        "replaces_registration",
+        "a continuation registers its batch (hitl.register) even when its first check found it answered",
+        "runtime/hitl.py: registration_from_check",
+    ),
+    LegacyOutputKey(
+        "RegisterStepOutput",
+        "check",
+        "the run takes its first check in its own hitl.check step",
+        "runtime/hitl.py: await_answers",
+    ),
+    LegacyOutputKey(
+        "RegisterStepOutput",
+        "answers_in_wakes",
+        "the run takes a hitl.check after every wake-up, whatever the message carries",
+        "runtime/hitl.py: await_answers",
+    ),
+)
+"""Every step output key an older version did not record, and what its absence means."""
+
+
+__all__ = ["LEGACY_OUTPUT_KEYS", "PATCHES", "LegacyOutputKey", "ReplayPatch"]
