@@ -34,6 +34,7 @@ from helix_dbos.errors import (
     AgentMismatchError,
     AgentNotResumableError,
     HelixError,
+    RunNotFinishedError,
     SessionNotFoundError,
     StaleStateError,
     WakeUpRefusedError,
@@ -434,7 +435,9 @@ class DBOSAgentExecutor:
     def _wake(self, workflow_id: str, key: str) -> None:
         wake_run(workflow_id, key, self.logger)
 
-    def _continue_parked(self, session_id: str, seen: SubmitOutcome | None = None) -> AgentExecutionHandle | None:
+    def _continue_parked(
+        self, session_id: str, seen: SubmitOutcome | None = None, *, suspend_wait_seconds: float = 2.0
+    ) -> AgentExecutionHandle | None:
         """Start the continuation of a parked run under the session's agent.
 
         It keeps the per-call hooks the parked run was started with when this process started it
@@ -442,12 +445,29 @@ class DBOSAgentExecutor:
         ``seen``: the submission that completed the batch, whose transaction read the session and
         the call's run; when that run is the session's current one and suspended, they are not
         read again (otherwise they are: the run may have suspended since).
+
+        A run parks its calls in one step and ends as ``suspended`` in a later one (its finalize),
+        so a submission can complete the batch in between: the call's run is then the session's
+        current run and still ``running``, and it will not look at its calls again. The submission
+        waits up to ``suspend_wait_seconds`` for that run's outcome (published after the suspend
+        commits) and continues it then; a suspend that comes later (a slow or dead worker) is the
+        workers' sweep's to continue, which takes only batches answered longer ago than that
+        (:func:`.workers.expire_parked_calls`, the same 2 s). The start is one compare-and-set on
+        the session's version under the next turn's deterministic run id, so of the submission and
+        any sweeps exactly one starts it. Without ``seen`` (a sweep), a session whose agent this
+        process does not run is left to a worker that does.
         """
         session = seen.session if seen is not None else None
         run = seen.run if seen is not None else None
         if session is None or run is None or session.run_id != run.run_id or run.status != "suspended":
             session, run = self.store.load_session(session_id), self.store.get_current_run(session_id)
+        if seen is not None and run is not None and run.status == "running" and run.run_id == seen.call.run_id:
+            with contextlib.suppress(RunNotFinishedError):  # not suspended yet: the sweep continues it
+                await_outcome(self.store, run.workflow_id, suspend_wait_seconds)
+            session, run = self.store.load_session(session_id), self.store.get_current_run(session_id)
         if session is None or run is None or run.status != "suspended":
+            return None
+        if seen is None and self.registry.get(session.agent_type) is None:
             return None
         hooks = self._services.call_hooks_of(run.workflow_id)
         priority = priority_of(run.workflow_id) if self.queue is not None else None

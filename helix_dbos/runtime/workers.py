@@ -72,11 +72,25 @@ def take_over_dead_workers(store: SessionStore, logger: Logger, *, dead_after_se
     return dead
 
 
-def expire_parked_calls(store: SessionStore, continue_parked: Callable[[str], str | None]) -> list[str]:
-    """Time out parked calls past their deadline; continue each session whose batch is now complete.
+def expire_parked_calls(
+    store: SessionStore, continue_parked: Callable[[str], str | None], *, settle_seconds: float = 2.0
+) -> list[str]:
+    """Time out parked calls past their deadline, and continue every suspended run whose batch is complete.
 
     ``continue_parked(session_id)`` starts the continuation run and returns its run id (``None``
     when there is nothing to continue). Returns the run ids started.
+
+    The continuation of a batch that this round's expiries completed starts at once. Beyond
+    those, the sweep continues any suspended run whose parked batch has no open call left
+    (:meth:`~helix_dbos.store.base.PendingCallStore.complete_parked_batches`): a run parks its calls
+    in one step and suspends in a later one, and an answer that commits in between finds the run
+    still ``running``, so its submission cannot start the continuation, and the run, once
+    suspended, never looks at its calls again. The submission waits up to ``settle_seconds`` for
+    the suspend (``DBOSAgentExecutor._continue_parked``, the same 2 s) and continues the run itself
+    when it comes in time; the sweep takes only batches whose last answer is older than that.
+    Whichever side starts it, the store records the continuation under the session's next turn
+    with one compare-and-set on the session's version, so a second attempt (the submission, another
+    worker's sweep) starts nothing; and a run with a call still open is never returned.
     """
     continued: list[str] = []
     now = now_ms()
@@ -86,6 +100,10 @@ def expire_parked_calls(store: SessionStore, continue_parked: Callable[[str], st
             run_id = continue_parked(call.session_id)
             if run_id is not None:
                 continued.append(run_id)
+    for session_id in store.pending.complete_parked_batches(now - int(settle_seconds * 1000)):
+        run_id = continue_parked(session_id)
+        if run_id is not None:
+            continued.append(run_id)
     return continued
 
 

@@ -398,6 +398,15 @@ class PendingCallStore(Protocol):
         """Parked calls past their deadline (for the deadline sweeper)."""
         ...
 
+    def complete_parked_batches(self, answered_before_ms: int, limit: int = 100) -> list[str]:
+        """Sessions to continue: the current run is ``suspended`` and its parked batch has no open call.
+
+        Every call of the run's batch is ``answered`` or ``expired``, the last at or before
+        ``answered_before_ms``. The sweep's backstop for an answer that committed while its run was
+        parking (after the park, before the suspend), which no submission could continue.
+        """
+        ...
+
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
         """Answers turned into tool results (idempotent)."""
         ...

@@ -83,6 +83,41 @@ _REPLACE: Final = (
 """A fresh registration's new call in the row an earlier call of the same id left finished (CAS)."""
 
 
+_UNFINISHED_CALL: Final = pending_tool_calls.alias("unfinished")
+_COMPLETE_PARKED_BATCHES: Final = (
+    sa.select(pending_tool_calls.c.session_id)
+    .distinct()
+    .select_from(
+        pending_tool_calls.join(
+            sessions,
+            sa.and_(
+                sessions.c.session_id == pending_tool_calls.c.session_id,
+                sessions.c.run_id == pending_tool_calls.c.run_id,
+            ),
+        ).join(runs, runs.c.run_id == pending_tool_calls.c.run_id)
+    )
+    .where(
+        pending_tool_calls.c.status.in_(["answered", "expired"]),
+        pending_tool_calls.c.delivery == "parked",
+        sessions.c.status == "active",
+        runs.c.status == "suspended",
+        ~sa.exists().where(
+            _UNFINISHED_CALL.c.session_id == pending_tool_calls.c.session_id,
+            _UNFINISHED_CALL.c.run_id == pending_tool_calls.c.run_id,
+            sa.or_(
+                _UNFINISHED_CALL.c.status == "pending",
+                _UNFINISHED_CALL.c.answered_at > sa.bindparam("before"),
+            ),
+        ),
+    )
+    .limit(sa.bindparam("limit"))
+)
+"""Sessions whose current run is suspended on a parked batch with every call final (see
+:meth:`SqlPendingCallStore.complete_parked_batches`). A batch is the run's calls, as a
+submission's :data:`_BATCH_OF_CALL`; an ``answered``/``expired`` parked row that no run has applied
+yet is where the scan starts (``ix_helix_pending_tool_calls_open``)."""
+
+
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
     """``answered``/``expired`` -> ``applied`` inside the caller's transaction (a step commit's)."""
     if tool_call_ids:
@@ -320,6 +355,23 @@ class SqlPendingCallStore:
                 .limit(limit)
             )
             return [_row(r) for r in rows]
+
+    @retrying
+    def complete_parked_batches(self, answered_before_ms: int, limit: int = 100) -> list[str]:
+        """Sessions whose suspended run's parked batch has no open call left (for the sweep).
+
+        A parked run ends its workflow in a step of its own after its park, and a submission that
+        commits in between finds the run still ``running``: it cannot start the continuation, and
+        the run that then suspends does not look at its calls again. This finds such a run: the
+        session's current run, ``suspended``, whose calls are all ``answered`` or ``expired``, the
+        last of them at or before ``answered_before_ms`` (so a submission that is about to start
+        the continuation itself is left to do so). Read from the final parked rows no run has
+        applied yet (the open-calls index), so it costs the answers in flight, not the parked runs.
+        """
+        with self._engine.connect() as conn:
+            return list(
+                conn.execute(_COMPLETE_PARKED_BATCHES, {"before": answered_before_ms, "limit": limit}).scalars()
+            )
 
     @retrying
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:

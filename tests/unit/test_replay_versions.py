@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 from typing import get_type_hints
 
 import helix_dbos
-from helix_dbos.runtime import ids, step_outputs
+from helix_dbos.runtime import step_outputs
 from helix_dbos.runtime.builtin_capabilities import builtin_capabilities
 from helix_dbos.runtime.replay_versions import LEGACY_OUTPUT_KEYS, PATCHES
 from helix_dbos.runtime.run_context import RunRequest
@@ -38,7 +39,8 @@ def test_every_dbos_patch_asked_is_a_listed_named_constant() -> None:
     assert calls, "no DBOS.patch call found: the scan is broken"
     for where, argument in calls:
         assert re.fullmatch(r"[A-Z_]+", argument), f"{where}: DBOS.patch({argument}) must take a named constant"
-        assert getattr(ids, argument, None) in listed, f"{where}: {argument} is not in replay_versions.PATCHES"
+        module = importlib.import_module("helix_dbos." + where.removesuffix(".py").replace("/", "."))
+        assert getattr(module, argument, None) in listed, f"{where}: {argument} is not in replay_versions.PATCHES"
     assert len(listed) == len(PATCHES), "a patch name is listed twice"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.messages import AssistantMessage, Message, ToolCallRequest
 from helix_dbos.store.base import PendingToolCall, SessionStore
 from helix_dbos.testing.store_contract.helpers import commit, pending_call, start, tool_step
 
@@ -140,6 +141,40 @@ class PendingCallContract:
         store.pending.mark_applied("s1", ["t1"])
         store.pending.register([later("t1")], fresh=True)  # the same run's later call: applied, replaced
         assert [(c.status, c.submission) for c in store.pending.get("s1", ["t1"])] == [("pending", None)]
+
+    def test_complete_parked_batches_are_suspended_runs_with_every_call_final(self, store: SessionStore) -> None:
+        """The sweep's backstop: sessions whose current run is ``suspended`` on a parked batch.
+
+        Every call of the batch is final, the last answered at or before the cutoff; a run with a
+        call still open, a run still ``running`` and a run a continuation replaced are never found.
+        """
+        everything = 2**62
+        start(store)
+        store.pending.register([pending_call("t1"), pending_call("t2")])
+        store.pending.park("s1", "r1")
+        store.pending.submit("s1", "t1", {"approved": True})
+        assert store.pending.complete_parked_batches(everything) == []  # t2 open (and r1 running)
+        suspend: list[Message] = [
+            AssistantMessage(tool_calls=[ToolCallRequest(id=c, name="deploy", arguments={}) for c in ("t1", "t2")])
+        ]
+        commit(store, 1, 1, suspend, run_status="suspended", checkpoint_status="suspended_client_tool")
+        assert store.pending.complete_parked_batches(everything) == []  # t2 still open
+        store.pending.submit("s1", "t2", {"approved": False})
+        last = max(c.answered_at or 0 for c in store.pending.get("s1"))
+        assert store.pending.complete_parked_batches(last - 1) == []  # answered after the cutoff
+        assert store.pending.complete_parked_batches(last) == ["s1"]
+        assert store.pending.complete_parked_batches(everything, limit=0) == []
+
+        start(store, "s2", "r2")  # a batch answered while its run still runs: not before it suspends
+        s2_call = pending_call("u1").model_copy(update={"session_id": "s2", "run_id": "r2", "workflow_id": "wf-r2"})
+        store.pending.register([s2_call])
+        store.pending.park("s2", "r2")
+        store.pending.submit("s2", "u1", {"approved": True})
+        assert store.pending.complete_parked_batches(everything) == ["s1"]
+
+        next_run = start(store, run_id="r3", new=False, mode="resume", allowed_statuses=["active"], text="go on")
+        assert next_run.run.run_id == "r3"  # the continuation: r1 is no longer the session's current run
+        assert store.pending.complete_parked_batches(everything) == []
 
     # --- workers (``store.workers``) --------------------------------------------------------------
 
