@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dbos import DBOS
 
@@ -37,9 +37,8 @@ from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.hitl import await_answers, check_step
 from helix_dbos.runtime.hooks import RunPayload, fire
-from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.step_outputs import BudgetStartStepOutput, PendingRow, RegisterStepOutput
-from helix_dbos.runtime.steps import RunIdentity
 from helix_dbos.runtime.tools import record_waits
 from helix_dbos.store.base import PendingToolCall
 from helix_dbos.store.engine import now_ms
@@ -51,6 +50,9 @@ from helix_dbos.stream.chunks import (
     canonical_arguments_digest,
 )
 from helix_dbos.usage import Budget, UsageRecordLike, summarize_usage
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 __all__ = [
     "BUDGET_TOOL_NAME",

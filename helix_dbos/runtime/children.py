@@ -35,16 +35,15 @@ API (stable; all of it is workflow code except where a step is named)::
   and every chunk the child writes (``RunContext.emit``, the LLM step's deltas) is also written to
   the parent's stream, keyed by the child's run so a replay never stores it twice.
 
-Outside workflows, :func:`stop_child` stops a child tree (the executor's cascades use it);
+Outside workflows, :func:`~.child_control.stop_child` stops a child tree (the executor's cascades use it);
 ``helix_dbos.store.usage_tree`` sums a session's usage with its children's.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dbos import DBOS, SetWorkflowID
 
@@ -54,14 +53,15 @@ from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.runtime import services, starts, step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
 from helix_dbos.runtime.abort import durable_stop_reason
-from helix_dbos.runtime.hitl import wake_run
+from helix_dbos.runtime.child_control import interrupt_child, running_children, stop_child
 from helix_dbos.runtime.ids import child_request_key, child_session_id_for
-from helix_dbos.runtime.run_context import RunContext
-from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.run_request import OUTCOME_EVENT, RunIdentity
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
-from helix_dbos.runtime.steps import OUTCOME_EVENT, RunIdentity
 from helix_dbos.session import SubSessionRef
 from helix_dbos.store.base import SessionStore, StartRun
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 ChildMode = Literal["ephemeral", "persistent"]
 
@@ -298,61 +298,6 @@ def _ended_without_event(store: SessionStore, workflow_id: str, child_session: s
 
 def _close_ref(store: SessionStore, parent_session: str, child_session: str, status: str) -> None:
     store.update_sub_session_ref(parent_session, child_session, status=status, completed_at=now_ms())
-
-
-# --- outside workflows: stopping, interrupting, usage -------------------------------------------------------
-
-
-def stop_child(rt: RuntimeServices, session_id: str, error: str) -> None:
-    """Stop a child run and its own running children: session ``failed`` (aborted), workflow cancelled.
-
-    What ``DBOSAgentExecutor.abort`` does, callable from a step (a timeout, a parent's abort). A
-    child that already ended is left as it is.
-    """
-    store = rt.store
-    session = store.load_session(session_id)
-    run = store.get_current_run(session_id)
-    if session is not None and run is not None and session.status == "active":
-        store.finish_run(
-            session_id,
-            run.run_id,
-            session_status="failed",
-            run_status="failed",
-            error=error,
-            aborted=True,
-            abort_reason=error,
-            now_ms=now_ms(),
-        )
-        store.pending.cancel_open(session_id)
-        if rt.abort_signals is not None:
-            rt.abort_signals.trip(session_id, error)
-        wake_run(run.workflow_id, "abort", rt.logger)
-        with contextlib.suppress(Exception):
-            if DBOS.get_workflow_status(run.workflow_id) is not None:
-                DBOS.cancel_workflow(run.workflow_id)
-        rt.streams.fail(session.stream_id, error)
-    for ref in store.get_sub_session_refs(session_id):
-        if ref.status == "running":
-            stop_child(rt, ref.sub_session_id, error)
-
-
-def interrupt_child(rt: RuntimeServices, session_id: str, reason: str) -> None:
-    """Pass an interrupt on to a child run (and its running children); it ends ``interrupted``."""
-    store = rt.store
-    if store.request_interrupt(session_id, reason, now_ms=now_ms()):
-        if rt.abort_signals is not None:
-            rt.abort_signals.trip(session_id, reason)
-        run = store.get_current_run(session_id)
-        if run is not None and run.status == "running":
-            wake_run(run.workflow_id, "interrupt", rt.logger)
-    for ref in store.get_sub_session_refs(session_id):
-        if ref.status == "running":
-            interrupt_child(rt, ref.sub_session_id, reason)
-
-
-def running_children(store: SessionStore, session_id: str) -> list[SubSessionRef]:
-    """The session's children whose runs have not ended (as the parent recorded them)."""
-    return [ref for ref in store.get_sub_session_refs(session_id) if ref.status == "running"]
 
 
 __all__ = [

@@ -9,7 +9,7 @@ before its output was recorded:
   finds that run as the child's current one and returns it (``opened``) instead of writing again.
   So the consult is appended to the child's transcript exactly once, by the store's own dedupe;
 - ``status`` and ``wait`` only read (and mark the parent's ref of a finished child, idempotently);
-- ``terminate`` stops what is still active (:func:`~.children.stop_child`, which cascades to the
+- ``terminate`` stops what is still active (:func:`~.child_control.stop_child`, which cascades to the
   companion's running children); a second pass finds nothing active.
 
 What to do is decided by the pure :func:`~helix_dbos.orchestration.companions.plan_dispatch`.
@@ -36,10 +36,10 @@ from helix_dbos.orchestration.companions import (
 )
 from helix_dbos.orchestration.state_operations import default_custom_state
 from helix_dbos.runtime import services, starts
-from helix_dbos.runtime.children import interrupt_child, stop_child
+from helix_dbos.runtime.child_control import interrupt_child, stop_child
+from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import CompanionChild, CompanionOpenOutput, CompanionStatusOutput
-from helix_dbos.runtime.steps import RunIdentity
 from helix_dbos.session import AgentInput, SubSessionRef
 from helix_dbos.store.base import SessionRecord, StartRun
 from helix_dbos.store.engine import now_ms

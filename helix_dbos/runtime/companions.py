@@ -27,7 +27,7 @@ transcript that decides what is due: delivered exactly once, on replay and acros
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel, ValidationError
@@ -55,7 +55,6 @@ from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
 from helix_dbos.runtime.children import await_child
 from helix_dbos.runtime.companion_steps import OpenRequest, open_step, status_step, terminate_step, wait_step
 from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH
-from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import (
     ChildStartOutput,
     CompanionChild,
@@ -65,6 +64,9 @@ from helix_dbos.runtime.step_outputs import (
 )
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.tool import Tool, validation_error_message
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 _REDIRECT_FAILED = (
     "The companion {name!r} could not be redirected: it is waiting (for a human or a client tool). "

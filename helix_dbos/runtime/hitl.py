@@ -29,7 +29,7 @@ which finds the answers and stands in for its registration (:func:`registration_
 Outside the workflow, ``submit_tool_result`` checks an answer against its pending call
 (:func:`check_submission_fits`) and records it in one store transaction, which also holds the
 run's wake-up when the store shares DBOS's database (:mod:`helix_dbos.runtime.wake`), else wakes
-the run after it (:func:`wake_run`): the check runs on the row it is about to flip, so an answer is
+the run after it (:func:`~.hitl_wake.wake_run`): the check runs on the row it is about to flip, so an answer is
 refused or recorded, never half of either.
 
 The store decides every answer: a message only ever carries a row the store made final (an
@@ -40,7 +40,6 @@ same registration, so a message that arrives late, twice, or never cannot change
 from __future__ import annotations
 
 import inspect
-import uuid
 from typing import Any, Literal
 
 from dbos import DBOS
@@ -48,12 +47,13 @@ from pydantic import ValidationError
 
 from helix_dbos.agent import AgentHooks
 from helix_dbos.errors import HelixError
-from helix_dbos.logger import Logger
 from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.tool_batch import HitlRequest
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.hitl_wake import HITL_TOPIC, pending_row, wake_message, wake_run
 from helix_dbos.runtime.hooks import RunPayload, fire
+from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.step_outputs import (
     CheckStepOutput,
     GateStepOutput,
@@ -61,18 +61,13 @@ from helix_dbos.runtime.step_outputs import (
     PendingRow,
     RegisterStepOutput,
     ResumedStepOutput,
-    WakeMessage,
 )
-from helix_dbos.runtime.steps import RunIdentity
 from helix_dbos.session import ApprovalResponse, SubmitToolResult, SubmitToolResultAdapter
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.store.base import PendingToolCall
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import canonical_arguments_digest
 from helix_dbos.tool import Tool
-
-HITL_TOPIC = "helix.hitl"
-"""The DBOS message topic a waiting run listens on (wake-ups only; answers live in the store)."""
 
 DEFAULT_HOT_WINDOW_SECONDS = 60.0
 
@@ -223,7 +218,7 @@ def _check(who: RunIdentity, call_ids: list[str], now: int, hot_deadline_ms: int
         rows = [r for r in pending.park(who.session_id, who.run_id) if r.tool_call_id in wanted]
     return {
         "now_ms": now,
-        "rows": {r.tool_call_id: _row(r) for r in rows},
+        "rows": {r.tool_call_id: pending_row(r) for r in rows},
         "aborted": aborted,
         "interrupted": interrupted,
         "parked": parked,
@@ -234,7 +229,7 @@ def park_step(who: RunIdentity, call_ids: list[str]) -> ParkStepOutput:
     """End the hot window: unanswered calls become parked; answered ones are returned for use."""
     rt = services.current()
     rows = [r for r in rt.store.pending.park(who.session_id, who.run_id) if r.tool_call_id in set(call_ids)]
-    return {"rows": {r.tool_call_id: _row(r) for r in rows}}
+    return {"rows": {r.tool_call_id: pending_row(r) for r in rows}}
 
 
 def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str | None) -> ResumedStepOutput:
@@ -247,12 +242,6 @@ def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str
         rt.logger,
     )
     return {}
-
-
-def _row(row: PendingToolCall) -> PendingRow:
-    """A pending call's row as a step records it (JSON)."""
-    dumped: PendingRow = row.model_dump(mode="json")  # type: ignore[assignment]
-    return dumped
 
 
 WaitResult = Literal["resolved", "parked", "aborted", "interrupted"]
@@ -388,28 +377,27 @@ def check_submission_fits(parsed: SubmitToolResult, row: PendingToolCall) -> Non
         )
 
 
-def wake_message(key: str, answer: PendingToolCall | None = None) -> WakeMessage:
-    """The message that wakes a hot run: why (``key``), and the answered call's row if there is one."""
-    message: WakeMessage = {"wake": key}
-    if answer is not None:
-        message["answer"] = _row(answer)
-    return message
-
-
-def wake_run(workflow_id: str, key: str, logger: Logger, answer: PendingToolCall | None = None) -> None:
-    """Wake a run waiting hot on its HITL topic; a failure is only logged.
-
-    The answer is already durable, so a lost wake-up only delays the run to its next check.
-    ``answer``: the call's row as the submission recorded it; the message carries it, so the run
-    need not read it back (:func:`rows_with_answer`).
-    """
-    message = wake_message(key, answer)
-    try:
-        DBOS.send(workflow_id, message, HITL_TOPIC, idempotency_key=f"{workflow_id}:{key}:{uuid.uuid4().hex}")
-    except Exception as exc:
-        logger.warn("[helix-dbos] could not wake waiting run", {"workflow_id": workflow_id, "error": repr(exc)})
-
-
 def hot_window_seconds() -> float:
     """The configured hot window of this process's runtime."""
     return services.current().hot_window_seconds
+
+
+__all__ = [
+    "DEFAULT_HOT_WINDOW_SECONDS",
+    "HITL_TOPIC",
+    "WaitResult",
+    "await_answers",
+    "check_step",
+    "check_submission_fits",
+    "evaluate_gate_step",
+    "hot_window_seconds",
+    "needs_approval",
+    "park_step",
+    "parse_submission",
+    "register_step",
+    "registration_from_check",
+    "resumed_step",
+    "rows_with_answer",
+    "wake_message",
+    "wake_run",
+]

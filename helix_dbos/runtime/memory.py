@@ -9,6 +9,8 @@ session at most once, across turns and across crashes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
@@ -17,8 +19,10 @@ from helix_dbos.memory.config import MemoryContext
 from helix_dbos.memory.injection import MEMORY_IDS_KEY, collect_injected_memory_ids, latest_user_query
 from helix_dbos.messages import UserMessage
 from helix_dbos.runtime import step_names
-from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import MemoryStepOutput
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 
 def inject_memories(run: RunContext) -> None:

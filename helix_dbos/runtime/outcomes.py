@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.errors import RunNotFinishedError, public_error_message
-from helix_dbos.runtime.steps import OUTCOME_EVENT
+from helix_dbos.runtime.run_request import OUTCOME_EVENT
 from helix_dbos.session import AgentResult
 from helix_dbos.store.base import SessionStore
 

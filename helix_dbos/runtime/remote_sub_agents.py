@@ -27,13 +27,14 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 from pydantic import ValidationError
 
 from helix_dbos.capability import RunCapability
 from helix_dbos.errors import HelixError, RemoteSubAgentClientToolUnsupportedError, public_error_message
+from helix_dbos.orchestration.delegation import delegation_message, ended_run_message
 from helix_dbos.orchestration.tool_batch import ToolBatch
 from helix_dbos.remote_sub_agent import (
     RemoteRunStatus,
@@ -44,16 +45,23 @@ from helix_dbos.remote_sub_agent import (
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH
-from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.step_outputs import RemoteStartOutput, RemoteWaitOutput, RemoteWaitStatus, ToolStepOutput
-from helix_dbos.runtime.steps import RunIdentity
-from helix_dbos.runtime.sub_agents import delegation_message, empty_tool_output, ended_run_message
+from helix_dbos.runtime.step_outputs import (
+    RemoteStartOutput,
+    RemoteWaitOutput,
+    RemoteWaitStatus,
+    ToolStepOutput,
+    empty_tool_output,
+)
 from helix_dbos.session import RemoteSessionInfo, SubSessionRef
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import StreamChunkAdapter, SubAgentStartChunk
 from helix_dbos.tool import SUBAGENT_TOOL_PREFIX, validation_error_message
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 START_RETRY_SECONDS = 30.0
 """How long a start keeps trying a remote service that does not answer (or answers 5xx)."""
@@ -125,7 +133,7 @@ def await_remote_sub_agents(
         )
         if ended["status"] == "completed":
             results[d.call.id] = {
-                **empty_tool_output(d.call),
+                **empty_tool_output(d.call.id, d.call.name),
                 "success": True,
                 "result": ended["output"],
                 "duration_ms": ended["duration_ms"],
@@ -406,7 +414,7 @@ def _result(run: RunContext, call: ParsedToolCall, tool: RemoteSubAgentTool, err
             "error": error,
         },
     )
-    return {**empty_tool_output(call), "error": error}
+    return {**empty_tool_output(call.id, call.name), "error": error}
 
 
 __all__ = [

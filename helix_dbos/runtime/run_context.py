@@ -1,4 +1,4 @@
-"""One agent run as the workflow sees it: its request, its summary, and its in-memory state.
+"""One agent run as the workflow sees it: its in-memory state (its request and summary: ``run_request``).
 
 :class:`RunContext` is the mutable state the loop driver (``loop.py``) and the tool phases
 (``tools.py``) share. It lives only in workflow memory and is rebuilt identically when DBOS replays
@@ -8,10 +8,9 @@ the workflow: every change to it comes from the request or from checkpointed ste
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dbos import DBOS
-from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.capability import FinalStatus, RunCapability
@@ -19,70 +18,18 @@ from helix_dbos.messages import Message
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.hooks import MessagePayload, defined_hooks
 from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH, scoped_call_key
-from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.run_request import RunIdentity, RunRequest, RunSummary
 from helix_dbos.runtime.step_outputs import CommitOutput, HooksStepOutput
-from helix_dbos.runtime.steps import RunIdentity, hooks_step
+from helix_dbos.runtime.steps import hooks_step
 from helix_dbos.session import RunStatus, SessionStatus
 from helix_dbos.state.tracker import StepWritesAdapter, apply_step_writes
 from helix_dbos.store.base import StepCommit, UsageRecord
 from helix_dbos.stream.chunks import CheckpointCreatedChunk, StatePatchChunk, StreamChunk
-from helix_dbos.usage import Budget
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.services import RuntimeServices
 
 T = TypeVar("T")
-
-
-class RunRequest(BaseModel):
-    """The workflow's input: ids plus what the run starts from (decided by ``start_run``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    session_id: str
-    run_id: str
-    workflow_id: str
-    agent_name: str
-    turn: int
-    mode: Literal["execute", "resume", "retry"] = "execute"
-    stream_id: str
-    start_message_count: int
-    start_custom_state: dict[str, Any] = Field(default_factory=dict)
-    previous_run_id: str | None = None
-    fingerprint: str | None = None
-    stream_start_sequence: int = 0
-    resume_messages: list[Message] = Field(default_factory=list)
-    """Input of a ``resume``; appended after any outstanding tool batch is resolved, so a user
-    message never lands between a tool call and its result."""
-    hook_names: list[str] | None = None
-    """The hooks defined (agent's and per-call) when the run started. They decide which hook steps
-    the run takes, so a replay in a process without the per-call hooks takes the same steps and
-    DBOS finds its recorded ones. ``None`` (runs recorded before this field) uses the live hooks."""
-    parent_session_id: str | None = None
-    """Set on a child run (a sub-agent or companion): the session of the parent that started it."""
-    root_session_id: str | None = None
-    """Set on a child run: the session at the top of its tree (a top-level run is its own root)."""
-    parent_stream_id: str | None = None
-    """Set on a child run: every chunk the child writes is also written to this stream (the
-    parent's), so one reader of the parent sees the whole tree (see :mod:`.children`)."""
-    child_mode: Literal["ephemeral", "persistent"] | None = None
-    """Set on a child run: ``ephemeral`` children refuse human-in-the-loop calls (nobody can answer
-    them: the parent waits on the child, and the child's session is not the one clients watch)."""
-    budget: Budget | None = None
-    """The agent's budget when the run started. It decides the budget steps the run takes, so a
-    definition edited while the run is in flight cannot change them on replay."""
-
-
-class RunSummary(BaseModel):
-    """What the workflow returns (JSON): the run's status, output or error, and ids."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    session_id: str
-    run_id: str
-    status: FinalStatus
-    output: Any = None
-    error: str | None = None
-    step_count: int = 0
-    pending_tool_call_ids: list[str] = Field(default_factory=list)
-    """Set when the run suspended waiting for client results or approvals."""
 
 
 class RunContext:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helix_dbos.agent import AgentHooks
 from helix_dbos.capability import RunCapability
@@ -22,10 +22,14 @@ from helix_dbos.errors import HelixError
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.abort import ToolAbortSignals
-from helix_dbos.runtime.registry import AgentRegistry
-from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.store.base import SessionStore
 from helix_dbos.tool import AbortSignal
+
+if TYPE_CHECKING:
+    # Types only: the executor builds both, and importing them here would put the stream layer
+    # under every step module.
+    from helix_dbos.runtime.registry import AgentRegistry
+    from helix_dbos.runtime.streaming import RunStreams
 
 
 @dataclass

@@ -12,15 +12,19 @@ An agent without skills takes no step, so runs recorded before skills existed re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.capability import RunCapability
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import SkillsCatalogStepOutput
 from helix_dbos.skills.catalog import resolve_skills_catalog
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 
 def skills_catalog_step(agent: AgentConfig) -> SkillsCatalogStepOutput:

@@ -17,7 +17,7 @@ from helix_dbos.orchestration.message_builder import heal_unpaired_finish
 from helix_dbos.orchestration.state_operations import default_custom_state, input_messages
 from helix_dbos.runtime.hooks import defined_hooks
 from helix_dbos.runtime.ids import continuation_request_key, workflow_id_for
-from helix_dbos.runtime.run_context import RunRequest
+from helix_dbos.runtime.run_request import RunRequest
 from helix_dbos.session import AgentInput, SessionStatus
 from helix_dbos.store.base import RunRecord, SessionRecord, StartRun
 

@@ -71,6 +71,27 @@ class ToolStepOutput(TypedDict):
     """``False`` on results the loop makes for rejected approvals: no ``after_tool`` hook for them."""
 
 
+def empty_tool_output(tool_call_id: str, tool_name: str) -> ToolStepOutput:
+    """A call's result before it is filled in: no result, no error, no writes.
+
+    The one literal every producer of a :class:`ToolStepOutput` starts from (the tool step, local
+    and remote delegations), so a key added to the shape is added everywhere at once.
+    """
+    return {
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "success": False,
+        "result": None,
+        "error": None,
+        "writes": {"ops": [], "warnings": []},
+        "patches": [],
+        "events": [],
+        "duration_ms": 0.0,
+        "finish_output": None,
+        "transform_error": None,
+    }
+
+
 class MemoryStepOutput(TypedDict):
     """``{agent}.memory``: the memories found for the turn and the hidden message carrying them."""
 
@@ -326,4 +347,5 @@ __all__ = [
     "ToolStepOutput",
     "WakeMessage",
     "WritesOutput",
+    "empty_tool_output",
 ]

@@ -46,6 +46,7 @@ from helix_dbos.runtime.hooks import (
     ToolHookPayload,
     fire,
 )
+from helix_dbos.runtime.run_request import OUTCOME_EVENT, RunIdentity
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import (
     CommitOutput,
@@ -54,6 +55,7 @@ from helix_dbos.runtime.step_outputs import (
     HooksStepOutput,
     LLMStepOutput,
     ToolStepOutput,
+    empty_tool_output,
 )
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter, is_error_step
@@ -69,24 +71,6 @@ from helix_dbos.stream.chunks import (
     ThinkingChunk,
 )
 from helix_dbos.tool import Tool, create_tool_context, validation_error_message
-
-
-@dataclass(frozen=True)
-class RunIdentity:
-    """Who is running: passed to every step so it can write to the right session and stream."""
-
-    session_id: str
-    run_id: str
-    workflow_id: str
-    stream_id: str
-    agent: AgentConfig
-    stream_start_sequence: int = 0
-    """Where this run's chunks start in the session's stream."""
-    parent_stream_id: str | None = None
-    """A child run's parent stream: the child's chunks are mirrored there (see ``RunRequest``)."""
-    root_session_id: str | None = None
-    """The session at the top of this run's tree (its own for a top-level run)."""
-
 
 # --- LLM step -------------------------------------------------------------------------------------
 
@@ -297,19 +281,7 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
     who, tool, call = request.who, request.tool, request.call
     agent = who.agent
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    output: ToolStepOutput = {
-        "tool_call_id": call.id,
-        "tool_name": tool.name,
-        "success": False,
-        "result": None,
-        "error": None,
-        "writes": {"ops": [], "warnings": []},
-        "patches": [],
-        "events": [],
-        "duration_ms": 0.0,
-        "finish_output": None,
-        "transform_error": None,
-    }
+    output = empty_tool_output(call.id, tool.name)
     try:
         tool_input = tool.validate_input(arguments)
     except ValidationError as exc:
@@ -506,9 +478,6 @@ def fail_run_step(session_id: str, run_id: str, error: str) -> FailRunStepOutput
 
 _RECORD_FAILURE = RetryPolicy(max_seconds=math.inf, max_backoff=5.0)
 
-OUTCOME_EVENT = "helix.outcome"
-"""DBOS event carrying a run's final outcome; waiters in other processes wake on it (LISTEN/NOTIFY)."""
-
 
 def publish_outcome(
     status: str, output: Any, error: str | None, who: RunIdentity, extra: dict[str, Any] | None = None
@@ -520,6 +489,7 @@ def publish_outcome(
 
 
 __all__ = [
+    "OUTCOME_EVENT",
     "MessagePayload",
     "RunIdentity",
     "ToolHookPayload",

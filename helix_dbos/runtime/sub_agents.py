@@ -14,24 +14,26 @@ as ``subagent.dispatch_failed``; the batch's other calls are unaffected.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
 from helix_dbos.capability import RunCapability
+from helix_dbos.orchestration.delegation import delegation_message, ended_run_message
 from helix_dbos.orchestration.tool_batch import HitlRequest, ToolBatch
 from helix_dbos.remote_sub_agent import is_remote_sub_agent_tool, remote_session_id_for
 from helix_dbos.runtime.children import ChildRun, await_child, open_child
 from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH, child_session_id_for
-from helix_dbos.runtime.run_context import RunContext
-from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput, ToolStepOutput
+from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput, ToolStepOutput, empty_tool_output
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.stream.chunks import SubAgentEndChunk, SubAgentStartChunk
 from helix_dbos.sub_agent import SubAgentTool
-from helix_dbos.tool import Tool, is_sub_agent_tool_name, validation_error_message
+from helix_dbos.tool import is_sub_agent_tool_name, validation_error_message
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 HITL_IN_EPHEMERAL_CHILD = (
     "Tool '{tool}' waits for a human (client-executed or approval-gated), which a sub-agent cannot do: "
@@ -107,60 +109,24 @@ def refuse_hitl(run: RunContext, hitl: list[HitlRequest], results: dict[str, Too
     if run.request.child_mode != "ephemeral" or not hitl:
         return hitl
     for h in hitl:
-        results[h.call.id] = {**empty_tool_output(h.call), "error": HITL_IN_EPHEMERAL_CHILD.format(tool=h.tool.name)}
+        results[h.call.id] = {
+            **empty_tool_output(h.call.id, h.call.name),
+            "error": HITL_IN_EPHEMERAL_CHILD.format(tool=h.tool.name),
+        }
     return []
-
-
-def delegation_message(tool: Tool, arguments: dict[str, Any]) -> str | ValidationError:
-    """The delegated run's first user message: its input, validated, as JSON (sorted keys: deterministic).
-
-    Shared with remote runs (:mod:`.remote_sub_agents`).
-    """
-    try:
-        validated = tool.validate_input(arguments)
-    except ValidationError as exc:
-        return exc
-    data = validated.model_dump(mode="json") if hasattr(validated, "model_dump") else validated
-    return json.dumps(data, sort_keys=True, ensure_ascii=False)
-
-
-def ended_run_message(who: str, status: str, error: str | None) -> str:
-    """What the model reads when a delegated run did not complete; ``who`` names it ("Sub-agent 'x'").
-
-    Shared by local children and remote runs (:mod:`.remote_sub_agents`), so both read alike.
-    """
-    if status == "timeout":
-        return f"{who} timed out: {error}"
-    if status == "interrupted":
-        return f"{who} was interrupted before it finished"
-    if status == "aborted":
-        return f"{who} was stopped: {error}"
-    return f"{who} failed: {error or status}"
 
 
 def _failure_message(tool: SubAgentTool, ended: ChildWaitOutput) -> str:
     return ended_run_message(f"Sub-agent '{tool.agent.name}'", ended["status"], ended["error"])
 
 
-def empty_tool_output(call: ParsedToolCall) -> ToolStepOutput:
-    """A delegation's result before it is filled in: no result, no error, no writes (shared with remote runs)."""
-    return {
-        "tool_call_id": call.id,
-        "tool_name": call.name,
-        "success": False,
-        "result": None,
-        "error": None,
-        "writes": {"ops": [], "warnings": []},
-        "patches": [],
-        "events": [],
-        "duration_ms": 0.0,
-        "finish_output": None,
-        "transform_error": None,
-    }
-
-
 def _success(call: ParsedToolCall, ended: ChildWaitOutput) -> ToolStepOutput:
-    return {**empty_tool_output(call), "success": True, "result": ended["output"], "duration_ms": ended["duration_ms"]}
+    return {
+        **empty_tool_output(call.id, call.name),
+        "success": True,
+        "result": ended["output"],
+        "duration_ms": ended["duration_ms"],
+    }
 
 
 def _failure(
@@ -184,7 +150,11 @@ def _failure(
             "error": error,
         },
     )
-    return {**empty_tool_output(call), "error": error, "duration_ms": ended["duration_ms"] if ended else 0.0}
+    return {
+        **empty_tool_output(call.id, call.name),
+        "error": error,
+        "duration_ms": ended["duration_ms"] if ended else 0.0,
+    }
 
 
 class SubAgentsCapability(RunCapability):
@@ -220,10 +190,7 @@ __all__ = [
     "Delegation",
     "SubAgentsCapability",
     "await_sub_agents",
-    "delegation_message",
-    "empty_tool_output",
     "end_chunk",
-    "ended_run_message",
     "refuse_hitl",
     "start_sub_agents",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dbos import DBOS, StepOptions
 
@@ -35,7 +35,6 @@ from helix_dbos.runtime.hitl import (
 )
 from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, calls_used_before, scoped_call_key
-from helix_dbos.runtime.run_context import RunContext
 from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
 from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
@@ -51,6 +50,9 @@ from helix_dbos.stream.chunks import (
     ToolStartChunk,
 )
 from helix_dbos.tool import FINISH_TOOL_NAME, SUBAGENT_TOOL_PREFIX, Tool
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 BatchStop = Literal["suspended", "aborted", "interrupted"]
 
