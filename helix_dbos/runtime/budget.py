@@ -34,9 +34,9 @@ from helix_dbos.orchestration.budget import (
     raised_limits,
 )
 from helix_dbos.runtime import services, step_names
-from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.hitl import await_answers, check_step
 from helix_dbos.runtime.hooks import RunPayload, fire
+from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH
 from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.step_outputs import BudgetStartStepOutput, PendingRow, RegisterStepOutput
 from helix_dbos.runtime.tools import record_waits
@@ -267,6 +267,7 @@ class BudgetCapability(RunCapability):
     """
 
     name = "budget"
+    replay_patches = (RECORDED_STOP_REASON_PATCH,)
 
     def __init__(self) -> None:
         self.tracker: BudgetTracker | None = None
@@ -301,7 +302,7 @@ def _end_for(run: RunContext, answer: BudgetAnswer | None) -> RunEnd | None:
     if answer.outcome == "interrupted":
         return RunEnd("interrupted", reason="interrupted while waiting for a budget approval")
     if answer.outcome == "aborted":
-        return RunEnd("failed", error=durable_stop_reason(run.rt.store, run.who.session_id) or "aborted")
+        return RunEnd("failed", error=run.abort_error())
     message = answer.error or "Budget exceeded and more spending was not approved"
     run.emit(ErrorChunk(**run.chunk_base(), error=message, recoverable=False))
     return RunEnd("failed", error=message)

@@ -30,6 +30,17 @@ the patch there (one ``DBOS.patch-helix-call-scoped-ids`` row) and uses :func:`s
 """
 
 
+RECORDED_STOP_REASON_PATCH = "helix-recorded-stop-reason"
+"""The DBOS replay patch under which a stopped run reads its stop reason in a step (``{agent}.stop_reason``).
+
+A run that ends because it was aborted while it waited (for a human, or for a budget approval)
+takes its error from the abort's reason. Runs recorded before the patch read the reason from the
+store in workflow code, unrecorded, so a replay after the reason changed returned another error;
+they still do, as they were written. The patch is asked only on that path
+(``RunContext.abort_error``), so no other run records it.
+"""
+
+
 REUSED_CALL_IDS_PATCH = "helix-reused-call-ids"
 """The DBOS replay patch under which a suspended batch's calls are paired with results after it only.
 
@@ -137,6 +148,7 @@ def continuation_request_key(mode: Literal["resume", "retry"], turn: int) -> str
 
 
 __all__ = [
+    "RECORDED_STOP_REASON_PATCH",
     "REUSED_CALL_IDS_PATCH",
     "SCOPED_CALL_IDS_PATCH",
     "calls_used_before",

@@ -52,7 +52,6 @@ from helix_dbos.orchestration.stop_checker import (
     should_stop_execution,
 )
 from helix_dbos.runtime import services, step_names
-from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
@@ -336,9 +335,7 @@ def _after_batch(run: RunContext, batch: BatchOutcome) -> RunSummary | None:
     if batch.stop == "interrupted":
         return _finish(run, "interrupted", reason="interrupted while waiting for tool results")
     if batch.stop == "aborted":
-        # The abort recorded its reason; finishing with it keeps the run's error the same whether
-        # the abort's workflow cancellation or this finish lands first (a race the caller cannot see).
-        return _finish(run, "failed", error=durable_stop_reason(run.rt.store, run.who.session_id) or "aborted")
+        return _finish(run, "failed", error=run.abort_error())
     if batch.winner is not None:
         if batch.winner.get("transform_error"):
             return _finish(run, "failed", error=batch.winner["transform_error"])

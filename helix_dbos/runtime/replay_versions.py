@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
+from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,13 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "a continuation counts only the results after its batch's model response as answering it (a call "
         "id the model used again is not answered by an earlier call's result)",
         "runtime/tools.py: outstanding_calls, only where the two readings differ",
+    ),
+    ReplayPatch(
+        RECORDED_STOP_REASON_PATCH,
+        "a run stopped by an abort while it waited (HITL answers, a budget approval) reads the abort's reason "
+        "in a step ({agent}.stop_reason) instead of from the store in workflow code",
+        "runtime/run_context.py: RunContext.abort_error, only when a run ends aborted (loop._after_batch, "
+        "budget._end_for)",
     ),
 )
 """Every named patch, oldest first."""

@@ -16,11 +16,12 @@ from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.capability import FinalStatus, RunCapability
 from helix_dbos.messages import Message
 from helix_dbos.runtime import step_names
+from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.hooks import MessagePayload, defined_hooks
-from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH, scoped_call_key
+from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, SCOPED_CALL_IDS_PATCH, scoped_call_key
 from helix_dbos.runtime.run_request import RunIdentity, RunRequest, RunSummary
-from helix_dbos.runtime.step_outputs import CommitOutput, HooksStepOutput
-from helix_dbos.runtime.steps import hooks_step
+from helix_dbos.runtime.step_outputs import CommitOutput, HooksStepOutput, StopReasonStepOutput
+from helix_dbos.runtime.steps import hooks_step, stop_reason_step
 from helix_dbos.session import RunStatus, SessionStatus
 from helix_dbos.state.tracker import StepWritesAdapter, apply_step_writes
 from helix_dbos.store.base import StepCommit, UsageRecord
@@ -82,6 +83,22 @@ class RunContext:
         """Run ``fn(*args)`` as the step ``{agent}.{capability}.{name}``: replays return its recorded output."""
         output: T = DBOS.run_step({"name": step_names.capability(self.agent.name, capability, name)}, fn, *args)
         return output
+
+    def abort_error(self) -> str:
+        """The error a run stopped by an abort ends with: the abort's reason, read in a recorded step.
+
+        Asked only when a recorded check (or a budget approval's wait) found the run aborted. The
+        abort recorded its reason before that, so the run's error is the same whether the abort's
+        workflow cancellation or this run's finish lands first; recording the read
+        (``{agent}.stop_reason``) makes a replay end with it too. A run recorded before
+        :data:`~.ids.RECORDED_STOP_REASON_PATCH` has another step here and reads the store, as it did.
+        """
+        if not DBOS.patch(RECORDED_STOP_REASON_PATCH):
+            return durable_stop_reason(self.rt.store, self.who.session_id) or "aborted"
+        out: StopReasonStepOutput = DBOS.run_step(
+            {"name": step_names.stop_reason(self.agent.name)}, stop_reason_step, self.who.session_id
+        )
+        return out["reason"] or "aborted"
 
     def wants(self, *hooks: str) -> bool:
         """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""

@@ -125,6 +125,11 @@ def skills_catalog(agent: str) -> str:
     return f"{agent}.skills.catalog"
 
 
+def stop_reason(agent: str) -> str:
+    """Read why a stopped run was stopped (an abort's reason), so a replay ends it with the same error."""
+    return f"{agent}.stop_reason"
+
+
 def capability(agent: str, capability_name: str, name: str) -> str:
     """A step an agent's own capability records (``CapabilityRun.record_step``)."""
     return f"{agent}.{capability_name}.{name}"
@@ -154,5 +159,6 @@ __all__ = [
     "remote_start",
     "remote_wait",
     "skills_catalog",
+    "stop_reason",
     "tool",
 ]

@@ -125,6 +125,13 @@ class FailRunStepOutput(TypedDict):
     error: str
 
 
+class StopReasonStepOutput(TypedDict):
+    """``{agent}.stop_reason``: why the session's run must stop, as the store said when the step ran."""
+
+    reason: str | None
+    """``aborted: ...`` / ``interrupted: ...`` (:func:`~helix_dbos.runtime.abort.durable_stop_reason`), or ``None``."""
+
+
 class GateStepOutput(TypedDict):
     """``{agent}.approval_gate.{tool}``: whether the call needs approval (a raising gate does)."""
 
@@ -344,6 +351,7 @@ __all__ = [
     "RemoteWaitStatus",
     "ResumedStepOutput",
     "SkillsCatalogStepOutput",
+    "StopReasonStepOutput",
     "ToolStepOutput",
     "WakeMessage",
     "WritesOutput",

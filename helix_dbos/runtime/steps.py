@@ -36,6 +36,7 @@ from helix_dbos.messages import Message
 from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
+from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.exiting import process_exiting, raise_if_exiting
 from helix_dbos.runtime.hooks import (
@@ -54,6 +55,7 @@ from helix_dbos.runtime.step_outputs import (
     FinalizeStepOutput,
     HooksStepOutput,
     LLMStepOutput,
+    StopReasonStepOutput,
     ToolStepOutput,
     empty_tool_output,
 )
@@ -454,6 +456,15 @@ def _close_stream(
     return len(chunks)
 
 
+def stop_reason_step(session_id: str) -> StopReasonStepOutput:
+    """``{agent}.stop_reason``: why the session's run must stop, read from the store and recorded.
+
+    Workflow code takes a stopped run's error from here (``RunContext.abort_error``), so a replay
+    ends the run with the error it ended with the first time, whatever the store says by then.
+    """
+    return {"reason": durable_stop_reason(services.current().store, session_id)}
+
+
 def fail_run_step(session_id: str, run_id: str, error: str) -> FailRunStepOutput:
     """Mark a run failed after an unexpected error in workflow code (idempotent).
 
@@ -499,5 +510,6 @@ __all__ = [
     "hooks_step",
     "llm_step",
     "now_ms",
+    "stop_reason_step",
     "tool_step",
 ]
