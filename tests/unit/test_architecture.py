@@ -22,8 +22,8 @@ MAX_LINES = 600
 LONGER_ON_PURPOSE = {
     "runtime/executor.py": "the public facade: ~20 methods (execute/resume/retry/submit/control, their "
     "async twins), each a few lines that delegate, with the docstrings users read",
-    "errors.py": "every exception of the package in one module (one root, codes, the tree in its docstring) and "
-    "the helpers that classify errors and decide what a client may see",
+    "errors.py": "every exception of the package in one module (one root, codes, the tree in its docstring); "
+    "classifying errors and what a client may see is error_policy.py",
     "store/base.py": "the whole store interface a third-party store implements: the SessionStore, PendingCallStore "
     "and WorkerRegistry protocols with the records they take and return, mostly docstrings, no code",
 }
