@@ -218,7 +218,7 @@ def _finish_recovered(executor: DBOSAgentExecutor, run: RunRecord, ctrl_c: _Ctrl
     """Show a recovered demo run's stream from its start while it finishes, then how it ended."""
     from helix_dbos.runtime.handle import AgentExecutionHandle
 
-    session = executor.store.load_session(run.session_id)
+    session = executor.reads.get_session(run.session_id)
     if session is None or executor.registry.get(session.agent_type) is None:
         return  # not a demo run: a worker with its agent will finish it
     console.print(

@@ -51,7 +51,7 @@ def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threa
 
     runs = recovering_runs(executor)
     for run in runs:
-        session = executor.store.load_session(run.session_id)
+        session = executor.reads.get_session(run.session_id)
         agent_name = session.agent_type if session is not None else "?"
         console.print(f"recovering session {run.session_id} (run {run.run_id}, agent {agent_name})", soft_wrap=True)
     if not runs:
@@ -63,7 +63,7 @@ def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threa
             try:
                 still = _running_run_ids(executor)
                 for run_id in sorted(waiting - still):
-                    ended = executor.store.get_run(run_id)
+                    ended = executor.reads.get_run(run_id)
                     if ended is not None:
                         report_recovered(ended, ended)
                     waiting.discard(run_id)
@@ -78,7 +78,7 @@ def _watch_recovery(executor: DBOSAgentExecutor, stop: threading.Event) -> threa
 def _running_run_ids(executor: DBOSAgentExecutor) -> set[str]:
     running: set[str] = set()
     after: str | None = None
-    while page := executor.store.list_running_runs(after_run_id=after, limit=1000):
+    while page := executor.reads.list_running_runs(after_run_id=after, limit=1000):
         running.update(run.run_id for run in page)
         after = page[-1].run_id
     return running
@@ -287,10 +287,10 @@ def _recover_here(url: str, executor_ids: list[str], loaded: list[AgentConfig]) 
     failed = 0
     try:
         requeued, queued = requeue_pending_runs(DBOS, executor_ids, str(DBOS.application_version))
-        _print_requeued(executor.store, executor_ids, requeued, queued)
+        _print_requeued(executor.reads, executor_ids, requeued, queued)
         for workflow_id in [*requeued, *queued]:
-            run = executor.store.get_run(workflow_id)
-            session = executor.store.load_session(run.session_id) if run is not None else None
+            run = executor.reads.get_run(workflow_id)
+            session = executor.reads.get_session(run.session_id) if run is not None else None
             if run is None or session is None or executor.registry.get(session.agent_type) is None:
                 console.print(f"  skipped {workflow_id}: its agent is not among --agents", soft_wrap=True)
                 continue

@@ -1,9 +1,11 @@
 """The operations behind the service's routes: blocking executor calls, run off the event loop.
 
-:class:`ServiceOperations` holds what a route does beyond parsing and answering: the checks that
-turn a well-formed request that does not fit the session into a 404 or 409 before the executor
-sees it, the deterministic session of a keyed start, and the result of an aborted run. Error text
-leaving here for a client goes through :func:`~helix_dbos.errors.public_error_message`.
+:class:`ServiceOperations` holds what a route does beyond parsing and answering: the deterministic
+session of a keyed start, the views built from the executor's reads (``executor.reads``: the service
+never touches the store), and the result of an aborted run. A request that does not fit the session
+(an unknown session, agent or checkpoint, another agent's session) is refused by the executor itself
+with the error that maps to its 404 or 409. Error text leaving here for a client goes through
+:func:`~helix_dbos.errors.public_error_message`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from helix_dbos.errors import (
-    AgentMismatchError,
-    AgentNotFoundError,
     HelixError,
     ResultTimeoutError,
     RunNotFinishedError,
@@ -90,69 +90,31 @@ class ServiceOperations:
         self._waits.shutdown(wait=False, cancel_futures=True)
 
     # -- blocking helpers (run in the pool) ------------------------------------------------------------
-    def require_agent(self, name: str) -> str:
-        if self.executor.registry.get(name) is None:
-            raise AgentNotFoundError(name, self.executor.registry.names())
-        return name
-
     def require_session(self, session_id: str) -> SessionRecord:
-        session = self.executor.store.load_session(session_id)
-        if session is None:
-            raise SessionNotFoundError(session_id)
-        return session
-
-    # The checks below turn a well-formed request that does not fit the session into a 404 or 409
-    # before the executor sees it (the executor's own refusals of these are validation errors).
-    def require_same_agent(self, session: SessionRecord, agent: str) -> None:
-        if session.agent_type != agent:
-            raise AgentMismatchError(session.session_id, session.agent_type, agent)
-
-    def require_agent_for(self, name: str, session_id: str | None) -> str:
-        """``name`` must be served, and be the agent of ``session_id`` when that session exists."""
-        agent = self.require_agent(name)
-        existing = self.executor.store.load_session(session_id) if session_id is not None else None
-        if existing is not None:
-            self.require_same_agent(existing, agent)
-        return agent
-
-    def require_checkpoint(self, session_id: str, checkpoint_id: str) -> None:
-        checkpoint = self.executor.store.get_checkpoint(checkpoint_id)
-        if checkpoint is None or checkpoint.session_id != session_id:
-            raise HelixError(
-                f"Checkpoint {checkpoint_id!r} does not exist in session {session_id!r}",
-                code="state_checkpoint_not_found",
-            )
+        return self.executor.reads.require_session(session_id)
 
     def submit_once(self, session_id: str, submission: SubmitToolResult) -> Any:
         # The executor refuses an answer that does not fit the pending call (409 state_conflict).
         return self.executor.submit_tool_result(session_id, submission)
 
     def run_status(self, run_id: str) -> Any:
-        run = self.executor.store.get_run(run_id)
+        run = self.executor.reads.get_run(run_id)
         return run.status if run is not None else "running"
 
     def start(self, body: StartRunRequest, scope: str) -> tuple[str, str, Any]:
         session_id = body.session_id
         if session_id is None and body.idempotency_key is not None:
             session_id = session_id_for_key(body.idempotency_key, scope)
-        agent = self.require_agent_for(body.agent, session_id)
         handle = self.executor.execute(
-            agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key, priority=body.priority
+            body.agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key, priority=body.priority
         )
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
     def resume(self, session_id: str, body: ResumeRequest) -> tuple[str, str, Any]:
-        session = self.require_session(session_id)
-        agent = self.require_agent(body.agent or session.agent_type)
-        self.require_same_agent(session, agent)
-        handle = self.executor.resume(agent, session_id, body.message, priority=body.priority)
+        handle = self.executor.resume(body.agent, session_id, body.message, priority=body.priority)
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
     def retry(self, session_id: str, body: RetryRequest) -> tuple[str, str, Any]:
-        session = self.require_session(session_id)
-        self.require_agent(session.agent_type)
-        if body.checkpoint_id is not None:
-            self.require_checkpoint(session_id, body.checkpoint_id)
         handle = self.executor.retry(
             session_id, checkpoint_id=body.checkpoint_id, message=body.message, priority=body.priority
         )
@@ -173,10 +135,10 @@ class ServiceOperations:
 
     def snapshot(self, session_id: str) -> SessionSnapshot:
         session = self.require_session(session_id)
-        store = self.executor.store
-        run = store.get_current_run(session_id)
-        pending = store.pending.open_calls(session_id)
-        verdict = self.executor.can_resume(session_id)
+        reads = self.executor.reads
+        run = reads.get_current_run(session_id)
+        pending = reads.list_pending_tool_calls(session_id)
+        verdict = reads.can_resume(session_id)
         return SessionSnapshot(
             session_id=session.session_id,
             agent=session.agent_type,
@@ -210,7 +172,7 @@ class ServiceOperations:
 
     def messages(self, session_id: str, offset: int, limit: int) -> PaginatedMessages:
         self.require_session(session_id)
-        return self.executor.store.get_messages(session_id, offset=offset, limit=limit)
+        return self.executor.reads.get_messages(session_id, offset=offset, limit=limit)
 
     def runs(self, session_id: str) -> list[RunView]:
         self.require_session(session_id)
@@ -265,14 +227,13 @@ class ServiceOperations:
         )
 
     def chat(self, body: ChatRequest) -> tuple[str, str]:
-        agent = self.require_agent_for(body.agent, body.session_id)
-        handle = self.executor.execute(agent, {"message": body.message}, session_id=body.session_id)
+        handle = self.executor.execute(body.agent, {"message": body.message}, session_id=body.session_id)
         return handle.session_id, handle.run_id
 
     def chat_start(self, session_id: str) -> tuple[str, int]:
         """The session's stream id and the current run's first stream position."""
         session = self.require_session(session_id)
-        run = self.executor.store.get_current_run(session_id)
+        run = self.executor.reads.get_current_run(session_id)
         return session.stream_id, run.stream_start_sequence if run is not None else 0
 
     # -- streams -------------------------------------------------------------------------------------

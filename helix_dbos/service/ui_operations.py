@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from helix_dbos.errors import AgentNotFoundError, HelixError, SessionNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.errors import AgentNotFoundError, HelixError, ToolCallAlreadyAnsweredError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service.ui_chat import Answers, NewTurn, reply_message_id, tool_answers
 
@@ -52,8 +52,8 @@ def start_turn(executor: DBOSAgentExecutor, session_id: str, agent: str | None, 
     """Start the run answering the user's message, or find the one an identical post started."""
     name = ui_chat_agent(executor, agent)
     handle = executor.execute(name, {"message": turn.text}, session_id=session_id, idempotency_key=turn.idempotency_key)
-    run = executor.store.get_run(handle.run_id)
-    session = executor.store.load_session(session_id)
+    run = executor.reads.get_run(handle.run_id)
+    session = executor.reads.get_session(session_id)
     if run is None or session is None:  # pragma: no cover - execute wrote both before returning
         raise HelixError(f"Run {handle.run_id!r} was not found after it started", code="framework_internal_error")
     return UIReply(
@@ -71,16 +71,14 @@ def answer_tools(executor: DBOSAgentExecutor, session_id: str, answers: Answers)
     The stream position is read *before* the answers are written: the run is parked on them, so
     everything after that position is the continuation the browser has not seen.
     """
-    session = executor.store.load_session(session_id)
-    if session is None:
-        raise SessionNotFoundError(session_id)
+    session = executor.reads.require_session(session_id)
     after = executor.streams.latest_sequence(session.stream_id)
-    open_calls = {call.tool_call_id: call.kind for call in executor.store.pending.open_calls(session_id)}
+    open_calls = {call.tool_call_id: call.kind for call in executor.reads.list_pending_tool_calls(session_id)}
     for answer in tool_answers(answers.parts, open_calls):
         # Two posts racing with the same answers: the first records it, the second has nothing to do.
         with contextlib.suppress(ToolCallAlreadyAnsweredError):
             executor.submit_tool_result(session_id, answer)
-    run = executor.store.get_current_run(session_id)
+    run = executor.reads.get_current_run(session_id)
     return UIReply(
         session_id=session_id,
         run_id=run.run_id if run is not None else None,
@@ -98,8 +96,8 @@ def replay_current_run(executor: DBOSAgentExecutor, session_id: str) -> UIReply 
     ``DefaultChatTransport`` treats a resumed stream as a replay of the whole reply (its
     ``resumeStreamIsReplay``), and a ``204`` as "nothing to resume".
     """
-    session = executor.store.load_session(session_id)
-    run = executor.store.get_current_run(session_id) if session is not None else None
+    session = executor.reads.get_session(session_id)
+    run = executor.reads.get_current_run(session_id) if session is not None else None
     if session is None or run is None or run.status not in ("running", "suspended"):
         return None
     return UIReply(

@@ -124,7 +124,7 @@ def test_a_wake_up_the_database_refuses_does_not_cost_the_answer(
     result = handle.result(timeout_seconds=10)
     assert result.status == "completed" and result.output == Out(answer='"Lyon"')
     assert len(executor.list_runs(handle.session_id)) == 1
-    assert executor._waker is None  # no second refused transaction for the next answer
+    assert executor.client.control.waker is None  # no second refused transaction for the next answer
 
 
 def test_a_connection_lost_while_writing_the_wake_up_retries_the_submission_whole(
@@ -145,7 +145,7 @@ def test_a_connection_lost_while_writing_the_wake_up_retries_the_submission_whol
     with CommitsOfThisThread() as commits:
         woken = answer(executor, handle)
     assert attempts == [0, 1] and commits.count == 1  # the second attempt committed both
-    assert executor._waker is not None
+    assert executor.client.control.waker is not None
     assert woken is not None and woken.run_id == handle.run_id
     assert handle.result(timeout_seconds=10).output == Out(answer='"Lyon"')
 

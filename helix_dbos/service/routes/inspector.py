@@ -21,7 +21,7 @@ from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteCont
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import SessionRecord
 from helix_dbos.views.timeline import build_timeline, totals
-from helix_dbos.views.usage_view import usage_by_step
+from helix_dbos.views.usage_view import summarise
 
 __all__ = [
     "AgentListView",
@@ -139,7 +139,7 @@ def list_sessions(
     ops: ServiceOperations, status: SessionStatus | None, agent: str | None, offset: int, limit: int
 ) -> SessionListView:
     """A page of sessions; one more row is read than shown, to know whether another page exists."""
-    found = ops.executor.store.list_sessions(status=status, agent_type=agent, limit=limit + 1, offset=offset)
+    found = ops.executor.reads.list_sessions(status=status, agent_type=agent, limit=limit + 1, offset=offset)
     return SessionListView(
         items=[_summary(ops, s) for s in found[:limit]], offset=offset, limit=limit, has_more=len(found) > limit
     )
@@ -155,10 +155,11 @@ def served_agents(ops: ServiceOperations) -> AgentListView:
 def session_timeline(ops: ServiceOperations, session_id: str) -> TimelineView:
     """The session's runs and steps (blocking: run it in the service's pool)."""
     ops.require_session(session_id)
-    store = ops.executor.store
-    runs = store.list_runs(session_id)
-    checkpoints = store.list_checkpoints(session_id, limit=100_000).items
-    timelines = build_timeline(runs, checkpoints, {r.run_id: usage_by_step(store, session_id, r.run_id) for r in runs})
+    reads = ops.executor.reads
+    runs = reads.list_runs(session_id)
+    checkpoints = reads.list_checkpoints(session_id, limit=100_000).items
+    usage = {r.run_id: summarise(reads.get_usage(session_id, run_id=r.run_id)) for r in runs}
+    timelines = build_timeline(runs, checkpoints, usage)
     rendered = []
     for timeline in timelines:
         run = timeline.to_json()

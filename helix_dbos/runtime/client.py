@@ -1,0 +1,45 @@
+"""``AgentClient``: the client half of the runtime: start runs, answer and control them, read them.
+
+Like DBOS's ``DBOSClient`` next to ``DBOS``, none of it needs a workflow running in this process:
+reads are store queries, submissions and control are store writes plus a DBOS message to the run,
+and with a run queue a start is an enqueue that any worker picks up. Without a queue a start runs
+the workflow here, which needs the worker half (:mod:`.worker`) installed.
+
+Three jobs, one module each: :mod:`.starting` (the start protocol: execute, resume, retry, fork,
+orphans, awaiting results), :mod:`.control` (submissions, interrupt, abort) and :mod:`.reads`
+(sessions, runs, state, checkpoints, pending calls, usage). The service and the CLI read through
+``reads`` and never touch the store themselves.
+"""
+
+from __future__ import annotations
+
+from helix_dbos.runtime.backend import Backend
+from helix_dbos.runtime.control import ContinueParked, RunController
+from helix_dbos.runtime.queues import RunQueue
+from helix_dbos.runtime.reads import RunReads
+from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.starting import HandleFactory, RunStarter
+from helix_dbos.runtime.wake import TransactionalWaker
+
+__all__ = ["AgentClient"]
+
+
+class AgentClient:
+    """Starts, answers, controls and reads runs over one set of runtime services."""
+
+    def __init__(
+        self,
+        services: RuntimeServices,
+        backend: Backend,
+        handle: HandleFactory,
+        continue_parked: ContinueParked,
+        *,
+        queue: RunQueue | None = None,
+        waker: TransactionalWaker | None = None,
+    ) -> None:
+        self.reads = RunReads(services.store)
+        """Sessions, runs, state, transcripts, checkpoints, pending calls and usage."""
+        self.starting = RunStarter(services, backend, self.reads, handle, queue=queue)
+        """execute, resume, retry, fork, orphaned runs, and awaiting a run's result."""
+        self.control = RunController(services, backend, self.reads, handle, continue_parked, waker=waker)
+        """Answers to pending tool calls, interrupt and abort."""

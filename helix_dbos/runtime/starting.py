@@ -1,0 +1,374 @@
+"""``RunStarter``: the start protocol of a run (execute, resume, retry, fork) and awaiting its end.
+
+A start is one store transaction (create or reopen the session, append the input, record the run)
+followed by ``DBOS.start_workflow`` under a workflow id derived from the session and turn
+(``{session_id}-turn-{turn}``), or an enqueue on the run queue (:mod:`.queues`), which any worker
+runs. Two calls with the same request therefore meet at the same turn: the store lets exactly one of
+them open it, and DBOS deduplicates the workflow id. A crash between the transaction and the
+workflow start leaves an *orphaned* run, which the next start on the session and the worker's
+recovery (:meth:`RunStarter.start_if_orphaned`) start.
+
+What a start writes is built in :mod:`.starts`, the ids it derives in :mod:`.ids`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from dbos import DBOS, SetWorkflowID, WorkflowHandle
+
+from helix_dbos._clock import now_ms
+from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.errors import (
+    AgentAlreadyRunningError,
+    AgentMismatchError,
+    AgentNotFoundError,
+    AgentNotResumableError,
+    CheckpointNotFoundError,
+    HelixError,
+)
+from helix_dbos.llm.base import check_input_files
+from helix_dbos.llm.files import check_files, message_files
+from helix_dbos.messages import Message, UserMessage
+from helix_dbos.orchestration.state_operations import input_messages, normalize_agent_input
+from helix_dbos.runtime import forks, starts
+from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
+from helix_dbos.runtime.backend import Backend
+from helix_dbos.runtime.handle import AgentExecutionHandle
+from helix_dbos.runtime.ids import keyed_request_key, new_session_id, request_key_for, session_id_for_key
+from helix_dbos.runtime.outcomes import await_outcome, to_result
+from helix_dbos.runtime.queues import RunQueue, check_priority, enqueue_run
+from helix_dbos.runtime.reads import RunReads
+from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.session import AgentInput, AgentResult, SendInput
+from helix_dbos.store.base import ForkResult, RunRecord, SessionRecord, StartRun, StartRunResult
+from helix_dbos.validation import check_text
+
+__all__ = ["HandleFactory", "RunStarter"]
+
+HandleFactory = Callable[[RunRecord, str, AgentHooks | None], AgentExecutionHandle]
+"""Builds the handle of a run (bound to the facade the handle calls back)."""
+
+_MAX_LOCAL_HANDLES = 4096
+
+
+class RunStarter:
+    """Starts runs (here, or on the run queue) and awaits their results."""
+
+    def __init__(
+        self,
+        services: RuntimeServices,
+        backend: Backend,
+        reads: RunReads,
+        handle: HandleFactory,
+        *,
+        queue: RunQueue | None = None,
+    ) -> None:
+        self._services = services
+        self._store = services.store
+        self._registry = services.registry
+        self._streams = services.streams
+        self._logger = services.logger
+        self._backend = backend
+        self._reads = reads
+        self._handle = handle
+        self.queue = queue
+        """Where runs are enqueued instead of started here (:mod:`.queues`); ``None``: start locally."""
+        if services.run_workflow is None:
+            raise HelixError("The runtime services name no agent-run workflow", code="framework_internal_error")
+        self._workflow = services.run_workflow
+        """The agent-run DBOS workflow (from the services, so this module need not import the loop)."""
+        self._local_handles: OrderedDict[str, WorkflowHandle[Any]] = OrderedDict()
+        """In-process futures of runs this process started (the fast way to wait); bounded, because a
+        long-running server starts runs nobody waits on here. A dropped entry falls back to the
+        outcome event."""
+
+    def _agent(self, agent: AgentConfig | str) -> AgentConfig:
+        """The agent to run: registered when given as a config, looked up when named."""
+        if isinstance(agent, AgentConfig):
+            return self._registry.register(agent)
+        found = self._registry.get(agent)
+        if found is None:
+            raise AgentNotFoundError(agent, self._registry.names())
+        return found
+
+    # -- starts ----------------------------------------------------------------------------------------
+    def execute(
+        self,
+        agent: AgentConfig | str,
+        input: str | AgentInput | dict[str, Any],
+        *,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+        hooks: AgentHooks | None = None,
+        priority: int | None = None,
+    ) -> AgentExecutionHandle:
+        """A run of a new session, or the next turn of a finished one (see ``DBOSAgentExecutor.execute``)."""
+        check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
+        check_priority(priority)
+        config = self._agent(agent)
+        parsed = normalize_agent_input(input)
+        self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
+        if session_id is None:
+            session_id = session_id_for_key(idempotency_key) if idempotency_key else new_session_id()
+        existing = self._store.load_session(session_id)
+        if existing is not None and existing.agent_type != config.name:
+            # Before anything is read or written for the request: a session is one agent's.
+            raise AgentMismatchError(session_id, existing.agent_type, config.name)
+        if idempotency_key:
+            for run in self._store.list_runs(session_id):
+                if run.request_key == keyed_request_key(idempotency_key):
+                    return self._handle(run, config.name, hooks)
+        # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
+        next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
+        key = keyed_request_key(idempotency_key) if idempotency_key else request_key_for(config.name, parsed, next_turn)
+        if existing is None:
+            start = self._first_turn(config, session_id, parsed, key)
+            stream_id = session_id
+        else:
+            start = self._next_turn(config, existing, parsed, key)
+            stream_id = existing.stream_id
+        try:
+            started, opened = self._record_start(start, stream_id)
+        except AgentAlreadyRunningError:
+            self.start_if_orphaned(session_id)
+            raise
+        if started.existing:
+            self.start_if_orphaned(session_id)
+            return self._handle(started.run, config.name, hooks)
+        self._start_workflow(config, started.run, started.session, hooks, priority=priority, stream_opened=opened)
+        return self._handle(started.run, config.name, hooks)
+
+    def resume(
+        self,
+        agent: AgentConfig | str | None,
+        session_id: str,
+        message: SendInput | None = None,
+        *,
+        hooks: AgentHooks | None = None,
+        priority: int | None = None,
+    ) -> AgentExecutionHandle:
+        """A new run of an interrupted or suspended session (``agent=None``: the session's own)."""
+        check_text(session_id=session_id, message=message)
+        check_priority(priority)
+        session = self._reads.require_session(session_id)
+        config = self._agent(session.agent_type if agent is None else agent)
+        if session.agent_type != config.name:
+            raise AgentMismatchError(session_id, session.agent_type, config.name)
+        verdict = self._reads.can_resume(session_id)
+        if not verdict.can_resume:
+            if session.status == "active":
+                raise AgentAlreadyRunningError(session_id, session.status)
+            raise AgentNotResumableError(session_id, session.status, verdict.reason)
+        return self.start_next_run(session, mode="resume", message=message, hooks=hooks, priority=priority)
+
+    def retry(
+        self,
+        session_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        message: SendInput | None = None,
+        hooks: AgentHooks | None = None,
+        priority: int | None = None,
+    ) -> AgentExecutionHandle:
+        """A new run from a checkpoint of the session (the latest by default)."""
+        check_text(session_id=session_id, checkpoint_id=checkpoint_id, message=message)
+        check_priority(priority)
+        session = self._reads.require_session(session_id)
+        self._agent(session.agent_type)
+        checkpoint = None if checkpoint_id is None else self._store.get_checkpoint(checkpoint_id)
+        if checkpoint_id is not None and (checkpoint is None or checkpoint.session_id != session_id):
+            raise CheckpointNotFoundError(session_id, checkpoint_id)
+        if session.status == "active":
+            raise AgentAlreadyRunningError(session_id, session.status)
+        if checkpoint is None:
+            checkpoint = self._store.get_latest_checkpoint(session_id)
+            if checkpoint is None:
+                raise AgentNotResumableError(session_id, session.status, "no checkpoint to retry from")
+        return self.start_next_run(
+            session,
+            mode="retry",
+            message=message,
+            truncate_to=checkpoint.message_count,
+            reset_state=checkpoint.state.custom_state,
+            hooks=hooks,
+            priority=priority,
+        )
+
+    def fork(
+        self, session_id: str, checkpoint_id: str | None = None, *, new_session_id: str | None = None
+    ) -> ForkResult:
+        """A new idle session branched from a checkpoint (rules: :mod:`helix_dbos.runtime.forks`)."""
+        return forks.fork_session(self._store, self._streams, session_id, checkpoint_id, new_session_id=new_session_id)
+
+    def start_next_run(
+        self,
+        session: SessionRecord,
+        *,
+        mode: Literal["resume", "retry"],
+        message: SendInput | None,
+        truncate_to: int | None = None,
+        reset_state: dict[str, Any] | None = None,
+        hooks: AgentHooks | None = None,
+        priority: int | None = None,
+    ) -> AgentExecutionHandle:
+        """Record and start the session's next run in ``mode`` (a resume, a retry, a parked run's continuation)."""
+        agent = self._agent(session.agent_type)
+        extra = input_messages(message) if message is not None else []
+        self._check_files(agent, extra)
+        start = starts.continuation(
+            agent,
+            session,
+            mode=mode,
+            extra=extra,
+            truncate_to=truncate_to,
+            reset_state=reset_state,
+            fingerprint=self._registry.fingerprint(agent.name),
+            stream_start_sequence=0,  # set by _record_start
+            now_ms=now_ms(),
+        )
+        started, opened = self._record_start(start, session.stream_id)
+        if started.existing:
+            self.start_if_orphaned(session.session_id)
+            return self._handle(started.run, agent.name, hooks)
+        resume_messages = extra if mode == "resume" else []
+        self._start_workflow(
+            agent,
+            started.run,
+            started.session,
+            hooks,
+            resume_messages=resume_messages,
+            priority=priority,
+            stream_opened=opened,
+        )
+        return self._handle(started.run, agent.name, hooks)
+
+    def _first_turn(self, config: AgentConfig, session_id: str, parsed: AgentInput, request_key: str) -> StartRun:
+        return starts.first_turn(
+            config,
+            session_id,
+            parsed,
+            request_key=request_key,
+            fingerprint=self._registry.fingerprint(config.name),
+            stream_start_sequence=0,  # set by _record_start
+            now_ms=now_ms(),
+        )
+
+    def _next_turn(
+        self, config: AgentConfig, existing: SessionRecord, parsed: AgentInput, request_key: str
+    ) -> StartRun:
+        current = self._registry.fingerprint(config.name)
+        if existing.agent_fingerprint and current and existing.agent_fingerprint != current:
+            self._logger.warn(
+                "[helix-dbos] continuing a session whose agent definition changed since its last run",
+                {
+                    "session_id": existing.session_id,
+                    "agent": config.name,
+                    "was": existing.agent_fingerprint,
+                    "now": current,
+                },
+            )
+        return starts.next_turn(
+            config,
+            existing,
+            parsed,
+            self._store.get_message_prefix(existing.session_id, existing.message_count),
+            request_key=request_key,
+            fingerprint=current,
+            stream_start_sequence=0,  # set by _record_start
+            now_ms=now_ms(),
+        )
+
+    def _record_start(self, start: StartRun, stream_id: str) -> tuple[StartRunResult, bool]:
+        """Record a run's start with its stream's first sequence; ``True`` when the stream was opened too.
+
+        When the store and the durable stream share a database, the stream's latest sequence is
+        read and the stream activated in the store's start transaction (``start_run_with``): one
+        transaction instead of a read, the start and an activation. Otherwise the sequence is read
+        first and the stream is opened by :meth:`_start_workflow`.
+        """
+        joint_store = self._backend.joint_start
+        joint = None if joint_store is None else self._streams.joint_start(stream_id, joint_store.engine)
+        if joint_store is None or joint is None:
+            sequence = self._streams.latest_sequence(stream_id)
+            return self._store.start_run(start.model_copy(update={"stream_start_sequence": sequence})), False
+        started = joint_store.start_run_with(start, joint.latest_sequence, joint.activate)
+        if started.existing:
+            return started, False
+        joint.activated()
+        return started, True
+
+    def _check_files(self, agent: AgentConfig, messages: Sequence[Message]) -> None:
+        """Refuse files no model takes, or the agent's model does not, before anything is written."""
+        files = [f for m in messages if isinstance(m, UserMessage) for f in message_files(m)]
+        if files:
+            check_input_files(self._services.llm, agent.llm_config, check_files(files))
+
+    def _start_workflow(
+        self,
+        agent: AgentConfig,
+        run: RunRecord,
+        session: SessionRecord,
+        hooks: AgentHooks | None,
+        *,
+        resume_messages: list[Message] | None = None,
+        priority: int | None = None,
+        stream_opened: bool = False,
+    ) -> None:
+        request = starts.run_request(agent, run, session, hooks, resume_messages)
+        if hooks is not None:
+            self._services.remember_call_hooks(run.workflow_id, hooks)
+        if not stream_opened:  # opened by the start's own transaction (see _record_start)
+            self._streams.open(session.stream_id, run.run_id, agent.name)
+        if self.queue is not None:  # any worker runs it; its result is awaited on the outcome event
+            enqueue_run(self.queue, run.workflow_id, self._workflow, request.model_dump(mode="json"), priority)
+            return
+        with SetWorkflowID(run.workflow_id):
+            handle = DBOS.start_workflow(self._workflow, request.model_dump(mode="json"))
+        self._local_handles[run.workflow_id] = handle
+        while len(self._local_handles) > _MAX_LOCAL_HANDLES:
+            self._local_handles.popitem(last=False)
+
+    def start_if_orphaned(self, session_id: str) -> bool:
+        """Start the workflow of an active run whose workflow never started (crash after the store write)."""
+        session = self._store.load_session(session_id)
+        run = self._store.get_current_run(session_id)
+        if session is None or run is None or session.status != "active" or run.status != "running":
+            return False
+        if session.parent_session_id is not None:
+            # A child run (sub-agent, companion) is started by its parent's workflow, which replays
+            # the start on recovery with the child's full input (its parent stream, its mode).
+            return False
+        if DBOS.get_workflow_status(run.workflow_id) is not None:
+            return False
+        agent = self._registry.get(session.agent_type)
+        if agent is None:
+            self._logger.warn("[helix-dbos] orphaned run of an unregistered agent", {"run_id": run.run_id})
+            return False
+        if session.step_count != 0 or session.message_count < run.start_sequence:
+            self._logger.warn("[helix-dbos] orphaned run has progress but no workflow", {"run_id": run.run_id})
+            return False
+        self._logger.info("[helix-dbos] starting orphaned run", {"run_id": run.run_id})
+        self._start_workflow(agent, run, session, None)
+        return True
+
+    # -- results ---------------------------------------------------------------------------------------
+    def wait_for_result(self, run: RunRecord, agent_name: str, timeout_seconds: float | None = None) -> AgentResult:
+        """Block until ``run`` ends; its in-process future when this process started it, else its outcome event."""
+        local = self._local_handles.get(run.workflow_id)
+        try:
+            if local is not None and timeout_seconds is None:
+                outcome = local.get_result()
+            else:
+                outcome = await_outcome(self._store, run.workflow_id, timeout_seconds)
+            self._local_handles.pop(run.workflow_id, None)
+        except AwaitedWorkflowCancelledError:
+            session = self._store.load_session(run.session_id)
+            error = session.error if session is not None and session.error else "cancelled"
+            result = AgentResult(status="failed", error=error)
+        else:
+            result = to_result(self._registry.get(agent_name), outcome)
+        result.usage = self._reads.get_usage_summary(run.session_id, run_id=run.run_id)
+        return result
