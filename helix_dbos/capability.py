@@ -3,8 +3,8 @@
 The loop (``helix_dbos.runtime.loop``) and its tool phases (``helix_dbos.runtime.tools``) know no
 feature by name. They call every capability of a run at named points, in a fixed order, and a
 capability that has nothing to do at a point inherits the no-op. The built-in features are
-capabilities like any other (skills, budgets, memory, companions, sub-agents, remote sub-agents:
-``helix_dbos.runtime.builtin_capabilities``); an agent adds its own with
+capabilities like any other (skills, budgets, memory, companions, sub-agents, remote sub-agents,
+human in the loop: ``helix_dbos.runtime.builtin_capabilities``); an agent adds its own with
 ``define_agent(..., capabilities=[...])``, after the built-ins.
 
 The points, in the order a run passes them (each runs in workflow code, under replay too)::
@@ -16,7 +16,18 @@ The points, in the order a run passes them (each runs in workflow code, under re
     before_first_model_call   once, after a resume's input is appended
     before_model_call   before every model call (the step number already advanced)
     after_model_call    after every model call, with its recorded result
-    prepare_batch / start_calls / finish_calls / after_human_calls / result_chunk   a step's tool calls
+    a step's tool calls, in this order:
+      calls_left_pending  a continuation, before its batch is split: calls its previous run left
+                          pending with this feature (they stay human-answered)
+      gates_call          while the batch is split, once per call of a gated tool, in call order:
+                          whether it waits for a user's approval
+      prepare_batch       before any call runs: answer the calls this feature refuses
+      register_calls      after the batch's ``tool_start``: record the calls this feature waits on
+      start_calls / finish_calls   this feature's calls, started before the regular tools, awaited after
+      collect_answers     after finish_calls: the answers to the registered calls; may stop the
+                          batch (BatchStop) or hand back calls to run as tool steps (approved ones)
+      after_human_calls   calls that must see the human-answered calls' outcome
+      result_chunk        the chunk announcing a call's result
     on_finish           once, when the run ends (before the finalize step), with how it ends
 
 **Determinism is the contract.** Workflow code runs again, from the top, when DBOS recovers a run:
@@ -40,11 +51,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 if TYPE_CHECKING:
     from helix_dbos.agent import AgentConfig
     from helix_dbos.messages import Message
+    from helix_dbos.orchestration.tool_batch import HitlKind
     from helix_dbos.step_result import ParsedToolCall, StepResult
     from helix_dbos.stream.chunks import StreamChunk
+    from helix_dbos.tool import Tool
 
 FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
 """How a run can end."""
+
+BatchStop = Literal["suspended", "aborted", "interrupted"]
+"""How a batch of tool calls stops before all its calls have results (the run ends that way)."""
 
 T = TypeVar("T")
 
@@ -66,6 +82,18 @@ class RunEnd:
     """An interruption's reason (``run_interrupted``)."""
     pending_ids: list[str] = field(default_factory=list)
     """The calls a suspended run waits on."""
+
+
+@dataclass(frozen=True)
+class CollectedAnswers:
+    """What :meth:`RunCapability.collect_answers` found: stop the batch, or go on."""
+
+    stop: BatchStop | None = None
+    """The batch stops here (its answered calls are recorded; the run ends so)."""
+    pending_ids: list[str] = field(default_factory=list)
+    """The calls a stopped batch leaves open (a suspended run waits on them)."""
+    run_as_steps: list[tuple[ParsedToolCall, Tool]] = field(default_factory=list)
+    """Calls to run now as tool steps, from the merged state (approved calls), in this order."""
 
 
 class CapabilityRun(Protocol):
@@ -146,8 +174,31 @@ class RunCapability:
         """Once, as the run ends (before the step that records the end)."""
 
     # -- a step's tool calls ------------------------------------------------------------------------
+    def calls_left_pending(self, run: Any, calls: list[ParsedToolCall]) -> Mapping[str, HitlKind]:
+        """A continuation, before its batch is split: the calls its previous run left pending here.
+
+        By call id, with their kind; they stay human-answered whatever their tool says now.
+        """
+        return {}
+
+    def gates_call(self, run: Any, call: ParsedToolCall, tool: Tool) -> bool:
+        """While the batch is split: whether a call of a gated tool waits for a user's approval.
+
+        Asked once per call whose tool has ``require_approval`` set, in call order, until a
+        capability says yes (a decision that takes a step is part of what the run records).
+        """
+        return False
+
     def prepare_batch(self, run: Any, batch: Any, results: dict[str, Any]) -> None:
         """Before any call of the batch runs: answer calls this feature refuses (into ``results``)."""
+
+    def register_calls(self, run: Any, batch: Any, *, resuming: bool) -> object | None:
+        """After the batch's ``tool_start`` announcements: record the calls this feature waits on.
+
+        ``resuming``: the batch a suspended run left behind (its calls were announced then).
+        Returns what :meth:`collect_answers` needs (``None``: nothing to wait for).
+        """
+        return None
 
     def start_calls(self, run: Any, batch: Any, results: dict[str, Any]) -> object | None:
         """Start this feature's calls of the batch; they run while the regular tools do.
@@ -159,6 +210,13 @@ class RunCapability:
     def finish_calls(self, run: Any, started: object, results: dict[str, Any]) -> None:
         """After the regular tools: wait for the calls :meth:`start_calls` started; their results into ``results``."""
 
+    def collect_answers(self, run: Any, registered: object, results: dict[str, Any]) -> CollectedAnswers:
+        """After :meth:`finish_calls`: wait for the answers to the calls :meth:`register_calls` recorded.
+
+        Answers go into ``results``; the calls it returns in ``run_as_steps`` run next as tool steps.
+        """
+        return CollectedAnswers()
+
     def after_human_calls(self, run: Any, batch: Any, results: dict[str, Any]) -> None:
         """After the batch's human-answered calls: run this feature's calls that must see their outcome."""
 
@@ -167,4 +225,12 @@ class RunCapability:
         return None
 
 
-__all__ = ["RESERVED_CAPABILITY_NAMES", "CapabilityRun", "FinalStatus", "RunCapability", "RunEnd"]
+__all__ = [
+    "RESERVED_CAPABILITY_NAMES",
+    "BatchStop",
+    "CapabilityRun",
+    "CollectedAnswers",
+    "FinalStatus",
+    "RunCapability",
+    "RunEnd",
+]

@@ -2,9 +2,9 @@
 
 The runtime tells a :class:`RunObserver` what happens through a handful of calls, from two sides:
 
-- workflow code (``runtime/loop.py``, ``runtime/tools.py``) opens the run (:func:`observe_run`),
-  says when an LLM step returned (:meth:`RunObserver.llm_step_returned`), wraps a HITL wait and
-  closes the run;
+- workflow code (``runtime/loop.py``, ``runtime/tools.py``, ``runtime/hitl_capability.py``) opens
+  the run (:func:`observe_run`), says when an LLM step returned
+  (:meth:`RunObserver.llm_step_returned`), wraps a HITL wait and closes the run;
 - step bodies (``runtime/steps.py``, ``runtime/hitl.py``) report what they execute: a commit, a
   model call, a tool call, the final status.
 

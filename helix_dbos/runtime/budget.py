@@ -35,11 +35,11 @@ from helix_dbos.orchestration.budget import (
 )
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.hitl import await_answers, check_step
+from helix_dbos.runtime.hitl_capability import record_waits
 from helix_dbos.runtime.hooks import RunPayload, fire
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH
 from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.step_outputs import BudgetStartStepOutput, PendingRow, RegisterStepOutput
-from helix_dbos.runtime.tools import record_waits
 from helix_dbos.store.base import PendingToolCall
 from helix_dbos.store.engine import now_ms
 from helix_dbos.stream.chunks import (

@@ -2,7 +2,9 @@
 
 The order is part of what runs record: at a point two features share, their steps are recorded in
 this order, and a replay must meet them the same way. Append new features; never reorder.
-(``start_calls`` / ``finish_calls``: sub-agents before remote sub-agents, as before the seam.)
+(``start_calls`` / ``finish_calls``: sub-agents before remote sub-agents, as before the seam.
+Human in the loop, last, shares no point with another built-in: its steps come where the tool
+phases took them before it was a capability.)
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from helix_dbos.capability import RunCapability
 from helix_dbos.runtime.budget import BudgetCapability
 from helix_dbos.runtime.companions import CompanionsCapability
+from helix_dbos.runtime.hitl_capability import HitlCapability
 from helix_dbos.runtime.memory import MemoryCapability
 from helix_dbos.runtime.remote_sub_agents import RemoteSubAgentsCapability
 from helix_dbos.runtime.skills import SkillsCapability
@@ -25,6 +28,7 @@ def builtin_capabilities() -> tuple[RunCapability, ...]:
         CompanionsCapability(),
         SubAgentsCapability(),
         RemoteSubAgentsCapability(),
+        HitlCapability(),
     )
 
 

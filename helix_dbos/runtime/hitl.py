@@ -1,5 +1,8 @@
 """Human in the loop: approval gates, pending calls, waiting and parking; answers and wake-ups.
 
+A step's tool calls meet this module through :class:`~helix_dbos.runtime.hitl_capability.HitlCapability`
+(the tool phases know it only as a capability); budget approvals use the same wait.
+
 A batch of tool calls that contains client-executed or approval-gated calls goes like this:
 
 1. gates: a predicate ``require_approval`` is evaluated in its own step (``{agent}.approval_gate.{tool}``)

@@ -4,8 +4,11 @@ Phase 1 runs the regular server tools in parallel, each its own DBOS step, all s
 same state and merged by the seeds' contract (appends compose, replaces are last-write-wins).
 The capabilities' calls run in phase 1 too (:mod:`helix_dbos.capability`: ``start_calls`` before
 the tools, ``finish_calls`` after them; sub-agents and remote sub-agents), so a ``finish_with``
-waits for them. Human-in-the-loop calls are registered and awaited meanwhile; approved calls then
-run as steps. Then the capabilities' ``after_human_calls`` (companion calls, ``companion__*``).
+waits for them. Human-in-the-loop calls are the capabilities' too: ``calls_left_pending`` and
+``gates_call`` shape the split, ``register_calls`` records them after the batch's ``tool_start``,
+and ``collect_answers`` (after ``finish_calls``) waits for their answers, may stop the batch, and
+hands back the approved calls, which then run as steps. Then the capabilities' ``after_human_calls``
+(companion calls, ``companion__*``).
 Phase 2 runs the finish_with tools one after another on the merged state: the first success
 completes the agent, and later finish_with calls of the batch are not executed.
 
@@ -17,44 +20,27 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, StepOptions
 
+from helix_dbos.capability import BatchStop
 from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
-from helix_dbos.observability import run_observer as observe
-from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE, create_tool_result_message
-from helix_dbos.orchestration.tool_batch import HitlKind, HitlRequest, ToolBatch, split_tool_batch
+from helix_dbos.orchestration.message_builder import create_tool_result_message
+from helix_dbos.orchestration.tool_batch import HitlKind, ToolBatch, split_tool_batch
 from helix_dbos.runtime import step_names
-from helix_dbos.runtime.hitl import (
-    await_answers,
-    check_step,
-    needs_approval,
-    register_step,
-    registration_from_check,
-)
 from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, calls_used_before, scoped_call_key
-from helix_dbos.runtime.step_outputs import CheckStepOutput, PendingRow, RegisterStepOutput, ToolStepOutput
+from helix_dbos.runtime.step_outputs import ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
 from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
 from helix_dbos.step_result import ParsedSubAgentCall, ParsedToolCall
 from helix_dbos.store.base import UsageRecord
-from helix_dbos.stream.chunks import (
-    CustomEventChunk,
-    RunPausedChunk,
-    RunResumedChunk,
-    StatePatchChunk,
-    ToolApprovalRequestChunk,
-    ToolEndChunk,
-    ToolStartChunk,
-)
+from helix_dbos.stream.chunks import CustomEventChunk, StatePatchChunk, ToolEndChunk, ToolStartChunk
 from helix_dbos.tool import FINISH_TOOL_NAME, SUBAGENT_TOOL_PREFIX, Tool
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.run_context import RunContext
-
-BatchStop = Literal["suspended", "aborted", "interrupted"]
 
 
 @dataclass
@@ -85,12 +71,14 @@ def execute_tools(
     ``invalid_arguments`` (call id -> message) are calls whose arguments were not an object: they
     are answered with that error, never run on the ``{}`` they were coerced to.
     """
-    first_check = _continuation_check(run, calls) if resuming else None
-    pending_kinds = _pending_kinds(first_check) if first_check is not None else {}
+    pending_kinds: dict[str, HitlKind] = {}
+    if resuming:  # a continuation's first look at the batch its previous run suspended on
+        for capability in run.capabilities:
+            pending_kinds.update(capability.calls_left_pending(run, calls))
     batch = split_tool_batch(
         calls,
         tools_by_name,
-        requires_approval=lambda call, tool: needs_approval(run.agent.name, tool, call, run.who.session_id),
+        requires_approval=lambda call, tool: any(c.gates_call(run, call, tool) for c in run.capabilities),
         pending_kinds=pending_kinds,
         invalid_arguments=invalid_arguments,
     )
@@ -100,20 +88,23 @@ def execute_tools(
         capability.prepare_batch(run, batch, results)
     if not resuming:
         _announce_starts(run, calls, batch)
-    registration = _register_hitl(run, batch.hitl, first_check)
+    registered = [(c, c.register_calls(run, batch, resuming=resuming)) for c in run.capabilities]
 
     started = [(c, c.start_calls(run, batch, results)) for c in run.capabilities]  # phase 1: they run meanwhile
     _run_phase(run, batch.regular, results)
     for capability, handle in started:
         if handle is not None:
             capability.finish_calls(run, handle, results)
-    if registration is not None:
-        stop = _resolve_hitl(run, batch.hitl, registration, results, resuming=resuming)
-        if stop is not None:
-            for call in calls:  # record what did run; the human calls stay open
+    for capability, registration in registered:
+        if registration is None:
+            continue
+        answers = capability.collect_answers(run, registration, results)
+        if answers.stop is not None:
+            for call in calls:  # record what did run; the calls still waiting stay open
                 if call.id in results:
                     _record_tool_result(run, call, results[call.id])
-            return BatchOutcome(stop=stop, pending_ids=[h.call.id for h in batch.hitl if h.call.id not in results])
+            return BatchOutcome(stop=answers.stop, pending_ids=list(answers.pending_ids))
+        _run_phase(run, answers.run_as_steps, results)  # e.g. approved calls
     for capability in run.capabilities:
         capability.after_human_calls(run, batch, results)
     winner = _run_finishing(run, batch.finishing, results)
@@ -171,96 +162,16 @@ def error_result(call: ParsedToolCall, error: str | None) -> ToolStepOutput:
 # --- phases -----------------------------------------------------------------------------------------
 
 
-def _continuation_check(run: RunContext, calls: list[ParsedToolCall]) -> CheckStepOutput:
-    """A continuation's first look at the batch its previous run suspended on (one step)."""
-    check: CheckStepOutput = DBOS.run_step(
-        {"name": step_names.hitl_check(run.agent.name)}, check_step, run.who, [c.id for c in calls], continuation=True
-    )
-    return check
-
-
-def _pending_kinds(check: CheckStepOutput) -> dict[str, HitlKind]:
-    """The continuation's calls already registered as pending by the run that suspended on them."""
-    kinds: dict[str, HitlKind] = {}
-    for call_id, row in check["rows"].items():
-        if row["kind"] != "budget":  # a budget call is never one of the transcript's tool calls
-            kinds[call_id] = row["kind"]
-    return kinds
-
-
 def _announce_starts(run: RunContext, calls: list[ParsedToolCall], batch: ToolBatch) -> None:
     """``tool_start`` for every call that is not human-answered, in input order.
 
-    A human-in-the-loop call's ``tool_start`` goes out after the call is registered, so a client
-    that answers as soon as it sees ``tool_start`` always finds its pending call.
+    A human-in-the-loop call's ``tool_start`` goes out after the call is registered (``register_calls``),
+    so a client that answers as soon as it sees ``tool_start`` always finds its pending call.
     """
     waiting = {h.call.id for h in batch.hitl} | {call.id for call, _ in [*batch.sub_agents, *batch.remote_sub_agents]}
     for call in calls:
         if call.id not in waiting:
             run.emit(_tool_start(run, call))
-
-
-def _register_hitl(
-    run: RunContext, hitl: list[HitlRequest], first_check: CheckStepOutput | None
-) -> RegisterStepOutput | None:
-    """Register the batch's human-in-the-loop calls (one step) and announce them; ``None`` if none.
-
-    ``first_check``: a continuation's first check, which stands in for the registration when it
-    already found the batch answered.
-    """
-    if not hitl:
-        return None
-    resuming = first_check is not None
-    if first_check is not None:
-        answered = registration_from_check(first_check, [h.call.id for h in hitl])
-        if answered is not None:
-            return answered
-    registration: RegisterStepOutput = DBOS.run_step(
-        {"name": step_names.hitl_register(run.agent.name)},
-        register_step,
-        run.who,
-        hitl,
-        run.rt.hot_window_seconds,
-        run.hooks,
-        not resuming,
-    )
-    if not resuming:
-        _emit_hitl_requests(run, hitl, registration)
-    return registration
-
-
-def _resolve_hitl(
-    run: RunContext,
-    hitl: list[HitlRequest],
-    registration: RegisterStepOutput,
-    results: Results,
-    *,
-    resuming: bool,
-) -> BatchStop | None:
-    """Wait for the human answers, turn them into results and run the approved calls.
-
-    Returns how the batch stops when the answers did not all come (parked, aborted, interrupted).
-    """
-    previous = run.request.previous_run_id if resuming else run.who.run_id
-    call_ids = [h.call.id for h in hitl]
-    with observe.current().hitl_wait(call_ids, continuation=resuming) as waiting:
-        wait, rows = await_answers(
-            run.who,
-            call_ids,
-            registration,
-            hooks=run.hooks,
-            resumed_hook=run.wants("on_agent_resumed"),
-            previous_run_id=previous,
-        )
-        waiting.done(wait)
-    if wait != "resolved":
-        return "suspended" if wait == "parked" else wait
-    run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))
-    record_waits(run, [(h.tool.name, rows[h.call.id]) for h in hitl])
-    approved = _answers_to_results(hitl, rows, results)
-    _run_phase(run, approved, results)
-    run.applied_pending.extend(h.call.id for h in hitl)
-    return None
 
 
 def _run_finishing(
@@ -330,77 +241,12 @@ def _merge_into_run(run: RunContext, base: dict[str, Any], outputs: list[ToolSte
     run.custom_state = merged
 
 
-def _answers_to_results(
-    hitl: list[HitlRequest], rows: dict[str, PendingRow], results: Results
-) -> list[tuple[ParsedToolCall, Tool]]:
-    """Turn recorded answers into tool results; returns the approved calls, which must now run."""
-    approved: list[tuple[ParsedToolCall, Tool]] = []
-    for h in hitl:
-        row = rows[h.call.id]
-        submission = row.get("submission") or {}
-        if row["status"] == "expired":
-            waited = f" after {h.tool.timeout_ms} ms" if h.tool.timeout_ms else ""
-            who = "the client" if h.kind == "client" else "approval"
-            results[h.call.id] = error_result(h.call, f"Tool call timed out waiting for {who}{waited}")
-        elif h.kind == "client":
-            results[h.call.id] = _client_result(h.call, submission)
-        elif submission.get("approved") and submission.get("arguments_digest") in (None, row["arguments_digest"]):
-            approved.append((h.call, h.tool))
-        else:
-            results[h.call.id] = {**error_result(h.call, NOT_APPROVED_MESSAGE), "after_tool": False}
-    return approved
-
-
-def _client_result(call: ParsedToolCall, submission: dict[str, Any]) -> ToolStepOutput:
-    """The result a client submitted for a client-executed tool."""
-    if submission.get("error"):
-        return error_result(call, str(submission["error"]))
-    return {**error_result(call, None), "success": True, "result": submission.get("result")}
-
-
-def record_waits(run: RunContext, answered: list[tuple[str, PendingRow]]) -> None:
-    """One ``client_tool_wait_ms`` record per answered (or timed-out) human call.
-
-    The value is the time from its durable registration to its durable answer (the seeds'
-    ``CLIENT_TOOL_WAIT_MS``), parks included. From the recorded rows, so a replay records the same values.
-    """
-    for name, row in answered:
-        if row["answered_at"] is None:
-            continue
-        waited = float(max(0, int(row["answered_at"]) - int(row["created_at"])))
-        success = row["status"] != "expired"
-        run.pending_usage.append(
-            UsageRecord(kind="client_tool_wait_ms", name=name, step=run.step, value=waited, success=success)
-        )
-
-
 # --- chunks and results -----------------------------------------------------------------------------
 
 
 def _tool_start(run: RunContext, call: ParsedToolCall) -> ToolStartChunk:
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
     return ToolStartChunk(**run.chunk_base(), tool_call_id=call.id, tool_name=call.name, arguments=arguments)
-
-
-def _emit_hitl_requests(run: RunContext, hitl: list[HitlRequest], registration: RegisterStepOutput) -> None:
-    for h in hitl:
-        run.emit(_tool_start(run, h.call))
-        if h.kind == "approval":
-            run.emit(
-                ToolApprovalRequestChunk(
-                    **run.chunk_base(),
-                    tool_call_id=h.call.id,
-                    tool_name=h.tool.name,
-                    arguments=h.call.arguments if isinstance(h.call.arguments, dict) else {},
-                    arguments_digest=registration["digests"][h.call.id],
-                    deadline=registration["deadlines"].get(h.call.id),
-                )
-            )
-    run.emit(
-        RunPausedChunk(
-            **run.chunk_base(), reason="awaiting_tool_results", pending_tool_call_ids=[h.call.id for h in hitl]
-        )
-    )
 
 
 def _record_tool_result(run: RunContext, call: ParsedToolCall, output: ToolStepOutput) -> None:
@@ -457,4 +303,4 @@ def _after_tool_payload(
     )
 
 
-__all__ = ["BatchOutcome", "error_result", "execute_tools", "outstanding_calls", "record_waits", "sub_agent_tool_calls"]
+__all__ = ["BatchOutcome", "BatchStop", "error_result", "execute_tools", "outstanding_calls", "sub_agent_tool_calls"]

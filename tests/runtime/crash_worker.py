@@ -84,7 +84,7 @@ agent = define_agent(
 if "--legacy-hitl-steps" in sys.argv:
     # Record the HITL steps as versions before checks could park did: a registration without its
     # first check, checks without ``parked`` (see ``helix_dbos.runtime.hitl.await_answers``).
-    from helix_dbos.runtime import hitl, tools
+    from helix_dbos.runtime import hitl, hitl_capability
 
     new_check, new_register = hitl.check_step, hitl.register_step
 
@@ -100,8 +100,8 @@ if "--legacy-hitl-steps" in sys.argv:
         return out
 
     hitl.check_step = legacy_check  # type: ignore[assignment]
-    tools.check_step = legacy_check  # type: ignore[attr-defined]
-    tools.register_step = legacy_register  # type: ignore[attr-defined]
+    hitl_capability.check_step = legacy_check  # type: ignore[assignment]
+    hitl_capability.register_step = legacy_register  # type: ignore[assignment]
 
 if HITL:
     from tests.runtime.crash_agents import hitl_agent

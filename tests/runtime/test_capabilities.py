@@ -1,8 +1,8 @@
 """The capability seam: an agent's own run feature is called at the loop's named points, in order,
 records its I/O as named steps, and changes nothing for agents without one.
 
-The built-in features (skills, budgets, memory, companions, sub-agents, remote sub-agents) are
-capabilities too; their own tests (and the pinned step lists) show they record what they always did.
+The built-in features (skills, budgets, memory, companions, sub-agents, remote sub-agents, human
+in the loop) are capabilities too; their own tests (and the pinned step lists) show they record what they always did.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ class Seen(RunCapability):
 
     def after_model_call(self, run: Any, result: Any) -> None:
         self.log.append(f"after_model_call:{run.step}:{result.type}")
+
+    def register_calls(self, run: Any, batch: Any, *, resuming: bool) -> object | None:
+        self.log.append(f"register_calls:{resuming}")
+        return None  # nothing to wait for: collect_answers is not called
 
     def start_calls(self, run: Any, batch: Any, results: dict[str, Any]) -> object | None:
         self.log.append(f"start_calls:{[c.id for c, _ in batch.regular]}")
@@ -92,6 +96,7 @@ def test_a_capability_is_called_at_every_point_in_order(make_executor) -> None:
         "before_first_model_call",
         "before_model_call:1",
         "after_model_call:1:tool_calls",
+        "register_calls:False",
         "start_calls:['t1']",
         "after_human_calls",
         "between_steps:1",

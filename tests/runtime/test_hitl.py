@@ -286,16 +286,16 @@ def test_a_continuation_recorded_before_checks_could_stand_in_registers(
 ) -> None:
     """The step sequence follows what the first check recorded: without ``replaces_registration``
     (as an older version recorded it) the continuation takes its ``hitl.register`` step."""
-    from helix_dbos.runtime import tools
+    from helix_dbos.runtime import hitl_capability
 
-    current = tools.check_step
+    current = hitl_capability.check_step
 
     def recorded_by_an_older_version(*args: Any, **kwargs: Any) -> Any:
         out = dict(current(*args, **kwargs))
         out.pop("replaces_registration", None)
         return out
 
-    monkeypatch.setattr(tools, "check_step", recorded_by_an_older_version)
+    monkeypatch.setattr(hitl_capability, "check_step", recorded_by_an_older_version)
     _, _, continued = park_then_answer(make_executor, client_agent("older-continuation"), "Riga")
     assert steps_of(continued.workflow_id) == [
         "older-continuation.hitl.check",
