@@ -26,6 +26,7 @@ from helix_dbos import (
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.launch import launch, shutdown
 from helix_dbos.runtime.queues import RateLimit, RunQueue, register_run_queue
+from helix_dbos.runtime.starting import RunStarter
 from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, ToolCallsStepResult
 from tests.pg import create_database, drop_database, unique_name
 
@@ -133,8 +134,8 @@ def test_the_rate_limit_spaces_out_starts(executor: DBOSAgentExecutor) -> None:
 
 
 def test_bad_priorities_and_settings_are_refused() -> None:
-    with pytest.raises(HelixError) as caught:
-        DBOSAgentExecutor.execute(object(), slow, "x", priority=0)  # type: ignore[arg-type]
+    with pytest.raises(HelixError) as caught:  # refused before the starter touches anything of its own
+        RunStarter.execute(object(), slow, "x", priority=0)  # type: ignore[arg-type]
     assert caught.value.code == "validation_error"
     with pytest.raises(ValueError, match="needs a queue"):
         launch("postgresql://nowhere/none", execute=False)
