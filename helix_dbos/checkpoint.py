@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from helix_dbos._clock import now_ms
 from helix_dbos.session import AgentState, AgentStatus
 
 CHECKPOINT_ID_VERSION = 1
@@ -32,10 +33,18 @@ class ParsedCheckpointId(BaseModel):
     random: str
 
 
-def generate_checkpoint_id(session_id: str, step_count: int, *, timestamp_ms: int, random: str | None = None) -> str:
-    """A new checkpoint id. ``timestamp_ms`` is explicit so callers in workflow code stay deterministic."""
+def generate_checkpoint_id(
+    session_id: str, step_count: int, *, timestamp_ms: int | None = None, random: str | None = None
+) -> str:
+    """A new checkpoint id: ``generate_checkpoint_id("session-123", 5)``, as in the seeds.
+
+    ``timestamp_ms`` defaults to the wall clock and ``random`` to six fresh hex digits. Code that
+    must be deterministic on replay (the store's commit, which runs inside a step) passes the time
+    it recorded.
+    """
+    stamp = timestamp_ms if timestamp_ms is not None else now_ms()
     suffix = random if random is not None else secrets.token_hex(3)
-    return f"{CHECKPOINT_ID_PREFIX}-{session_id}-s{step_count}-t{timestamp_ms}-{suffix}"
+    return f"{CHECKPOINT_ID_PREFIX}-{session_id}-s{step_count}-t{stamp}-{suffix}"
 
 
 def parse_checkpoint_id(checkpoint_id: str) -> ParsedCheckpointId | None:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from helix_dbos import AgentInput, SystemMessage, UserInputMessage, UserMessage, define_agent, define_tool
+from helix_dbos._clock import now_ms
 from helix_dbos.checkpoint import generate_checkpoint_id, parse_checkpoint_id
 from helix_dbos.orchestration.message_builder import output_requirement_section
 from helix_dbos.orchestration.state_operations import (
@@ -243,3 +244,13 @@ def test_checkpoint_id_format_round_trips() -> None:
         "random": "a1b2c3",
     }
     assert parse_checkpoint_id("not-a-checkpoint") is None
+
+
+def test_generate_checkpoint_id_accepts_the_seeds_call() -> None:
+    before = now_ms()
+    checkpoint_id = generate_checkpoint_id("session-123", 5)
+    parsed = parse_checkpoint_id(checkpoint_id)
+    assert parsed is not None
+    assert (parsed.session_id, parsed.step_count) == ("session-123", 5)
+    assert before <= parsed.timestamp <= now_ms()
+    assert len(parsed.random) == 6
