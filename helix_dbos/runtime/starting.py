@@ -159,10 +159,35 @@ class RunStarter:
             raise AgentMismatchError(session_id, session.agent_type, config.name)
         verdict = self._reads.can_resume(session_id)
         if not verdict.can_resume:
+            answered = self._run_an_answer_continued(session_id) if message is None else None
+            if answered is not None:
+                return self._handle(answered, config.name, hooks)
             if session.status == "active":
                 raise AgentAlreadyRunningError(session_id, session.status)
             raise AgentNotResumableError(session_id, session.status, verdict.reason)
         return self.start_next_run(session, mode="resume", message=message, hooks=hooks, priority=priority)
+
+    def _run_an_answer_continued(self, session_id: str) -> RunRecord | None:
+        """The session's current run when a tool call's answer continued it, else ``None``.
+
+        The seeds' portable pattern is ``submit_tool_result`` then ``resume(agent, session_id)``, since
+        their submission is a durable write only. Here the submission already continues the run: it
+        wakes a hot run, or starts a parked run's continuation (a ``resume`` run after a ``suspended``
+        one). ``resume`` without new input then stands for that run, running or finished, instead of
+        refusing it as a run in flight or a session that cannot continue.
+        """
+        run = self._store.get_current_run(session_id)
+        if run is None:
+            return None
+        if run.mode == "resume" and run.previous_run_id is not None:
+            previous = self._store.get_run(run.previous_run_id)
+            if previous is not None and previous.status == "suspended":
+                return run
+        answered = ("answered", "applied")
+        calls = self._store.pending.get(session_id)
+        if any(c.run_id == run.run_id and c.status in answered and c.submission is not None for c in calls):
+            return run
+        return None
 
     def retry(
         self,
