@@ -183,14 +183,16 @@ def build_messages_for_llm(
 
     A callable prompt is evaluated against the current custom state on every step, so it can
     reflect what tools changed. ``completion_tool_name`` (``__finish__`` or the first finish_with
-    tool) appends the "Output Requirement" section.
+    tool) appends the "Output Requirement" section. The history is passed on as it is, system
+    messages included (seed 000 only prepends): the prompt is never stored in the transcript, so
+    a system message there is one the caller put in ``AgentInput.messages``.
     """
     prompt = system_prompt(custom_state) if callable(system_prompt) else system_prompt
     sections = [prompt] if prompt else []
     if completion_tool_name:
         sections.append(output_requirement_section(completion_tool_name))
     sections.extend(s for s in extra_system_sections if s)
-    history: list[Message] = [m for m in messages if not isinstance(m, SystemMessage)]
+    history = list(messages)
     if not sections:
         return history
     return [SystemMessage(content="\n\n".join(sections)), *history]

@@ -13,10 +13,12 @@ from pydantic import BaseModel, Field
 from helix_dbos import (
     AgentAlreadyRunningError,
     AgentHooks,
+    AgentInput,
     AssistantMessage,
     HelixError,
     LLMGenerateInput,
     MockLLMAdapter,
+    SystemMessage,
     ToolCallRequest,
     ToolContext,
     ToolResultMessage,
@@ -411,6 +413,18 @@ def test_legacy_dangling_finish_is_healed_on_reopen(make_executor: ExecutorFacto
     sent = model.inputs[0].messages
     assert any(isinstance(m, ToolResultMessage) and m.tool_call_id == "old-f" for m in sent)
     assert find_unpaired_tool_call_ids(handle.get_state().messages) == []
+
+
+def test_a_system_message_in_the_input_history_reaches_the_model(make_executor: ExecutorFactory) -> None:
+    agent = define_agent("sys-history", system_prompt="Be brief.", llm_config="openai/fake")
+    model = MockLLMAdapter([TextStepResult(content="ok", should_stop=True, stop_reason="end_turn")])
+    executor = make_executor(model, [agent])
+    history = [UserMessage(content="hi"), SystemMessage(content="Answer in French.")]
+    handle = executor.execute(agent, AgentInput(message="again", messages=history), session_id="sys-history-1")
+    assert handle.result().status == "completed"
+    sent = model.inputs[0].messages
+    assert sent[0] == SystemMessage(content="Be brief.")
+    assert SystemMessage(content="Answer in French.") in sent[1:]
 
 
 def test_running_session_rejects_a_new_turn_but_dedupes_the_same_request(

@@ -287,6 +287,14 @@ def test_build_messages_for_llm_dynamic_prompt() -> None:
     assert messages[1:] == history
 
 
+def test_build_messages_for_llm_keeps_system_messages_in_the_history() -> None:
+    """The seed only prepends the resolved prompt; a system message the history holds stays where it is."""
+    history = [UserMessage(content="hi"), SystemMessage(content="Answer in French."), UserMessage(content="again")]
+    messages = build_messages_for_llm(history, "Be brief.", None)
+    assert messages == [SystemMessage(content="Be brief."), *history]
+    assert build_messages_for_llm(history, "", None) == history
+
+
 # --- the __finish__ history invariant: legacy heal on reopen ------------------------------------
 
 
