@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.capability import RESERVED_CAPABILITY_NAMES, RunCapability
-from helix_dbos.errors import DefinitionError
+from helix_dbos.errors import DefinitionError, HelixError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.memory.config import MemoryConfig
 from helix_dbos.skills.model import skill_name_problem
@@ -147,14 +147,25 @@ def define_agent(
     skills: SkillsConfig | None = None,
     preload_skills: Sequence[str] = (),
     capabilities: Sequence[RunCapability] = (),
+    workspace: Any = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
     ``budget`` limits what each run (or the session) may spend before a human must approve more.
     ``skills`` is a :class:`~helix_dbos.skills.SkillProvider` or a list of ``define_skill(...)``
-    results (sugar for ``in_code_skill_provider``).
+    results (sugar for ``in_code_skill_provider``). ``workspace`` is accepted only as ``None``:
+    like the seeds' DBOS runtime, helix-dbos has no workspaces and refuses one with a
+    ``framework_not_supported`` :class:`HelixError` rather than run the agent without it.
     """
+    if workspace is not None:
+        raise HelixError(
+            f"agent {name!r}: workspaces are not supported by the DBOS runtime: a workspace is live "
+            "state (files, a sandbox) outside the database, which a workflow recovered in another "
+            "process could not reach; give the agent tools that reach the files instead",
+            code="framework_not_supported",
+            retryable=False,
+        )
     if not isinstance(name, str) or not _AGENT_NAME.fullmatch(name):
         raise DefinitionError(
             f"invalid agent name {name!r}: start with a letter or digit; use letters, digits, '_', '.', '-'"

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
 from helix_dbos.agent import AgentConfig, AgentHooks, define_agent
-from helix_dbos.errors import DefinitionError
+from helix_dbos.errors import DefinitionError, HelixError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.tool import ToolContext, define_tool
 
@@ -389,3 +389,18 @@ def test_every_hook_name_is_accepted() -> None:
     assert set(AgentHooks.model_fields) == set(names)
     hooks = _agent(hooks=dict.fromkeys(names, _noop)).hooks
     assert all(getattr(hooks, n) is _noop for n in names)
+
+
+def test_a_workspace_fails_fast_with_framework_not_supported() -> None:
+    """Seed 001: the DBOS runtime does not support workspaces and fails fast, with a clear error."""
+    with pytest.raises(HelixError) as info:
+        _agent(workspace={"provider": "local", "root": "/tmp/ws"})
+    assert info.value.code == "framework_not_supported"
+    assert info.value.category == "framework"
+    assert not info.value.retryable
+    message = str(info.value)
+    assert "workspace" in message and "DBOS" in message and "'my-agent'" in message
+
+
+def test_workspace_none_means_no_workspace() -> None:
+    assert _agent(workspace=None).name == "my-agent"
