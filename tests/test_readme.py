@@ -1,12 +1,9 @@
-"""The README's promises hold: every Python block runs, and the quickstart demo command works.
-
-Each block runs in a fresh interpreter in an empty directory (the embedded SQLite default), so a
-block cannot lean on another block's state or on this test process's DBOS.
+"""The README's promises hold: the quickstart demo command works, the crash demo recovers, and any
+Python block runs (the examples live in ``docs/``, whose blocks ``tests/test_docs.py`` runs the same way).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
@@ -16,16 +13,13 @@ from pathlib import Path
 
 import pytest
 
-import helix_dbos
-from tests.unit.test_public_api import SUBPACKAGE_NAMES
+from tests.test_docs import PAGES, assert_public_names_only, bash_blocks, run_block
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README, flags=re.S | re.M)
 CRASH_BLOCKS = [b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "kill -9" in b]
-INSPECT_BLOCKS = [
-    b for b in re.findall(r"^```bash\n(.*?)^```", README, flags=re.S | re.M) if "sessions list --json |" in b
-]
+INSPECT_BLOCKS = [b for text in PAGES.values() for b in bash_blocks(text) if "sessions list --json |" in b]
 
 
 def _env() -> dict[str, str]:
@@ -34,43 +28,20 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_readme_has_python_blocks() -> None:
-    assert len(BLOCKS) >= 3
-
-
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_python_block_runs(index: int, tmp_path: Path) -> None:
-    script = tmp_path / f"block_{index}.py"
-    script.write_text(BLOCKS[index])
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, (
-        f"README block {index} failed:\n{BLOCKS[index]}\n--- output ---\n{proc.stdout}{proc.stderr}"
-    )
+    run_block(BLOCKS[index], f"README block {index}", tmp_path)
 
 
 def test_readme_code_uses_only_public_names() -> None:
-    """What the README shows is public API: top-level names, a public subpackage's ``__all__``, or a
-    seeds' helper from its pinned home; never an internal module or a reach through the executor."""
-    imports = re.findall(r"^from (helix_dbos[\w.]*) import \(?([^)]*?)\)?$", "\n".join(BLOCKS), flags=re.M | re.S)
-    assert imports
-    for module, names in imports:
-        for name in (n.strip() for n in names.replace("\n", ",").split(",") if n.strip()):
-            if module == "helix_dbos":
-                assert name in helix_dbos.__all__, name
-            elif module in ("helix_dbos.service", "helix_dbos.testing"):
-                assert name in importlib.import_module(module).__all__, (module, name)
-            else:
-                assert SUBPACKAGE_NAMES.get(name) == module, (module, name)
-    for block in BLOCKS:
-        assert ".store." not in block  # an executor's store is internal; the executor has the public calls
+    if BLOCKS:
+        assert_public_names_only(BLOCKS)
 
 
-def test_readme_lists_exactly_the_top_level_api() -> None:
-    table = README.split("| Area | Top-level names |", 1)[1].split("\n\n", 1)[0]
-    assert set(re.findall(r"`(\w+)`", table)) == set(helix_dbos.__all__)
-    assert f"({len(helix_dbos.__all__)} names" in README
+def test_readme_links_every_docs_page() -> None:
+    for page in PAGES:
+        if page not in ("index.md", "api-top-level.md", "api-subpackages.md"):
+            assert f"](docs/{page})" in README, page
 
 
 def test_quickstart_demo_command_runs(tmp_path: Path) -> None:
@@ -105,7 +76,7 @@ def test_readme_extras_table_matches_pyproject() -> None:
 def test_readme_crash_demo_recovers_the_killed_session(tmp_path: Path) -> None:
     """The kill-and-rerun block right after the quickstart, run as written (``helix-dbos`` = this checkout)."""
     assert len(CRASH_BLOCKS) == 1
-    assert README.index(CRASH_BLOCKS[0]) < README.index("## A first agent")  # right after the quickstart
+    assert README.index(CRASH_BLOCKS[0]) < README.index("## Documentation")  # right after the quickstart
     script = CRASH_BLOCKS[0].replace("helix-dbos ", f"{sys.executable} -m helix_dbos.cli ")
     # The README's fixed ``sleep 4`` aims at the first tool calls on an idle machine; a loaded one can
     # take longer than that to start the demo. Kill at the same point by its own signal instead: the
@@ -121,8 +92,8 @@ def test_readme_crash_demo_recovers_the_killed_session(tmp_path: Path) -> None:
     assert "status: completed" in proc.stdout
 
 
-def test_readme_inspection_block_runs(tmp_path: Path) -> None:
-    """The CLI block that looks at what the demo did (list, show, tail, fork), run as written."""
+def test_docs_inspection_block_runs(tmp_path: Path) -> None:
+    """The CLI block that looks at what the demo did (list, show, tail, fork; docs/cli.md), run as written."""
     assert len(INSPECT_BLOCKS) == 1
     script = "set -e\n" + INSPECT_BLOCKS[0].replace("helix-dbos ", f"{sys.executable} -m helix_dbos.cli ")
     script = script.replace("python -c", f"{sys.executable} -c")

@@ -24,8 +24,9 @@ def test_the_critic_loop_example_runs_offline(tmp_path: Path) -> None:
 
 
 def _readme_companion_block() -> str:
-    """The README's "Persistent companions" block (the one that consults ``greeting-agent-critic``)."""
-    readme = (REPO / "README.md").read_text()
+    """The docs' "Persistent companions" block (docs/sub-agents.md, the one that consults
+    ``greeting-agent-critic``)."""
+    readme = (REPO / "docs" / "sub-agents.md").read_text()
     [block] = [
         b for b in re.findall(r"^```python\n(.*?)^```", readme, flags=re.S | re.M) if "greeting-agent-critic" in b
     ]
