@@ -21,6 +21,7 @@ from dbos import DBOS, SetWorkflowID, WorkflowHandle
 
 from helix_dbos._clock import now_ms
 from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.checkpoint import Checkpoint
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
     AgentMismatchError,
@@ -44,6 +45,7 @@ from helix_dbos.runtime.reads import RunReads
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.session import AgentInput, AgentResult, SendInput
 from helix_dbos.store.base import ForkResult, RunRecord, SessionRecord, StartRun, StartRunResult
+from helix_dbos.stream.chunks import StreamResyncChunk
 from helix_dbos.validation import check_text
 
 __all__ = ["HandleFactory", "RunStarter"]
@@ -220,6 +222,7 @@ class RunStarter:
             reset_state=checkpoint.state.custom_state,
             hooks=hooks,
             priority=priority,
+            rollback=checkpoint,
         )
 
     def fork(
@@ -238,8 +241,13 @@ class RunStarter:
         reset_state: dict[str, Any] | None = None,
         hooks: AgentHooks | None = None,
         priority: int | None = None,
+        rollback: Checkpoint | None = None,
     ) -> AgentExecutionHandle:
-        """Record and start the session's next run in ``mode`` (a resume, a retry, a parked run's continuation)."""
+        """Record and start the session's next run in ``mode`` (a resume, a retry, a parked run's continuation).
+
+        ``rollback``: the checkpoint a retry starts from; the stream is rolled back to it first
+        (:meth:`_roll_back_stream`).
+        """
         agent = self._agent(session.agent_type)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
@@ -259,6 +267,11 @@ class RunStarter:
             self.start_if_orphaned(session.session_id)
             return self._handle(started.run, agent.name, hooks)
         resume_messages = extra if mode == "resume" else []
+        if rollback is not None:
+            if not opened:
+                self._streams.open(session.stream_id, started.run.run_id, agent.name)
+                opened = True
+            self._roll_back_stream(started.run, session.stream_id, agent.name, rollback)
         self._start_workflow(
             agent,
             started.run,
@@ -269,6 +282,44 @@ class RunStarter:
             stream_opened=opened,
         )
         return self._handle(started.run, agent.name, hooks)
+
+    def _roll_back_stream(self, run: RunRecord, stream_id: str, agent_type: str, checkpoint: Checkpoint) -> None:
+        """Remove what the stream holds past ``checkpoint`` and announce it (seed 002 ``stream_resync``).
+
+        Past the checkpoint are the chunks of its run's later steps and everything of the runs after
+        that run. Steps count from 1 in each run, so the cut is the sequence of the first such chunk,
+        not a step: chunks after it go (``StreamTruncatedError`` for readers that had not reached
+        them), then a ``stream_resync`` chunk with ``reason="rollback"`` and that sequence as
+        ``from_sequence`` tells clients to rebuild their view. The retry's own chunks follow it.
+        """
+        runs = {r.run_id: r for r in self._store.list_runs(run.session_id) if r.run_id != run.run_id}
+        source = runs.get(checkpoint.state.run_id or "")
+        cut = run.stream_start_sequence
+        if source is None:
+            cut = min(cut, checkpoint.stream_sequence)
+        else:
+            later = [r.stream_start_sequence for r in runs.values() if r.turn > source.turn]
+            next_start = min(later) if later else None
+            for record in self._streams.stored_records(stream_id, source.stream_start_sequence):
+                chunk = record.chunk
+                past_step = (
+                    chunk.agent_id == source.run_id and chunk.step is not None and chunk.step > checkpoint.step_count
+                )
+                if record.sequence <= run.stream_start_sequence and (
+                    past_step or (next_start is not None and record.sequence > next_start)
+                ):
+                    cut = record.sequence - 1
+                    break
+        resync = StreamResyncChunk(
+            agent_id=run.run_id,
+            agent_type=agent_type,
+            checkpoint_id=checkpoint.id,
+            step_count=checkpoint.step_count,
+            message_count=checkpoint.message_count,
+            from_sequence=cut,
+            reason="rollback",
+        )
+        self._streams.roll_back(stream_id, cut, checkpoint.step_count, resync, dedupe_key=f"rollback:{run.run_id}")
 
     def _first_turn(self, config: AgentConfig, session_id: str, parsed: AgentInput, request_key: str) -> StartRun:
         return starts.first_turn(

@@ -23,7 +23,7 @@ from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.backend import Backend
 from helix_dbos.stream.base import ChunkRecord, ResumableStreamReader, StreamManager, StreamReader
-from helix_dbos.stream.capabilities import HeldWrites, RecordReader, StreamStartInTransaction
+from helix_dbos.stream.capabilities import HeldWrites, RecordReader, RollbackStream, StreamStartInTransaction
 from helix_dbos.stream.chunks import StreamChunk
 
 
@@ -149,6 +149,25 @@ class RunStreams:
             await self.manager.create_writer(stream_id, run_id, agent_type)
 
         background_loop.run(_open())
+
+    def stored_records(self, stream_id: str, after_sequence: int = 0) -> list[ChunkRecord]:
+        """A snapshot of the stored chunks after ``after_sequence`` (waits for writes submitted before)."""
+        return background_loop.run(self.manager.read_records(stream_id, after_sequence))
+
+    def roll_back(self, stream_id: str, sequence: int, step_count: int, resync: StreamChunk, dedupe_key: str) -> None:
+        """Remove every chunk after ``sequence``, then write ``resync`` (once per ``dedupe_key``), and wait.
+
+        The stream must be open (a run's start opened it). A manager without
+        :class:`~helix_dbos.stream.capabilities.RollbackStream` removes nothing; the chunk is still written.
+        """
+        manager = self.manager
+
+        async def _roll_back() -> None:
+            if isinstance(manager, RollbackStream):
+                await manager.cleanup_after_sequence(stream_id, sequence, step_count)
+            await self.write_async(stream_id, resync, dedupe_key)
+
+        background_loop.run(_roll_back())
 
     def latest_sequence(self, stream_id: str) -> int:
         """The stream's latest sequence (0 for a stream that does not exist yet)."""

@@ -27,6 +27,7 @@ __all__ = [
     "HeldWrites",
     "QueueingStream",
     "RecordReader",
+    "RollbackStream",
     "StreamStartInTransaction",
     "TransactionalStream",
 ]
@@ -108,6 +109,25 @@ class ActivatableStream(Protocol):
 
     async def activate(self, stream_id: str) -> None:
         """Create the stream or make it active in the durable store, whatever the cache holds."""
+        ...
+
+
+@runtime_checkable
+class RollbackStream(Protocol):
+    """A manager that removes chunks by sequence: what a retry from a checkpoint needs.
+
+    ``cleanup_to_step`` removes by step, and a run's steps count from 1 in every run of a session, so
+    it cannot say "everything after this checkpoint" once the stream holds several runs. Without
+    this capability a rollback still announces itself (``stream_resync``) but removes nothing.
+    Both managers of this package offer it.
+    """
+
+    async def cleanup_after_sequence(self, stream_id: str, sequence: int, step_count: int) -> None:
+        """Remove every chunk after ``sequence``.
+
+        Attached readers that had not reached a removed chunk raise ``StreamTruncatedError``
+        (``truncated_at_step=step_count``) on their next iteration.
+        """
         ...
 
 

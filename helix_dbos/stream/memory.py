@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -271,14 +272,21 @@ class InMemoryStreamManager:
 
     async def cleanup_to_step(self, stream_id: str, step_count: int) -> None:
         """Remove chunks whose ``step`` is above ``step_count``; chunks without a step stay."""
+        await self._remove(stream_id, step_count, lambda r: r.chunk.step is not None and r.chunk.step > step_count)
+
+    async def cleanup_after_sequence(self, stream_id: str, sequence: int, step_count: int) -> None:
+        """Remove every chunk after ``sequence`` (a rollback to a checkpoint), as ``cleanup_to_step`` does."""
+        await self._remove(stream_id, step_count, lambda r: r.sequence > sequence)
+
+    async def _remove(self, stream_id: str, step_count: int, doomed: Callable[[ChunkRecord], bool]) -> None:
+        """Remove the records ``doomed`` picks; readers that had not reached one raise on their next read."""
         stream = self._streams.get(stream_id)
         if stream is None:
             return
         kept: list[ChunkRecord] = []
         removed: list[ChunkRecord] = []
         for record in stream.records:
-            step = record.chunk.step
-            (removed if step is not None and step > step_count else kept).append(record)
+            (removed if doomed(record) else kept).append(record)
         if not removed:
             return
         stream.records = kept

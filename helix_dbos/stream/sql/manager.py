@@ -371,6 +371,17 @@ class SqlStreamManager:
         if await asyncio.to_thread(self._storage.cleanup, stream_id, step_count):
             self._signals.bump(stream_id, control=True)
 
+    async def cleanup_after_sequence(self, stream_id: str, sequence: int, step_count: int) -> None:
+        """Remove every chunk after ``sequence`` (a rollback to a checkpoint), as ``cleanup_to_step`` does.
+
+        Attached readers that had not reached a removed chunk raise ``StreamTruncatedError``
+        (``truncated_at_step=step_count``) on their next iteration.
+        """
+        self._check_open()
+        await self._flush_stream(stream_id)
+        if await asyncio.to_thread(self._storage.cleanup_after, stream_id, sequence, step_count):
+            self._signals.bump(stream_id, control=True)
+
     async def reset_stream(self, stream_id: str) -> None:
         """Remove every chunk, stop attached readers and make the stream active; sequences go on."""
         self._check_open()

@@ -114,6 +114,10 @@ DELETE_AFTER_STEP: Final = sa.text(
     "DELETE FROM helix_stream_chunks WHERE stream_id = :sid AND step > :step RETURNING sequence"
 )
 
+DELETE_AFTER_SEQUENCE: Final = sa.text(
+    "DELETE FROM helix_stream_chunks WHERE stream_id = :sid AND sequence > :seq RETURNING sequence"
+)
+
 MARK_TRUNCATED: Final = sa.text(
     """
 UPDATE helix_streams SET

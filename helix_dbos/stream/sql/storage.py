@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, TextClause
 
 from helix_dbos.store.dialect import RidingWrite
 from helix_dbos.store.engine import begin_write, now_ms
@@ -175,15 +175,20 @@ class StreamStorage:
     @retrying
     def cleanup(self, stream_id: str, step_count: int) -> bool:
         """Delete chunks of steps after ``step_count`` and record the truncation; ``True`` if any went."""
+        return self._truncate(stream_id, step_count, queries.DELETE_AFTER_STEP, {"step": step_count})
+
+    @retrying
+    def cleanup_after(self, stream_id: str, sequence: int, step_count: int) -> bool:
+        """Delete chunks after ``sequence`` and record the truncation at ``step_count``; ``True`` if any went."""
+        return self._truncate(stream_id, step_count, queries.DELETE_AFTER_SEQUENCE, {"seq": sequence})
+
+    def _truncate(self, stream_id: str, step_count: int, delete: TextClause, params: dict[str, int]) -> bool:
         now = now_ms()
         with begin_write(self._engine) as conn:
             # Lock the row first, as writers do: the same lock order everywhere.
             if conn.execute(queries.LOCK_STREAM, {"sid": stream_id, "now": now}).first() is None:
                 return False
-            removed = [
-                int(s)
-                for s in conn.execute(queries.DELETE_AFTER_STEP, {"sid": stream_id, "step": step_count}).scalars()
-            ]
+            removed = [int(s) for s in conn.execute(delete, {"sid": stream_id, **params}).scalars()]
             if not removed:
                 return False
             conn.execute(
