@@ -23,7 +23,14 @@ The public API is tiered, as httpx's is:
   seeds' ``Logger`` (``helix_dbos.logger``). A second pinned list (``SUBPACKAGE_NAMES`` in the same
   test) keeps them where a seed reader expects them.
 * Everything else is internal, even where its module is importable.
+
+Logging is silent unless the application configures it, as the seeds' default ``noopLogger`` is:
+the ``helix_dbos`` logger has a ``NullHandler``, so Python's last-resort handler never prints our
+warnings to stderr. Configure ``logging`` (or call
+``helix_dbos.observability.configure_logging``) to see them; the command line does.
 """
+
+import logging
 
 from helix_dbos._version import __version__
 from helix_dbos.agent import AgentConfig, AgentHooks, PersistentAgentConfig, define_agent
@@ -180,3 +187,5 @@ __all__ = [
     "shutdown",
     "upgrade",
 ]
+
+logging.getLogger("helix_dbos").addHandler(logging.NullHandler())

@@ -30,7 +30,15 @@ _COMMAND_MODULES = (demo_run, workers, serve, sessions, tail, fork, db)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    The package logs nowhere by default (a ``NullHandler``); a command line is an application, so
+    every command shows helix-dbos's warnings on stderr. ``serve`` and ``worker`` then replace this
+    with their configured level and format.
+    """
+    from helix_dbos.observability.log_setup import configure_logging
+
+    configure_logging("WARNING")
     app()
 
 

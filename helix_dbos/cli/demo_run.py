@@ -76,7 +76,7 @@ def demo(
     check_agent_models([agent])  # before anything is written: a bad model is one line, not a failed session
     router = ModelRouter({DEMO_MODEL: DemoModel(step_delay)}, LiteLLMAdapter())
     # A model call that fails is shown in the run's stream and result; its log line would be a third copy.
-    logging.getLogger("helix_dbos.llm").addHandler(logging.NullHandler())
+    logging.getLogger("helix_dbos.llm").setLevel(logging.CRITICAL)
     console.print(
         f"[bold]helix-dbos demo[/bold]  model=[cyan]{agent.llm_config.model}[/cyan]  "
         f"database=[cyan]{shown_url(url)}[/cyan]",

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import helix_dbos
 from helix_dbos.logger import StdLogger, console_logger, noop_logger, std_logger
 from helix_dbos.orchestration.step_processor import coerce_tool_call_arguments
 
@@ -56,3 +60,53 @@ def test_the_executor_defaults_to_the_stdlib_adapter(tmp_path: Path, caplog: pyt
         assert [(r.name, r.getMessage()) for r in caplog.records] == [("helix_dbos.runtime", "x")]
     finally:
         executor.close()
+
+
+_FAILING_SKILLS = """
+import asyncio
+from helix_dbos.orchestration.step_processor import coerce_tool_call_arguments
+from helix_dbos.skills.catalog import resolve_skills_catalog
+
+class Broken:
+    async def list_skills(self):
+        raise RuntimeError("skills store is down")
+
+assert asyncio.run(resolve_skills_catalog(Broken())) == ""
+assert coerce_tool_call_arguments("[1, 2]") == {}
+print("done")
+"""
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter importing this checkout's helix_dbos."""
+    env = {**os.environ, "PYTHONPATH": str(Path(helix_dbos.__file__).parents[1])}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, check=False, env=env)
+
+
+def test_a_script_that_configures_no_logging_sees_nothing_on_stderr(tmp_path: Path) -> None:
+    """The seeds' default logger is silent; in Python that is a NullHandler on the package logger."""
+    script = tmp_path / "script.py"
+    script.write_text(_FAILING_SKILLS)
+    done = _run(str(script))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"
+    assert done.stderr == ""
+
+
+def test_the_command_line_still_shows_warnings(tmp_path: Path) -> None:
+    """The command line is an application: it configures logging, so a command's warnings reach stderr."""
+    script = tmp_path / "cli.py"
+    script.write_text(
+        "import sys\n"
+        "import helix_dbos.cli as cli\n"
+        "def app():\n"
+        "    exec(open(sys.argv[1]).read(), {})\n"
+        "cli.app = app\n"
+        "cli.main()\n"
+    )
+    (tmp_path / "failing.py").write_text(_FAILING_SKILLS)
+    done = _run(str(script), str(tmp_path / "failing.py"))
+    assert done.returncode == 0, done.stderr
+    assert "skill provider failed to list skills" in done.stderr
+    assert "skills store is down" in done.stderr
+    assert "non-object tool-call input coerced" in done.stderr
