@@ -47,6 +47,10 @@ class AgentStatusValues:
     WAITING_TOOL = "waiting_tool"
     INTERRUPTED = "interrupted"
     SUSPENDED_CLIENT_TOOL = "suspended_client_tool"
+    SUSPENDED_AWAITING_CHILDREN = "suspended_awaiting_children"
+    """In the seeds' vocabulary; helix-dbos does not produce it yet (see :data:`RunOutcome`)."""
+    SUSPENDED_STEP_PARTIAL = "suspended_step_partial"
+    """In the seeds' vocabulary; helix-dbos does not produce it yet (see :data:`RunOutcome`)."""
 
 
 class SubSessionStatusValues:
@@ -262,7 +266,10 @@ class SuspendedClientToolOutcome(_OutcomeBase):
 
 
 class SuspendedChildWait(_Data):
-    """A parent durably blocked on a sub-agent child (seed 002 ``SuspendedChildWait``), by tool-call id."""
+    """A parent durably blocked on a sub-agent child (seed 002 ``SuspendedChildWait``), by tool-call id.
+
+    Kept for parity: nothing fills it yet (see :data:`RunOutcome`).
+    """
 
     child_session_id: str
     parent_tool_call_id: str
@@ -270,32 +277,39 @@ class SuspendedChildWait(_Data):
 
 
 class SuspendedAwaitingChildrenOutcome(_OutcomeBase):
-    """The seeds' ``suspended_awaiting_children``: never produced on DBOS (see ``RunOutcome``)."""
+    """The seeds' ``suspended_awaiting_children``: in the union, not produced yet (see ``RunOutcome``)."""
 
     kind: Literal["suspended_awaiting_children"] = "suspended_awaiting_children"
     suspended_awaiting_children: dict[str, SuspendedChildWait]
 
 
 class SuspendedStepPartialOutcome(_OutcomeBase):
-    """The seeds' ``suspended_step_partial``: never produced on DBOS (see ``RunOutcome``)."""
+    """The seeds' ``suspended_step_partial``: in the union, not produced yet (see ``RunOutcome``)."""
 
     kind: Literal["suspended_step_partial"] = "suspended_step_partial"
     suspended_step_id: str
 
 
 RunOutcome = Annotated[
-    CompletedOutcome | FailedOutcome | InterruptedOutcome | AbortedOutcome | SuspendedClientToolOutcome,
+    CompletedOutcome
+    | FailedOutcome
+    | InterruptedOutcome
+    | AbortedOutcome
+    | SuspendedClientToolOutcome
+    | SuspendedAwaitingChildrenOutcome
+    | SuspendedStepPartialOutcome,
     Field(discriminator="kind"),
 ]
-"""How a run ended (seed 002 ``RunOutcome``), discriminated by ``kind``.
+"""How a run ended (seed 002 ``RunOutcome``): the seeds' seven kinds, discriminated by ``kind``.
 
-Two of the seeds' variants cannot occur on DBOS, so the union leaves them out (their types exist for
-code written against the seeds): ``suspended_awaiting_children`` is the stateless runtimes' exit while
-a sub-agent runs, but here a child is a DBOS child workflow that the parent's workflow waits on
-durably (a crash recovers both), so the parent never exits to wait; ``suspended_step_partial`` is
-their exit in the middle of a tool batch, but here each tool call is its own recorded DBOS step, so
-a batch interrupted by a crash resumes at the first unrecorded call, and a batch waiting on clients
-parks as ``suspended_client_tool`` with the finished calls' results already recorded.
+All seven are in the union, so an exhaustive ``match`` written from the seeds type-checks and
+validates, but helix-dbos does not produce the last two yet. ``suspended_awaiting_children`` is the
+stateless runtimes' exit while a sub-agent runs; here a child is a DBOS child workflow that the
+parent's workflow waits on durably (a crash recovers both), so the parent holds its workflow rather
+than suspending. ``suspended_step_partial`` is their exit in the middle of a tool batch; here each
+tool call is its own recorded DBOS step, so a batch interrupted by a crash resumes at the first
+unrecorded call, and a batch waiting on clients parks as ``suspended_client_tool`` with the finished
+calls' results already recorded.
 """
 
 
@@ -309,11 +323,20 @@ class StopStepOutcome(_Data):
     """One loop iteration ended the run, with the ``RunOutcome`` kind it ends with."""
 
     kind: Literal["stop"] = "stop"
-    reason: Literal["completed", "failed", "interrupted", "aborted", "suspended_client_tool"]
+    reason: Literal[
+        "completed",
+        "failed",
+        "interrupted",
+        "aborted",
+        "suspended_client_tool",
+        "suspended_awaiting_children",
+        "suspended_step_partial",
+    ]
 
 
 StepOutcome = Annotated[ContinueStepOutcome | StopStepOutcome, Field(discriminator="kind")]
-"""Per-iteration result (seed 002 ``StepOutcome``): the DBOS loop decides it from recorded step outputs."""
+"""Per-iteration result (seed 002 ``StepOutcome``). Kept for parity: the DBOS loop neither produces nor
+consumes it (it decides from recorded step outputs)."""
 
 
 def get_sub_session_refs_by_type(refs: list[SubSessionRef], agent_type: str) -> list[SubSessionRef]:

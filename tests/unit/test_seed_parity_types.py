@@ -13,6 +13,9 @@ from helix_dbos.attachments import AttachmentAdapter, FileDataAttachment, ImageU
 from helix_dbos.errors import HelixError, HelixErrorOptions
 from helix_dbos.llm.stop_reason import map_vercel_finish_reason
 from helix_dbos.session import (
+    AgentState,
+    AgentStatus,
+    AgentStatusValues,
     ContinueStepOutcome,
     StepOutcome,
     StopStepOutcome,
@@ -71,11 +74,43 @@ def test_step_outcome_and_the_suspension_types() -> None:
     assert adapter.validate_python({"kind": "stop", "reason": "completed"}) == StopStepOutcome(reason="completed")
     wait = SuspendedChildWait(child_session_id="c", parent_tool_call_id="t", spawned_at=1)
     assert wait.model_dump() == {"child_session_id": "c", "parent_tool_call_id": "t", "spawned_at": 1}
-    # The two variants that cannot occur on DBOS are typed, and deliberately not in RunOutcome.
+    reason = {"kind": "stop", "reason": "suspended_step_partial"}
+    assert adapter.validate_python(reason) == StopStepOutcome(reason="suspended_step_partial")
+
+
+def test_run_outcome_has_the_seeds_seven_kinds() -> None:
+    """An exhaustive ``match`` written from seed 002 has no dead arm (two kinds are not produced yet)."""
     members = typing.get_args(typing.get_args(RunOutcome)[0])
-    assert SuspendedAwaitingChildrenOutcome not in members and SuspendedStepPartialOutcome not in members
+    assert SuspendedAwaitingChildrenOutcome in members and SuspendedStepPartialOutcome in members
     kinds = {m.model_fields["kind"].default for m in members}
-    assert kinds == {"completed", "failed", "interrupted", "aborted", "suspended_client_tool"}
+    assert kinds == {
+        "completed",
+        "failed",
+        "interrupted",
+        "aborted",
+        "suspended_client_tool",
+        "suspended_awaiting_children",
+        "suspended_step_partial",
+    }
+    assert kinds <= set(typing.get_args(AgentStatus)) | {"aborted"}
+    constants = {v for k, v in vars(AgentStatusValues).items() if k.isupper()}
+    assert {"suspended_awaiting_children", "suspended_step_partial"} <= constants
+    state = AgentState(session_id="s", run_id="r", agent_type="a", stream_id="s")
+    adapter: TypeAdapter[RunOutcome] = TypeAdapter(RunOutcome)
+    waiting = adapter.validate_python(
+        {
+            "kind": "suspended_awaiting_children",
+            "final_state": state.model_dump(),
+            "suspended_awaiting_children": {
+                "t1": {"child_session_id": "c", "parent_tool_call_id": "t1", "spawned_at": 1}
+            },
+        }
+    )
+    assert isinstance(waiting, SuspendedAwaitingChildrenOutcome)
+    partial = adapter.validate_python(
+        {"kind": "suspended_step_partial", "final_state": state.model_dump(), "suspended_step_id": "step-3"}
+    )
+    assert isinstance(partial, SuspendedStepPartialOutcome) and partial.suspended_step_id == "step-3"
 
 
 def test_tool_context_has_the_fields_the_seeds_list() -> None:
