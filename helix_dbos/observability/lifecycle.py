@@ -13,6 +13,7 @@ structured handler gets them as fields. Events:
 ``run_recovered``   a run left in flight by a dead process is executing again, here (``executor_id``)
 ``runs_requeued``   a worker re-enqueued a dead worker's runs (takeover, ``helix-dbos recover``)
 ``run_completed``   the run ended; ``run_failed`` and ``run_interrupted`` likewise
+``client_tool.*``   a pending client or approval call: see :mod:`helix_dbos.runtime.client_tool_log`
 ==================  ===============================================================================
 
 They are emitted from inside DBOS steps where they can be (a recorded step does not run again on
@@ -41,7 +42,8 @@ def log_event(event: str, session_id: str | None, run_id: str | None, level: int
     shown = {k: v for k, v in fields.items() if v is not None and v != [] and v != ""}
     words = " ".join(f"{k}={_short(v)}" for k, v in shown.items())
     ids = f"session={session_id} run={run_id}" if session_id is not None else ""
-    message = f"{event.replace('_', ' ')}: " + " ".join(part for part in (ids, words) if part)
+    title = event if "." in event else event.replace("_", " ")  # dotted names (client_tool.*) stay as they are
+    message = f"{title}: " + " ".join(part for part in (ids, words) if part)
     logger.log(level, message, extra={"event": event, "session_id": session_id, "run_id": run_id, **shown})
 
 

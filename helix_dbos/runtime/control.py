@@ -9,22 +9,24 @@ workflow here: a parked run's continuation is started through the start protocol
 from __future__ import annotations
 
 import contextlib
-import functools
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
 from helix_dbos._clock import now_ms
-from helix_dbos.errors import AgentNotResumableError, WakeUpRefusedError
+from helix_dbos.errors import AgentNotResumableError, HelixError, WakeUpRefusedError
+from helix_dbos.observability import lifecycle
 from helix_dbos.runtime import children
 from helix_dbos.runtime.backend import Backend
+from helix_dbos.runtime.client_tool_log import log_call_event
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import check_submission_fits, parse_submission, wake_run
 from helix_dbos.runtime.reads import RunReads
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.wake import TransactionalWaker
-from helix_dbos.session import SubmitToolResult
+from helix_dbos.session import ApprovalResponse, SubmitToolResult
 from helix_dbos.store.base import PendingToolCall, SubmitOutcome
 from helix_dbos.validation import check_text
 
@@ -74,9 +76,45 @@ class RunController:
     ) -> AgentExecutionHandle | None:
         """Record an answer exactly once, then wake the hot run or continue the parked one."""
         check_text(session_id=session_id, submission=submission)
-        parsed = parse_submission(submission)
-        fits = functools.partial(check_submission_fits, parsed)
-        outcome, woken = self._record_answer(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
+        try:
+            parsed = parse_submission(submission)
+        except HelixError as exc:
+            call_id = submission.get("tool_call_id") if isinstance(submission, dict) else None
+            lifecycle.log_event(
+                "client_tool.validation_failed",
+                session_id,
+                None,
+                logging.WARNING,
+                tool_call_id=call_id if isinstance(call_id, str) else None,
+                code=exc.code,
+                error=str(exc),
+            )
+            raise
+        misfit: list[tuple[PendingToolCall, HelixError]] = []
+
+        def fits(row: PendingToolCall) -> None:
+            try:
+                check_submission_fits(parsed, row)
+            except HelixError as exc:
+                misfit[:] = [(row, exc)]
+                raise
+
+        try:
+            outcome, woken = self._record_answer(session_id, parsed.tool_call_id, parsed.model_dump(mode="json"), fits)
+        except HelixError as exc:
+            if misfit and misfit[0][1] is exc:  # logged once the refusal is final, not per attempt
+                row = misfit[0][0]
+                log_call_event("validation_failed", row, logging.WARNING, code=exc.code, error=str(exc))
+            raise
+        call = outcome.call
+        log_call_event(
+            "submitted",
+            call,
+            kind=parsed.kind,
+            delivery=outcome.delivery,
+            wait_ms=None if call.answered_at is None else max(0, call.answered_at - call.created_at),
+            approved=parsed.approved if isinstance(parsed, ApprovalResponse) else None,
+        )
         if outcome.delivery == "hot":
             if not woken:
                 wake_run(outcome.call.workflow_id, parsed.tool_call_id, self._logger, outcome.call)
@@ -150,7 +188,9 @@ class RunController:
             abort_reason=reason,
             now_ms=now_ms(),
         )
-        self._store.pending.cancel_open(session_id)
+        cancelled = self._store.pending.cancel_open(session_id)
+        for call in self._store.pending.get(session_id, cancelled) if cancelled else []:
+            log_call_event("aborted", call, reason=reason)
         self._trip_tool_signals(session_id, error)
         wake_run(run.workflow_id, "abort", self._logger)
         with contextlib.suppress(Exception):

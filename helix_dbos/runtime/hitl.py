@@ -43,6 +43,7 @@ same registration, so a message that arrives late, twice, or never cannot change
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any, Literal
 
 from dbos import DBOS
@@ -54,6 +55,7 @@ from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.tool_batch import HitlRequest
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.client_tool_log import log_call_event, timeout_ms_of
 from helix_dbos.runtime.hitl_wake import HITL_TOPIC, pending_row, wake_message, wake_run
 from helix_dbos.runtime.hooks import RunPayload, fire
 from helix_dbos.runtime.run_request import RunIdentity
@@ -142,6 +144,8 @@ def register_step(
     ]
     rt.store.pending.register(rows, fresh=announce)
     if announce:
+        for row in rows:
+            log_call_event("suspended", row, kind=row.kind, agent_type=who.agent.name, timeout_ms=timeout_ms_of(row))
         fire(
             hooks,
             "on_agent_suspended",
@@ -209,7 +213,10 @@ def _check(who: RunIdentity, call_ids: list[str], now: int, hot_deadline_ms: int
     rows, session = pending.get_with_session(who.session_id, call_ids)
     due = [r.tool_call_id for r in rows if r.status == "pending" and r.deadline_ms is not None and r.deadline_ms <= now]
     if due:
-        pending.expire(who.session_id, due, now)
+        expired = set(pending.expire(who.session_id, due, now))
+        for row in rows:
+            if row.tool_call_id in expired:
+                log_call_event("timeout", row, logging.WARNING, timeout_ms=timeout_ms_of(row))
         rows, session = pending.get_with_session(who.session_id, call_ids)
     aborted = bool(session and (session.aborted or session.status == "failed"))
     interrupted = bool(session and session.interrupt_requested)

@@ -11,6 +11,7 @@ compare-and-sets, and DBOS's re-enqueue of a dead executor's workflows is idempo
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 
@@ -19,6 +20,7 @@ from dbos import DBOS
 from helix_dbos._clock import now_ms
 from helix_dbos.errors import ExecutorIdInUseError
 from helix_dbos.logger import Logger
+from helix_dbos.runtime.client_tool_log import log_call_event, timeout_ms_of
 from helix_dbos.runtime.identity import claim_executor_id
 from helix_dbos.runtime.recovery import requeue_pending_runs
 from helix_dbos.store.base import SessionStore
@@ -96,6 +98,8 @@ def expire_parked_calls(
     now = now_ms()
     for call in store.pending.expired_parked(now):
         expired = store.pending.expire(call.session_id, [call.tool_call_id], now)
+        if expired:
+            log_call_event("timeout", call, logging.WARNING, timeout_ms=timeout_ms_of(call))
         if expired and not store.pending.open_calls(call.session_id):
             run_id = continue_parked(call.session_id)
             if run_id is not None:

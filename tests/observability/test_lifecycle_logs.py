@@ -31,6 +31,11 @@ def events(caplog: pytest.LogCaptureFixture, session_id: str) -> list[logging.Lo
     return [r for r in caplog.records if r.name == LOGGER_NAME and getattr(r, "session_id", None) == session_id]
 
 
+def run_events(caplog: pytest.LogCaptureFixture, session_id: str) -> list[logging.LogRecord]:
+    """The run's own events, without the ``client_tool.*`` ones of its calls (their own tests)."""
+    return [r for r in events(caplog, session_id) if not r.event.startswith("client_tool.")]  # type: ignore[attr-defined]
+
+
 def names(records: list[logging.LogRecord]) -> list[tuple[str, Any]]:
     return [(r.event, getattr(r, "step", None)) for r in records]  # type: ignore[attr-defined]
 
@@ -88,7 +93,7 @@ def test_suspension_and_both_kinds_of_resume_are_logged(
         handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "Lyon"}
     )
     assert continued is not None and continued.result().status == "completed"
-    found = events(lifecycle, handle.session_id)
+    found = run_events(lifecycle, handle.session_id)
     assert names(found) == [
         ("run_started", None),
         ("step_committed", 1),
@@ -113,7 +118,7 @@ def test_a_hot_wait_answered_in_time_logs_a_resume_of_the_same_run(
     time.sleep(0.1)
     hot.submit_tool_result(handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c2", "result": "Nice"})
     assert handle.result().status == "completed"
-    found = events(lifecycle, handle.session_id)
+    found = run_events(lifecycle, handle.session_id)
     assert [e for e, _ in names(found)] == [
         "run_started",
         "run_resumed",
