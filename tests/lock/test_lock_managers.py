@@ -114,13 +114,15 @@ def test_a_lock_expires_by_ttl_and_the_old_holder_is_fenced(managers, request) -
 def test_extend_keeps_the_lock_past_its_ttl(managers, request) -> None:  # type: ignore[no-untyped-def]
     a, b = managers
     res = _resource(request)
-    lock = a.acquire(res, AcquireOptions(ttl_ms=300)).lock
+    # TTLs of seconds, not of a few hundred ms: a loaded machine (3 test workers and PostgreSQL
+    # on 2 cores) took longer than a 300 ms TTL between the acquire and the extend.
+    lock = a.acquire(res, AcquireOptions(ttl_ms=1_500)).lock
     assert lock is not None
-    time.sleep(0.15)
-    extended = a.extend(lock, 1_000)
+    time.sleep(0.3)
+    extended = a.extend(lock, 4_000)
     assert extended is not None and extended.expires_at > lock.expires_at
     assert extended.fencing_token == lock.fencing_token
-    time.sleep(0.25)  # past the first TTL
+    time.sleep(max(0.0, (lock.expires_at - time.time() * 1000) / 1000) + 0.2)  # past the first TTL
     assert not b.acquire(res, AcquireOptions(ttl_ms=1_000)).acquired
 
 
