@@ -131,3 +131,16 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "api-top-level" / "index.html").exists()
+    # The docstrings' reST roles render as code (docs_hooks/rst_roles.py), never as raw role text.
+    for page in ("api-top-level", "api-subpackages"):
+        html = (tmp_path / "site" / page / "index.html").read_text()
+        assert ":class:" not in html, page
+        assert not re.search(r":(?:func|meth|data|mod|attr|exc):<code>", html), page
+
+
+def test_rst_roles_render_as_code() -> None:
+    spec = importlib.util.spec_from_file_location("rst_roles", REPO / "docs_hooks" / "rst_roles.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    html = "<p>Raise :class:<code>~helix_dbos.errors.HelixError</code> from :meth:<code>to_dict</code>.</p>"
+    assert hook.strip_roles(html) == "<p>Raise <code>HelixError</code> from <code>to_dict</code>.</p>"
