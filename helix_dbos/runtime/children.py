@@ -198,6 +198,7 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
         parent_stream_id=parent.stream_id,
         root_session_id=root,
         mode=child.mode,
+        executor_hooks=rt.executor_hooks,
     )
     return {
         "session_id": session.session_id,

@@ -238,6 +238,7 @@ def _open_run(
         parent_stream_id=who.stream_id,
         root_session_id=who.root_session_id or who.session_id,
         mode="persistent",
+        executor_hooks=rt.executor_hooks,
     ).model_copy(update={"resume_messages": resume_messages})
     return {
         **base,

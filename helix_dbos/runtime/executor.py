@@ -87,12 +87,18 @@ class DBOSAgentExecutor:
         hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS,
         queue: RunQueue | None = None,
         wake_in_submission: bool = False,
+        hooks: AgentHooks | dict[str, Any] | None = None,
     ) -> None:
         """Build the runtime over ``store`` and install it as this process's.
 
         ``wake_in_submission``: send a hot run's wake-up inside the submission's own transaction
         (:mod:`helix_dbos.runtime.wake`), for a PostgreSQL store in DBOS's system database;
         :func:`helix_dbos.launch` turns it on when it puts them there.
+
+        ``hooks``: executor-wide hooks (the seeds' constructor hooks), an :class:`AgentHooks` or a
+        dict of its fields. They fire first (executor, then the agent's, then per-call hooks) for
+        every run this process runs, in the same steps as the others. They are process-local: a run
+        recovered or continued in another process fires that process's executor hooks.
         """
         manager = stream_manager or InMemoryStreamManager()
         backend = Backend.resolve(manager, store)
@@ -117,6 +123,7 @@ class DBOSAgentExecutor:
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
             run_workflow=agent_run_workflow,
             capabilities=builtin_capabilities(),
+            executor_hooks=AgentHooks.model_validate(hooks) if isinstance(hooks, dict) else hooks,
         )
         handle = functools.partial(AgentExecutionHandle, self)
         self.client = AgentClient(self._services, backend, handle, self._continue_parked, queue=queue, waker=waker)

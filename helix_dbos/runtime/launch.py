@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig
 from sqlalchemy.pool import NullPool
 
-from helix_dbos.agent import AgentConfig
+from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger
 from helix_dbos.observability.otlp import configure_otlp
@@ -241,6 +241,7 @@ def launch(
     queue: RunQueue | None = None,
     execute: bool = True,
     executor_id_base: str = DEFAULT_EXECUTOR_ID,
+    hooks: AgentHooks | dict[str, Any] | None = None,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
 
@@ -259,6 +260,8 @@ def launch(
     With a ``queue`` (:class:`~helix_dbos.runtime.queues.RunQueue`), runs are enqueued on it rather
     than started here, and this process also runs queued runs unless ``execute=False`` (an API-only
     process: it listens to no queue). ``execute=False`` needs a queue, or runs would never start.
+    ``hooks`` are the executor-wide hooks (:class:`DBOSAgentExecutor`), fired first on every run
+    this process runs.
 
     The executor id is claimed before DBOS launches (:mod:`helix_dbos.runtime.identity`): ``executor_id``
     (or ``dbos_overrides["executor_id"]``, or the settings' ``executor_id``) is taken, or
@@ -305,6 +308,7 @@ def launch(
         hot_window_seconds=settings.hot_window_seconds,
         queue=queue,
         wake_in_submission=_store_is_dbos_database(url, config),
+        hooks=hooks,
     )
     _launch_dbos(config, policy, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
     if queue is not None:

@@ -49,6 +49,9 @@ class RuntimeServices:
     recovered or continued in another process has only its agent's hooks. Bounded, oldest first
     out, because a long-lived server starts runs whose hooks nobody needs again."""
     max_call_hooks: int = 4096
+    executor_hooks: AgentHooks | None = None
+    """The executor-wide hooks (``DBOSAgentExecutor(hooks=...)``): fired first, before the agent's,
+    for every run this process runs, including runs it recovers for another process."""
     abort_signals: ToolAbortSignals | None = None
     """The abort signals of the tools running in this process (built over ``store`` by default)."""
     capabilities: tuple[RunCapability, ...] = ()
@@ -81,9 +84,9 @@ class RuntimeServices:
             return self.call_hooks.get(workflow_id)
 
     def hooks_for(self, workflow_id: str, agent_hooks: AgentHooks) -> list[AgentHooks]:
-        """Agent hooks first, then the per-call hooks of this workflow (if this process has them)."""
+        """Executor hooks, agent hooks, then this workflow's per-call hooks (if this process has them)."""
         per_call = self.call_hooks_of(workflow_id)
-        return [agent_hooks] if per_call is None else [agent_hooks, per_call]
+        return [h for h in (self.executor_hooks, agent_hooks, per_call) if h is not None]
 
 
 _lock = threading.Lock()

@@ -393,7 +393,9 @@ class RunStarter:
         priority: int | None = None,
         stream_opened: bool = False,
     ) -> None:
-        request = starts.run_request(agent, run, session, hooks, resume_messages)
+        request = starts.run_request(
+            agent, run, session, hooks, resume_messages, executor_hooks=self._services.executor_hooks
+        )
         if hooks is not None:
             self._services.remember_call_hooks(run.workflow_id, hooks)
         if not stream_opened:  # opened by the start's own transaction (see _record_start)

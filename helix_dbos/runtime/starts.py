@@ -158,6 +158,8 @@ def run_request(
     session: SessionRecord,
     hooks: AgentHooks | None,
     resume_messages: list[Message] | None = None,
+    *,
+    executor_hooks: AgentHooks | None = None,
 ) -> RunRequest:
     """The workflow input of a started run (ids, and the session as the start left it)."""
     return RunRequest(
@@ -174,7 +176,7 @@ def run_request(
         fingerprint=run.agent_fingerprint,
         resume_messages=resume_messages or [],
         stream_start_sequence=run.stream_start_sequence,
-        hook_names=defined_hooks([agent.hooks] if hooks is None else [agent.hooks, hooks]),
+        hook_names=defined_hooks([h for h in (executor_hooks, agent.hooks, hooks) if h is not None]),
         budget=agent.budget,
     )
 
@@ -188,9 +190,10 @@ def child_run_request(
     parent_stream_id: str,
     root_session_id: str,
     mode: Literal["ephemeral", "persistent"],
+    executor_hooks: AgentHooks | None = None,
 ) -> RunRequest:
     """The workflow input of a child run: a run's input plus where it mirrors its chunks."""
-    return run_request(agent, run, session, None).model_copy(
+    return run_request(agent, run, session, None, executor_hooks=executor_hooks).model_copy(
         update={
             "parent_session_id": parent_session_id,
             "parent_stream_id": parent_stream_id,

@@ -209,3 +209,31 @@ def test_hooks_do_not_fire_again_when_a_run_is_replayed_without_its_per_call_hoo
     # The per-call hooks fired before the cancellation and never again.
     assert rec.counts["call.on_agent_start"] == 1 and rec.counts["call.before_llm_call"] == 2
     assert rec.counts["call.after_tool"] == 1 and rec.counts["call.on_agent_complete"] == 0
+
+
+def test_executor_wide_hooks_fire_first_on_every_run_and_join_the_hook_plan(make_executor: ExecutorFactory) -> None:
+    """Seed order executor -> agent -> per-call; the executor's hooks decide hook steps like the others."""
+    rec = Recorder()
+    agent = define_agent(
+        "hook-executor", system_prompt="x", llm_config="openai/fake", hooks=rec.hooks("agent", ("on_agent_start",))
+    )
+    executor = make_executor(
+        MockLLMAdapter([said("one"), said("two")]),
+        [agent],
+        hooks={
+            "on_agent_start": rec.hooks("executor", ("on_agent_start",)).on_agent_start,
+            "on_message": rec.hooks("executor", ("on_message",)).on_message,
+        },
+    )
+    first = executor.execute(agent, "go", hooks=rec.hooks("call", ("on_agent_start",)))
+    assert first.result().status == "completed"
+    assert [(label, name) for label, name, _ in rec.events if name == "on_agent_start"] == [
+        ("executor", "on_agent_start"),
+        ("agent", "on_agent_start"),
+        ("call", "on_agent_start"),
+    ]
+    # on_message is defined only by the executor's hooks: it is in the run's plan, so it fired.
+    assert ("on_message", first.run_id) in rec.fired("executor")
+    second = executor.retry(first.session_id)
+    assert second.result().status == "completed"
+    assert ("on_agent_start", second.run_id) in rec.fired("executor")
