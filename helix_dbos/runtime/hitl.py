@@ -245,12 +245,16 @@ def park_step(who: RunIdentity, call_ids: list[str]) -> ParkStepOutput:
 def resumed_step(who: RunIdentity, hooks: list[AgentHooks], previous_run_id: str | None) -> ResumedStepOutput:
     """Fire ``on_agent_resumed`` once the answers are in (``previous_run_id`` is the suspended run)."""
     rt = services.current()
-    fire(
-        hooks,
-        "on_agent_resumed",
-        RunPayload(who.session_id, who.run_id, who.agent.name, "running", previous_run_id=previous_run_id),
-        rt.logger,
+    latest = rt.store.get_latest_checkpoint(who.session_id)
+    payload = RunPayload(
+        who.session_id,
+        who.run_id,
+        who.agent.name,
+        "running",
+        previous_run_id=previous_run_id,
+        resumed_from_checkpoint_id=None if latest is None else latest.id,
     )
+    fire(hooks, "on_agent_resumed", payload, rt.logger)
     return {}
 
 

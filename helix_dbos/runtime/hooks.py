@@ -113,6 +113,8 @@ class RunPayload:
     output: Any = None
     error: str | None = None
     previous_run_id: str | None = None
+    resumed_from_checkpoint_id: str | None = None
+    """``on_agent_resumed``: the session's checkpoint the run continues from (``None``: none yet)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

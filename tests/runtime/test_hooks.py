@@ -237,3 +237,26 @@ def test_executor_wide_hooks_fire_first_on_every_run_and_join_the_hook_plan(make
     second = executor.retry(first.session_id)
     assert second.result().status == "completed"
     assert ("on_agent_start", second.run_id) in rec.fired("executor")
+
+
+def test_on_agent_resumed_carries_the_checkpoint_the_run_resumes_from(make_executor: ExecutorFactory) -> None:
+    seen: list[Any] = []
+    agent = define_agent(
+        "hook-resumed-ckpt",
+        system_prompt="x",
+        llm_config="openai/fake",
+        tools=[ask],
+        hooks=AgentHooks(on_agent_resumed=seen.append),
+    )
+    model = MockLLMAdapter([calls(("c1", "ask_browser", {"city": "?"})), said("done")])
+    executor = make_executor(model, [agent], hot_window_seconds=0.2)
+    handle = executor.execute(agent, "go")
+    assert handle.result().status == "suspended_client_tool"
+    latest = executor.store.get_latest_checkpoint(handle.session_id)
+    assert latest is not None
+    continued = executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "c1", "result": "x"}
+    )
+    assert continued is not None and continued.result().status == "completed"
+    assert [p.resumed_from_checkpoint_id for p in seen] == [latest.id]
+    assert seen[0].previous_run_id == handle.run_id
