@@ -6,11 +6,11 @@ test_dbos_compat.py`` fails on another version until it is checked):
 
 - :data:`AwaitedWorkflowCancelledError`: what ``WorkflowHandle.get_result()`` raises for a
   workflow cancelled while it was awaited (an abort); DBOS raises it but does not export it.
-- :func:`is_dbos_control_exception`: exceptions DBOS raises *through* workflow code to unwind it
-  (cancellation, lost ownership of a workflow); code that catches ``BaseException`` must let them
-  pass, not record them as the run's failure. They derive from DBOS's private ``DBOSBaseException``
-  (a ``BaseException``, so ``except Exception`` never sees them). DBOS's ordinary errors
-  (``DBOSException``: a conflicting workflow id, a step timeout) are failures like any other.
+- DBOS unwinds a workflow it no longer runs (cancelled, no longer owned) with its private
+  ``DBOSBaseException`` family, ``BaseException`` subclasses, so workflow code's ``except Exception``
+  (the loop's last-resort ``fail_run``) never catches them; its ordinary errors (``DBOSException``:
+  a conflicting workflow id, a step timeout) are failures like any other.
+  ``tests/unit/test_dbos_compat.py`` pins that split.
 
 Re-enqueueing a dead worker's runs, once ``DBOS._recover_pending_workflows``, is done through the
 public ``list_workflows`` and ``resume_workflow`` (:mod:`helix_dbos.runtime.recovery`).
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dbos._error import (
     DBOSAwaitedWorkflowCancelledError,
-    DBOSBaseException,
     DBOSStepNondeterminismError,
     DBOSUnexpectedStepError,
 )
@@ -29,11 +28,6 @@ DBOS_VERSION = "3.4.0"
 """The DBOS version this module was checked against."""
 
 AwaitedWorkflowCancelledError = DBOSAwaitedWorkflowCancelledError
-
-
-def is_dbos_control_exception(exc: BaseException) -> bool:
-    """Whether ``exc`` is DBOS unwinding a workflow (cancellation, lost ownership), not a failure of it."""
-    return isinstance(exc, DBOSBaseException)
 
 
 def is_dbos_replay_error(exc: BaseException) -> bool:
@@ -45,4 +39,4 @@ def is_dbos_replay_error(exc: BaseException) -> bool:
     return isinstance(exc, DBOSUnexpectedStepError | DBOSStepNondeterminismError)
 
 
-__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_control_exception", "is_dbos_replay_error"]
+__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_replay_error"]

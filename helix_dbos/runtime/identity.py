@@ -29,7 +29,7 @@ forced.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from helix_dbos._clock import now_ms
@@ -78,13 +78,13 @@ def family(base: str) -> itertools.chain[str]:
     return itertools.chain([base], (f"{base}-{n}" for n in range(2, MAX_FAMILY_SIZE + 1)))
 
 
-def _family_order(registry: WorkerRegistry, me: ProcessIdentity, base: str) -> itertools.chain[str]:
+def _family_order(rows: Iterable[WorkerRecord], me: ProcessIdentity, base: str) -> itertools.chain[str]:
     """The family's ids left by dead processes on this machine first (their runs wait), then all in order."""
     members = set(itertools.islice(family(base), MAX_FAMILY_SIZE))
     orphaned = sorted(
         (
             row
-            for row in registry.list_workers()
+            for row in rows
             if row.executor_id in members
             and row.pid > 0
             and row.hostname == me.hostname
@@ -112,10 +112,10 @@ def claim_executor_id(
     """
     me = ProcessIdentity.current()
     live_ms = int(live_heartbeat_seconds * 1000)
-    candidates = [requested] if requested is not None else _family_order(registry, me, base)
+    rows = {r.executor_id: r for r in registry.list_workers()}  # one read; again only after a lost claim
+    candidates = [requested] if requested is not None else _family_order(rows.values(), me, base)
     for candidate in candidates:
         for _ in range(5):  # a lost compare-and-set means another process just moved: read again
-            rows = {r.executor_id: r for r in registry.list_workers()}
             row = rows.get(candidate)
             now = clock()
             state = "free" if row is None else holder_state(row, me, now=now, live_heartbeat_ms=live_ms)
@@ -131,6 +131,7 @@ def claim_executor_id(
                 break  # the next id of the family
             if registry.claim(candidate, app_version=app_version, now_ms=now, replacing=row):
                 return candidate
+            rows = {r.executor_id: r for r in registry.list_workers()}
     if requested is not None:  # it kept changing hands while this process tried to take it
         raise ExecutorIdInUseError(requested, "another process claimed it at the same time", "try again")
     raise ExecutorIdInUseError(base, f"all {MAX_FAMILY_SIZE} ids of its family are held", "give this process an id")

@@ -12,11 +12,10 @@ stay ``active`` forever) used to let through every exception whose module is ``d
 from __future__ import annotations
 
 from dbos import DBOS
-from dbos._error import DBOSConflictingWorkflowError, DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
+from dbos._error import DBOSConflictingWorkflowError
 
 from helix_dbos import MockLLMAdapter, define_agent
 from helix_dbos.capability import RunCapability
-from helix_dbos.runtime._dbos_compat import is_dbos_control_exception
 
 
 class ConflictingChild(RunCapability):
@@ -31,13 +30,6 @@ class ConflictingChild(RunCapability):
 agent = define_agent(
     "dbos-error", system_prompt="You answer.", llm_config="mock/model", capabilities=[ConflictingChild()]
 )
-
-
-def test_dbos_errors_are_failures_and_only_its_base_exceptions_are_control() -> None:
-    assert is_dbos_control_exception(DBOSWorkflowCancelledError("wf"))
-    assert is_dbos_control_exception(DBOSWorkflowConflictIDError("wf"))
-    assert not is_dbos_control_exception(DBOSConflictingWorkflowError("wf", "another function"))
-    assert not is_dbos_control_exception(RuntimeError("a bug"))
 
 
 def test_a_dbos_error_raised_in_workflow_code_fails_the_run_and_its_session(make_executor) -> None:

@@ -14,7 +14,7 @@ import dbos
 from dbos import DBOS
 
 import helix_dbos
-from helix_dbos.runtime._dbos_compat import DBOS_VERSION, AwaitedWorkflowCancelledError, is_dbos_control_exception
+from helix_dbos.runtime._dbos_compat import DBOS_VERSION, AwaitedWorkflowCancelledError
 
 
 def test_the_installed_dbos_is_the_version_the_compat_module_was_checked_against() -> None:
@@ -28,11 +28,19 @@ def test_the_names_used_are_what_they_are_assumed_to_be() -> None:
         assert callable(getattr(DBOS, name)) and callable(getattr(dbos.DBOSClient, name))
 
 
-def test_dbos_control_exceptions_are_told_from_failures() -> None:
-    from dbos._error import DBOSWorkflowCancelledError
+def test_dbos_control_exceptions_pass_except_exception_and_its_errors_do_not() -> None:
+    """The loop records anything ``except Exception`` catches as the run's failure: DBOS's unwinding
+    (cancelled, no longer owned) must not be caught there, its ordinary errors must."""
+    from dbos._error import (
+        DBOSConflictingWorkflowError,
+        DBOSException,
+        DBOSWorkflowCancelledError,
+        DBOSWorkflowConflictIDError,
+    )
 
-    assert is_dbos_control_exception(DBOSWorkflowCancelledError("wf"))
-    assert not is_dbos_control_exception(RuntimeError("a tool failed"))
+    for control in (DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError):
+        assert issubclass(control, BaseException) and not issubclass(control, Exception), control
+    assert issubclass(DBOSConflictingWorkflowError, DBOSException) and issubclass(DBOSException, Exception)
 
 
 def test_no_module_but_the_compat_module_imports_private_dbos_names() -> None:
