@@ -7,6 +7,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     HelixError (code, category, retryable, status_code)
     ├── DefinitionError                 validation_error      bad define_agent / define_tool call
     │   └── SubAgentDefinitionError     validation_error      a sub-agent tool over an agent it cannot run
+    ├── ConflictingOptionsError         validation_error      two options that name the same thing, both given
     ├── AgentAlreadyRunningError        state_already_running a run is in flight for the session
     ├── AgentNotResumableError          state_not_resumable
     ├── AgentMismatchError              state_agent_mismatch  the session belongs to another agent
@@ -221,6 +222,17 @@ class SubAgentDefinitionError(DefinitionError):
     def __init__(self, agent_name: str, problem: str) -> None:
         super().__init__(f"create_sub_agent_tool({agent_name!r}): {problem}")
         self.agent_name = agent_name
+
+
+class ConflictingOptionsError(HelixError, ValueError):
+    """A call was given two options that mean the same thing (e.g. ``hooks=`` and ``hook_manager=``).
+
+    Raised before anything is recorded: picking one silently would drop hooks the caller expects.
+    """
+
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(f"give {first}= or {second}=, not both: they name the same option", code="validation_error")
+        self.options = (first, second)
 
 
 class AgentAlreadyRunningError(HelixError):

@@ -36,6 +36,7 @@ from helix_dbos.runtime.builtin_capabilities import builtin_capabilities
 from helix_dbos.runtime.client import AgentClient
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
+from helix_dbos.runtime.hooks import per_call_hooks
 from helix_dbos.runtime.outcomes import await_outcome
 from helix_dbos.runtime.queues import RunQueue, priority_of
 from helix_dbos.runtime.registry import AgentRegistry
@@ -159,6 +160,7 @@ class DBOSAgentExecutor:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         hooks: AgentHooks | None = None,
+        hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Start a run: a new session, or the next turn of a ``completed`` one.
@@ -168,6 +170,9 @@ class DBOSAgentExecutor:
         ``idempotency_key``, a repeat of the request returns its run even after it finished; without
         a ``session_id`` the key also names the session (:func:`session_id_for_key`). ``priority``
         orders a queued backlog (lower first; see :mod:`.queues`); without a queue it is unused.
+        ``hooks`` are per-call hooks, fired after the executor's and the agent's; ``hook_manager`` is
+        the same option under the seeds' name (``ExecuteOptions.hookManager``), also as a dict of
+        :class:`AgentHooks` fields. Both at once raise :class:`ConflictingOptionsError`.
         An agent named but not registered raises :class:`AgentNotFoundError`; a session of another
         agent :class:`AgentMismatchError`.
 
@@ -175,7 +180,12 @@ class DBOSAgentExecutor:
         from the session and turn, so two identical requests meet at the same run (:mod:`.starting`).
         """
         return self.client.starting.execute(
-            agent, input, session_id=session_id, idempotency_key=idempotency_key, hooks=hooks, priority=priority
+            agent,
+            input,
+            session_id=session_id,
+            idempotency_key=idempotency_key,
+            hooks=per_call_hooks(hooks, hook_manager),
+            priority=priority,
         )
 
     async def execute_async(
@@ -186,6 +196,7 @@ class DBOSAgentExecutor:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         hooks: AgentHooks | None = None,
+        hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`execute`."""
@@ -197,6 +208,7 @@ class DBOSAgentExecutor:
                 session_id=session_id,
                 idempotency_key=idempotency_key,
                 hooks=hooks,
+                hook_manager=hook_manager,
                 priority=priority,
             )
         )
@@ -208,17 +220,21 @@ class DBOSAgentExecutor:
         message: SendInput | None = None,
         *,
         hooks: AgentHooks | None = None,
+        hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Continue an interrupted or suspended session in a new run (``previous_run_id`` links them).
 
         ``agent=None`` continues under the session's own agent. ``hooks`` are per-call hooks for the
-        new run, fired after the agent's own (as on ``execute``); ``priority`` as on ``execute``.
+        new run, fired after the agent's own (as on ``execute``); ``hook_manager`` and ``priority`` as
+        on ``execute``.
         Raises :class:`SessionNotFoundError`, :class:`AgentNotFoundError`,
         :class:`AgentMismatchError`, :class:`AgentAlreadyRunningError` or
         :class:`AgentNotResumableError` when the session cannot continue.
         """
-        return self.client.starting.resume(agent, session_id, message, hooks=hooks, priority=priority)
+        return self.client.starting.resume(
+            agent, session_id, message, hooks=per_call_hooks(hooks, hook_manager), priority=priority
+        )
 
     async def resume_async(
         self,
@@ -227,11 +243,14 @@ class DBOSAgentExecutor:
         message: SendInput | None = None,
         *,
         hooks: AgentHooks | None = None,
+        hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`resume`."""
         return await asyncio.to_thread(
-            functools.partial(self.resume, agent, session_id, message, hooks=hooks, priority=priority)
+            functools.partial(
+                self.resume, agent, session_id, message, hooks=hooks, hook_manager=hook_manager, priority=priority
+            )
         )
 
     def retry(
@@ -241,6 +260,7 @@ class DBOSAgentExecutor:
         checkpoint_id: str | None = None,
         message: SendInput | None = None,
         hooks: AgentHooks | None = None,
+        hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Start again from a checkpoint (the latest by default), discarding what followed it.
@@ -249,10 +269,15 @@ class DBOSAgentExecutor:
         :class:`CheckpointNotFoundError`, never a silent restart; an unknown session
         :class:`SessionNotFoundError`. A fresh run starting from the checkpoint's state is used
         rather than DBOS's workflow fork: the checkpoint already is the boundary, and run records
-        stay contiguous. ``hooks`` are per-call hooks for the new run; ``priority`` as on ``execute``.
+        stay contiguous. ``hooks`` are per-call hooks for the new run; ``hook_manager`` and
+        ``priority`` as on ``execute``.
         """
         return self.client.starting.retry(
-            session_id, checkpoint_id=checkpoint_id, message=message, hooks=hooks, priority=priority
+            session_id,
+            checkpoint_id=checkpoint_id,
+            message=message,
+            hooks=per_call_hooks(hooks, hook_manager),
+            priority=priority,
         )
 
     async def retry_async(
@@ -262,12 +287,19 @@ class DBOSAgentExecutor:
         checkpoint_id: str | None = None,
         message: SendInput | None = None,
         hooks: AgentHooks | None = None,
+        hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`retry`."""
         return await asyncio.to_thread(
             functools.partial(
-                self.retry, session_id, checkpoint_id=checkpoint_id, message=message, hooks=hooks, priority=priority
+                self.retry,
+                session_id,
+                checkpoint_id=checkpoint_id,
+                message=message,
+                hooks=hooks,
+                hook_manager=hook_manager,
+                priority=priority,
             )
         )
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helix_dbos.agent import AgentHooks, HookFn
+from helix_dbos.errors import ConflictingOptionsError
 from helix_dbos.logger import Logger
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.state.tracker import StateTracker, Updater
@@ -156,3 +157,18 @@ def defined_hooks(hook_sets: list[AgentHooks]) -> list[str]:
     in a process that lacks the per-call hooks takes the same steps (firing only what it has).
     """
     return sorted(n for n in HOOK_NAMES if has_hook(hook_sets, n))
+
+
+def per_call_hooks(hooks: AgentHooks | None, hook_manager: AgentHooks | dict[str, Any] | None) -> AgentHooks | None:
+    """The per-call hooks of an ``execute`` / ``resume`` / ``retry``, from either of its two options.
+
+    The seeds give a call ``hooks`` or a ``hookManager``; here both are one hook set (a run merges
+    its hook sets itself, executor then agent then call), so ``hook_manager`` is the same option under
+    the seeds' name, also accepted as a dict of :class:`AgentHooks` fields. Given both, the call is
+    refused rather than one silently dropped.
+    """
+    if hooks is not None and hook_manager is not None:
+        raise ConflictingOptionsError("hooks", "hook_manager")
+    if isinstance(hook_manager, dict):
+        return AgentHooks.model_validate(hook_manager)
+    return hooks if hook_manager is None else hook_manager

@@ -54,6 +54,7 @@ from helix_dbos.orchestration.stop_checker import (
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.exiting import raise_if_exiting
 from helix_dbos.runtime.hooks import RunPayload
+from helix_dbos.runtime.resumes import fire_resumed_at_start
 from helix_dbos.runtime.run_context import FinalStatus, RunContext, RunRequest, RunSummary
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.step_outputs import FinalizeStepOutput, LLMStepOutput
@@ -156,6 +157,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
     ended = _first_end(run, lambda c: c.on_start(run))
     if ended is not None:
         return ended
+    fire_resumed_at_start(run)
     early = _answer_outstanding(run, toolbox)
     if early is None:
         early = _first_end(run, lambda c: c.after_outstanding(run))

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
+from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "in a step ({agent}.stop_reason) instead of from the store in workflow code",
         "runtime/run_context.py: RunContext.abort_error, only when a run ends aborted (loop._after_batch, "
         "budget._end_for)",
+    ),
+    ReplayPatch(
+        RESUMED_AT_START_PATCH,
+        "a resume run whose hooks define on_agent_resumed takes the {agent}.resumed step at its start "
+        "(it fires the hook when the run waits for no answers: a resume after an interrupt)",
+        "runtime/resumes.py: fire_resumed_at_start, only in resume runs that define on_agent_resumed",
     ),
 )
 """Every named patch, oldest first."""

@@ -70,6 +70,11 @@ def hitl_resumed(agent: str) -> str:
     return f"{agent}.hitl.resumed"
 
 
+def resumed(agent: str) -> str:
+    """Fire ``on_agent_resumed`` at the start of a resumed run that waits for no answers."""
+    return f"{agent}.resumed"
+
+
 def child_start(agent: str) -> str:
     """Open a child agent's session and run in the store, and record it on the parent."""
     return f"{agent}.child.start"
@@ -158,6 +163,7 @@ __all__ = [
     "memory",
     "remote_start",
     "remote_wait",
+    "resumed",
     "skills_catalog",
     "stop_reason",
     "tool",

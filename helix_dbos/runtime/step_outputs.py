@@ -222,6 +222,12 @@ class ResumedStepOutput(TypedDict):
     """``{agent}.hitl.resumed``: nothing (the step exists so the hook fires once)."""
 
 
+class ResumedAtStartStepOutput(TypedDict):
+    """``{agent}.resumed``: whether ``on_agent_resumed`` fired (not when the run waits for answers)."""
+
+    fired: bool
+
+
 class ChildStartOutput(TypedDict):
     """``{agent}.child.start``: the child run that was opened (or why it could not be)."""
 
@@ -349,6 +355,7 @@ __all__ = [
     "RemoteStartOutput",
     "RemoteWaitOutput",
     "RemoteWaitStatus",
+    "ResumedAtStartStepOutput",
     "ResumedStepOutput",
     "SkillsCatalogStepOutput",
     "StopReasonStepOutput",

@@ -16,6 +16,7 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.hitl_check("writer") == "writer.hitl.check"
     assert step_names.hitl_park("writer") == "writer.hitl.park"
     assert step_names.hitl_resumed("writer") == "writer.hitl.resumed"
+    assert step_names.resumed("writer") == "writer.resumed"
     assert step_names.child_start("writer") == "writer.child.start"
     assert step_names.child_wait("writer") == "writer.child.wait"
     assert step_names.companion_open("writer") == "writer.companion.open"
@@ -63,6 +64,7 @@ def test_the_module_lists_every_name_it_defines() -> None:
         "memory",
         "remote_start",
         "remote_wait",
+        "resumed",
         "skills_catalog",
         "stop_reason",
         "tool",

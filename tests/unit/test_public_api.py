@@ -32,6 +32,7 @@ EXPECTED = [
     "Budget",
     "CanResumeResult",
     "CompletedOutcome",
+    "ConflictingOptionsError",
     "DBOSAgentExecutor",
     "DatabaseUnavailableError",
     "DefinitionError",
