@@ -16,14 +16,18 @@ Runs recorded before this step existed replay without it: it is asked behind
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dbos import DBOS
 
 from helix_dbos.agent import AgentHooks
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.hooks import RunPayload, fire
-from helix_dbos.runtime.run_context import RunContext
+from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.step_outputs import ResumedAtStartStepOutput
-from helix_dbos.runtime.steps import RunIdentity
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
 
 RESUMED_AT_START_PATCH = "helix-resumed-hook-at-start"
 """The DBOS replay patch under which a ``resume`` run takes the ``{agent}.resumed`` step at its start."""
