@@ -71,7 +71,8 @@ PATCHES: tuple[ReplayPatch, ...] = (
         RESUMED_AT_START_PATCH,
         "a resume run whose hooks define on_agent_resumed takes the {agent}.resumed step at its start "
         "(it fires the hook when the run waits for no answers: a resume after an interrupt)",
-        "runtime/resumes.py: fire_resumed_at_start, only in resume runs that define on_agent_resumed",
+        "runtime/resumes.py: fire_resumed_at_start, only in resume runs that define on_agent_resumed and "
+        "do not continue a batch of tool calls",
     ),
 )
 """Every named patch, oldest first."""

@@ -11,7 +11,7 @@ A ``retry`` does not fire it: the seeds fire it when a session is *resumed*, and
 from a checkpoint, discarding what followed (``on_agent_start`` tells its hooks it began).
 
 Runs recorded before this step existed replay without it: it is asked behind
-:data:`RESUMED_AT_START_PATCH`, only in a resume that defines the hook.
+:data:`RESUMED_AT_START_PATCH`, only in a resume that defines the hook and does not continue a batch.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING
 from dbos import DBOS
 
 from helix_dbos.agent import AgentHooks
+from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
 from helix_dbos.runtime import services, step_names
 from helix_dbos.runtime.hooks import RunPayload, fire
 from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.step_outputs import ResumedAtStartStepOutput
+from helix_dbos.tool import FINISH_TOOL_NAME
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.run_context import RunContext
@@ -59,9 +61,29 @@ def resumed_at_start_step(
     return {"fired": True}
 
 
+def continues_a_batch(messages: list[Message]) -> bool:
+    """Whether the transcript ends with a model response whose tool calls are not all answered.
+
+    Such a run answers that batch first (human calls: its wait fires ``on_agent_resumed``), so it
+    takes no step here: a continuation's recorded steps stay as they were.
+    """
+    at = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AssistantMessage)), None)
+    if at is None:
+        return False
+    last = messages[at]
+    assert isinstance(last, AssistantMessage)
+    answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolResultMessage)}
+    return any(c.id not in answered for c in last.tool_calls or [] if c.name != FINISH_TOOL_NAME)
+
+
 def fire_resumed_at_start(run: RunContext) -> None:
-    """Workflow code: in a ``resume`` run whose hooks define ``on_agent_resumed``, take the step."""
-    if run.request.mode != "resume" or not run.wants("on_agent_resumed"):
+    """Workflow code: in a ``resume`` run whose hooks define ``on_agent_resumed``, take the step.
+
+    Decided from the run's request and transcript, so a replay decides the same. A run that
+    continues a batch leaves the hook to that batch's wait; one that waits on a budget approval is
+    told apart in the step (the approval is a store row, not a transcript entry).
+    """
+    if run.request.mode != "resume" or not run.wants("on_agent_resumed") or continues_a_batch(run.messages):
         return
     if not DBOS.patch(RESUMED_AT_START_PATCH):
         return
@@ -74,4 +96,4 @@ def fire_resumed_at_start(run: RunContext) -> None:
     )
 
 
-__all__ = ["RESUMED_AT_START_PATCH", "fire_resumed_at_start", "resumed_at_start_step"]
+__all__ = ["RESUMED_AT_START_PATCH", "continues_a_batch", "fire_resumed_at_start", "resumed_at_start_step"]

@@ -20,15 +20,18 @@ from typing import Any
 
 import pytest
 
-from helix_dbos import AgentHooks, ConflictingOptionsError, MockLLMAdapter, define_agent, define_tool
+from helix_dbos import AgentHooks, ConflictingOptionsError, LiteLLMAdapter, MockLLMAdapter, define_agent, define_tool
 from helix_dbos.llm.base import LLMGenerateInput
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.hooks import RunPayload
 from helix_dbos.runtime.launch import launch, shutdown
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
+from helix_dbos.testing import ScriptedOpenAIServer
+from helix_dbos.usage import Budget
 from tests.conftest import STORE_BACKENDS
 
-Launcher = Callable[[MockLLMAdapter, list[Any]], DBOSAgentExecutor]
+Launcher = Callable[..., DBOSAgentExecutor]
+usage = {"prompt_tokens": 70, "completion_tokens": 10, "total_tokens": 80}
 
 
 def said(text: str) -> TextStepResult:
@@ -68,11 +71,12 @@ def sqlite_url(tmp_path: Path) -> str:
 def _launcher(url: str) -> Iterator[Launcher]:
     started: list[DBOSAgentExecutor] = []
 
-    def start(model: MockLLMAdapter, agents: list[Any]) -> DBOSAgentExecutor:
+    def start(model: Any, agents: list[Any], hot_window_seconds: float | None = None) -> DBOSAgentExecutor:
         executor = launch(
             url,
             agents=agents,
             llm_adapter=model,
+            hot_window_seconds=hot_window_seconds,
             background_tasks=False,
             dbos_overrides={"notification_listener_polling_interval_sec": 0.01},
         )
@@ -186,3 +190,30 @@ def test_hooks_and_hook_manager_together_are_refused(start_on_sqlite: Launcher) 
         executor.resume(agent, "both-hooks", **both)
     with pytest.raises(ConflictingOptionsError):
         executor.retry("both-hooks", **both)
+
+
+def test_a_continuation_fires_on_agent_resumed_once_where_its_wait_ends(start_on_each_backend: Launcher) -> None:
+    """A parked budget approval: the continuation's start step sees the approval it waits on and
+    leaves the hook to that wait, so the hook fires once, after the answer."""
+    fired: list[RunPayload] = []
+    with ScriptedOpenAIServer() as server:
+        server.add(*[{"tool_calls": [("noop", {})], "usage": usage}] * 2, {"text": "Done.", "usage": usage})
+        config = {"model": "openai/fake", "api_base": server.base_url, "api_key": "test", "max_retries": 0}
+        agent = define_agent(
+            "resumed-budget",
+            system_prompt="x",
+            llm_config=config,
+            tools=[noop],
+            budget=Budget(max_tokens=100),
+            hooks=AgentHooks(on_agent_resumed=fired.append),
+        )
+        executor = start_on_each_backend(LiteLLMAdapter(), [agent], hot_window_seconds=0.2)
+        first = executor.execute(agent, "go")
+        assert first.result(timeout_seconds=60).status == "suspended_client_tool"
+        assert fired == []
+        continued = executor.submit_tool_result(
+            first.session_id,
+            {"kind": "approval-response", "tool_call_id": f"budget:{first.run_id}:2", "approved": True},
+        )
+        assert continued is not None and continued.result(timeout_seconds=60).status == "completed"
+    assert [(p.run_id, p.previous_run_id) for p in fired] == [(continued.run_id, first.run_id)]
