@@ -104,6 +104,7 @@ class ScriptedOpenAIServer:
         self._handler = handler
         self._requests: list[dict[str, Any]] = []
         self._request_headers: list[dict[str, str]] = []
+        self._request_times: list[float] = []
         self._tool_call_counter = 0
         self._usage_sent: list[dict[str, Any]] = []
         self._stopping = threading.Event()
@@ -179,6 +180,15 @@ class ScriptedOpenAIServer:
             return [dict(h) for h in self._request_headers]
 
     @property
+    def request_times(self) -> list[float]:
+        """When each recorded request arrived (``time.time()``), parallel to :attr:`requests`.
+
+        Measure a client's waits between attempts from these, on the server's side.
+        """
+        with self._lock:
+            return list(self._request_times)
+
+    @property
     def request_count(self) -> int:
         """How many chat-completions requests arrived (including ones answered with errors)."""
         with self._lock:
@@ -207,6 +217,7 @@ class ScriptedOpenAIServer:
     def _next_response(self, body: dict[str, Any], headers: Mapping[str, str]) -> ScriptedResponse | None:
         with self._lock:
             self._requests.append(body)
+            self._request_times.append(time.time())
             self._request_headers.append({k.lower(): v for k, v in headers.items()})
             if self._script:
                 return self._script.pop(0)
