@@ -36,6 +36,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── ServiceAuthConfigError          validation_error      a service built without an auth decision
     ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
     ├── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
+    ├── ModelFallbacksExhaustedError    provider_fallbacks_exhausted  every model of an LLMConfig chain failed
     ├── RemoteSubAgentClientToolUnsupportedError  framework_not_supported  a remote sub-agent waits for a
     │                                   client-executed tool (failure_reason ``client-tool-unsupported``)
     └── ServiceResponseError            the service's code    ``helix_dbos.client``: a helix-dbos service
@@ -77,6 +78,7 @@ ErrorCode = Literal[
     "provider_timeout",
     "provider_invalid_request",
     "provider_error",
+    "provider_fallbacks_exhausted",
     "tool_input_invalid",
     "tool_execution_failed",
     "tool_not_found",
@@ -602,6 +604,29 @@ class SkillPathError(HelixError, ValueError):
     def __init__(self, path: str, problem: str) -> None:
         super().__init__(f"Refused skill file path {path!r}: {problem}", code="tool_input_invalid", retryable=False)
         self.path = path
+
+
+class ModelFallbacksExhaustedError(HelixError):
+    """Every model of an ``LLMConfig`` chain (``model`` plus ``fallbacks``) that was tried failed.
+
+    The last one tried either failed over with no model left, or failed in a way that ends the call.
+    ``failures`` holds one ``(model, code, status_code, attempts)`` per model tried, in order; the
+    message lists them. Only models, codes and statuses: a provider's own message may name hosts or
+    echo request content, so it stays in the logs. ``retryable`` is the last model's. The code
+    ``provider_fallbacks_exhausted`` is a helix-dbos addition to the seeds' table.
+    """
+
+    def __init__(self, failures: Sequence[tuple[str, str, int | None, int]], *, retryable: bool) -> None:
+        parts = [
+            f"{model}: {code}{f' ({status})' if status is not None else ''} after {n} attempt{'s' if n != 1 else ''}"
+            for model, code, status, n in failures
+        ]
+        super().__init__(
+            f"All {len(failures)} models of the chain failed: " + "; ".join(parts),
+            code="provider_fallbacks_exhausted",
+            retryable=retryable,
+        )
+        self.failures = list(failures)
 
 
 class RemoteSubAgentClientToolUnsupportedError(HelixError):

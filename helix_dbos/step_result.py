@@ -108,6 +108,37 @@ StepError = Annotated[
 """An exception that serialises as ``HelixError.to_dict()`` and validates back into a HelixError."""
 
 
+AttemptOutcome = Literal["answered", "retried", "fell_back", "failed", "aborted"]
+"""What followed one model attempt: it answered the step; the same model was tried again; the next
+model of the chain was; the step ended in this attempt's error; the run was aborted during it."""
+
+
+class ModelAttempt(BaseModel):
+    """One request to one model within an LLM step, as the step recorded it (a helix-dbos addition).
+
+    A step that retried or failed over records every attempt, in order, so usage, traces and
+    anyone reading the run know which models were asked, what each said and how long the step
+    waited; the attempt with ``outcome="answered"`` names the model that produced the step.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """The model string as configured (``openai/gpt-4o-mini``)."""
+    outcome: AttemptOutcome
+    error_code: str | None = None
+    """The failure's ``HelixError.code`` (``provider_rate_limited``); ``None`` when it answered."""
+    status_code: int | None = None
+    """The provider's HTTP status, when it sent one."""
+    wait_seconds: float = 0.0
+    """How long the step waited after this attempt before the next (backoff or ``Retry-After``)."""
+    started_at_ms: float = 0.0
+    """When the attempt started, in ms since the epoch (places it on a trace)."""
+    duration_ms: float = 0.0
+    usage: TokenUsage | None = None
+    """What the provider billed for this attempt (``None``: it reported nothing, e.g. a 500)."""
+
+
 class _StepResultBase(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -117,6 +148,15 @@ class _StepResultBase(BaseModel):
     """Usage of earlier attempts of this same call that the provider billed but the adapter could
     not use and retried (e.g. tool-call JSON that does not parse). Recorded apart from ``usage``,
     as failed attempts: the tokens were spent, but they bought no step (a helix-dbos addition)."""
+    model_attempts: list[ModelAttempt] = Field(default_factory=list)
+    """Every request of this call, in order, with the model asked and what came of it; empty for a
+    step recorded before attempts were, or from an adapter that does not report them."""
+
+    @property
+    def answered_by(self) -> str | None:
+        """The model whose answer this is (from :attr:`model_attempts`); ``None`` when unknown or failed."""
+        answered = [a.model for a in self.model_attempts if a.outcome == "answered"]
+        return answered[-1] if answered else None
 
 
 class TextStepResult(_StepResultBase):

@@ -26,7 +26,11 @@ class ModelRouter:
         return next((adapter for prefix, adapter in self._routes if model.startswith(prefix)), self._default)
 
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
-        """Delegate to the adapter for ``input.config.model``."""
+        """Delegate to the adapter for ``input.config.model``.
+
+        A model chain (``LLMConfig.fallbacks``) goes whole to the primary model's adapter, which
+        tries the fallbacks itself: the step's attempts are then one adapter's record, in order.
+        """
         return await self.adapter_for(input.config.model).generate_step(input)
 
     def check_input_files(self, config: LLMConfig, kinds: Collection[FileKind]) -> None:

@@ -38,6 +38,7 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "provider_timeout": "provider",
     "provider_invalid_request": "provider",
     "provider_error": "provider",
+    "provider_fallbacks_exhausted": "provider",
     "tool_input_invalid": "tool",
     "tool_execution_failed": "tool",
     "tool_not_found": "tool",
@@ -71,8 +72,8 @@ EXPECTED_RETRYABLE = {
 def test_error_code_set_is_the_seeds_table() -> None:
     # The seeds' 21 codes, plus helix-dbos's: an unknown agent, tool call or checkpoint (404 over
     # HTTP), a request that conflicts with the session (409) or names another agent for it (409),
-    # and text that cannot be stored (422).
-    assert len(EXPECTED_CATEGORIES) == 27
+    # text that cannot be stored (422), and every model of a fallback chain failing.
+    assert len(EXPECTED_CATEGORIES) == 28
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))

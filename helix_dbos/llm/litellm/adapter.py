@@ -1,10 +1,13 @@
 """``LiteLLMAdapter``: the production :class:`LLMAdapter`, one ``litellm.acompletion`` call per step.
 
-**The engine owns retries.** Every call passes ``num_retries=0`` (the openai SDK under LiteLLM
-would otherwise retry twice, invisibly) and ``timeout=config.timeout_seconds`` (LiteLLM's default
-is 6000 s). Retryable failures are retried here, ``config.max_retries`` times, with exponential
-backoff and jitter (base 0.5 s, cap 20 s) or the server's ``Retry-After``; after that the failure
-is returned as ``ErrorStepResult`` so the durable step records it as data.
+**The engine owns retries and fallbacks.** Every call passes ``num_retries=0`` (the openai SDK
+under LiteLLM would otherwise retry twice, invisibly) and ``timeout=config.timeout_seconds``
+(LiteLLM's default is 6000 s). The config's chain (``model``, then ``fallbacks``) is tried in
+order; each model is retried by its :class:`~helix_dbos.llm.retry.RetryPolicy` with backoff or the
+server's ``Retry-After``, and fails over by the rules of :mod:`helix_dbos.llm.retry`. The final
+failure is returned as ``ErrorStepResult`` so the durable step records it as data, and every
+attempt is on the result (``model_attempts``): the step's recorded output says which model
+answered, so a replay reads it and calls no model.
 
 LiteLLM is an optional dependency (the ``litellm`` extra) and takes seconds to import, so it is
 imported on first use (:func:`import_litellm`), never when this module is; that first import sets
@@ -16,16 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import replace
 from typing import Any
 
 from helix_dbos._litellm_import import import_litellm_offline
-from helix_dbos.errors import HelixError
+from helix_dbos.errors import HelixError, ModelFallbacksExhaustedError
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.files import FileKind
 from helix_dbos.llm.litellm.cost import call_cost_usd
-from helix_dbos.llm.litellm.errors import classify_provider_error, retry_delay_seconds
+from helix_dbos.llm.litellm.errors import classify_provider_error
 from helix_dbos.llm.litellm.request import DEFAULT_STRICT_TOOL_PROVIDERS, LiteLLMRequest, build_request
 from helix_dbos.llm.litellm.response import (
     RawResponse,
@@ -35,12 +40,15 @@ from helix_dbos.llm.litellm.response import (
     token_usage,
 )
 from helix_dbos.llm.litellm.streaming import CallbackFailed, StreamAccumulator, notify, stream_was_cut
-from helix_dbos.step_result import ErrorStepResult, StepResult, TokenUsage
+from helix_dbos.llm.retry import Move, next_move, retry_delay_seconds
+from helix_dbos.step_result import AttemptOutcome, ErrorStepResult, ModelAttempt, StepResult, TokenUsage
 
 __all__ = ["LITELLM_INSTALL_HINT", "LiteLLMAdapter", "import_litellm"]
 
 LITELLM_INSTALL_HINT = "pip install 'helix-dbos[litellm]'"
 """How to get LiteLLM, named in the error raised when it is missing."""
+
+_OUTCOME_OF: dict[Move, AttemptOutcome] = {"retry": "retried", "fall_back": "fell_back", "fail": "failed"}
 
 _FILE_ABILITIES = {"image": "supports_vision", "pdf": "supports_pdf_input", "audio": "supports_audio_input"}
 _FILE_NOUNS = {"image": "images", "pdf": "PDFs", "audio": "audio"}
@@ -113,50 +121,81 @@ class LiteLLMAdapter:
             )
 
     async def generate_step(self, input: LLMGenerateInput) -> StepResult:
-        """Call the model, retrying retryable failures; provider failures return ``ErrorStepResult``."""
+        """Call the model chain: each model with its retries, then the next; failures return ``ErrorStepResult``.
+
+        Every attempt is recorded on the result (``model_attempts``), and the usage of attempts
+        that were billed but bought nothing is kept apart (``failed_attempts_usage``).
+        """
         litellm = import_litellm()
-        request = build_request(litellm, input, stream=self.stream, strict_providers=self._strict_providers)
         callbacks = input.callbacks or LLMStreamCallbacks()
-        max_retries = input.config.max_retries
+        chain = input.config.model_chain()
+        run = _ChainRun()
+        for index, config in enumerate(chain):
+            has_next = index < len(chain) - 1
+            ended = await self._call_model(litellm, replace(input, config=config), callbacks, run, has_next=has_next)
+            if ended is not None:
+                return ended
+        raise AssertionError("unreachable: the last model of a chain never falls back")
+
+    async def _call_model(
+        self, litellm: Any, input: LLMGenerateInput, callbacks: LLMStreamCallbacks, run: _ChainRun, *, has_next: bool
+    ) -> StepResult | None:
+        """One model of the chain, retried by its policy; ``None`` means: fall back to the next model."""
+        config = input.config
+        request = build_request(litellm, input, stream=self.stream, strict_providers=self._strict_providers)
+        policy = config.retry_policy()
         attempt = 0
-        billed: list[TokenUsage] = []
-        """Usage of attempts that got a response (so were billed) and then failed; kept apart."""
         while True:
             if _aborted(input):
-                return _cancelled(input, billed)
+                return run.cancelled(input)
             spent: list[TokenUsage] = []
+            started_ms, started = time.time() * 1000, time.perf_counter()
             try:
                 result = await self._attempt(litellm, request, input, callbacks, spent)
-                return result.model_copy(update={"failed_attempts_usage": billed}) if billed else result
             except CallbackFailed as failed:
                 raise failed.error from None
             except _Aborted:
-                return _cancelled(input, billed + spent)
+                run.record(config.model, "aborted", started_ms, started, spent)
+                return run.cancelled(input)
             except Exception as exc:
                 error = classify_provider_error(exc, provider=request.provider)
-            billed.extend(spent)
-            if not error.retryable or attempt >= max_retries:
-                self._logger.warning(
-                    "LLM call to %s failed after %d attempt(s): [%s] %s",
-                    input.config.model,
-                    attempt + 1,
-                    error.code,
-                    error.message,
-                )
-                return ErrorStepResult(error=error, should_stop=True, stop_reason="error", failed_attempts_usage=billed)
-            delay = retry_delay_seconds(attempt, error)
+            else:
+                run.record(config.model, "answered", started_ms, started, spent)
+                return run.answered(result)
+            attempt += 1
+            move = next_move(
+                error,
+                attempts_on_model=attempt,
+                policy=policy,
+                has_next_model=has_next,
+                fallback_on=input.config.fallback_on,
+            )
+            delay = retry_delay_seconds(attempt - 1, error, policy) if move == "retry" else 0.0
+            run.record(config.model, _OUTCOME_OF[move], started_ms, started, spent, error=error, wait_seconds=delay)
+            if move == "fail":
+                run.failures.append((config.model, error.code, error.status_code, attempt))
+                self._log_failure(config.model, attempt, error, "failed")
+                return run.failed(error)
+            await notify(callbacks.error(error))
+            if move == "fall_back":
+                run.failures.append((config.model, error.code, error.status_code, attempt))
+                self._log_failure(config.model, attempt, error, "falling back to the next model")
+                return None
             self._logger.info(
                 "LLM call to %s failed (attempt %d of %d): [%s] %s; retrying in %.2fs",
-                input.config.model,
-                attempt + 1,
-                max_retries + 1,
+                config.model,
+                attempt,
+                policy.max_attempts,
                 error.code,
                 error.message,
                 delay,
             )
-            await notify(callbacks.error(error))
             await self._sleep(delay)
-            attempt += 1
+
+    def _log_failure(self, model: str, attempts: int, error: HelixError, then: str) -> None:
+        self._logger.warning(
+            "LLM call to %s failed after %d attempt(s): [%s] %s; %s", model, attempts, error.code, error.message, then
+        )
 
     async def _attempt(
         self,
@@ -235,7 +274,66 @@ def _aborted(input: LLMGenerateInput) -> bool:
     return input.abort_signal is not None and input.abort_signal.aborted
 
 
-def _cancelled(input: LLMGenerateInput, billed: list[TokenUsage]) -> ErrorStepResult:
-    reason = input.abort_signal.reason if input.abort_signal is not None else None
-    error = HelixError(f"LLM call aborted: {reason or 'no reason given'}", code="framework_cancelled", retryable=False)
-    return ErrorStepResult(error=error, should_stop=True, stop_reason="error", failed_attempts_usage=billed)
+class _ChainRun:
+    """What one step has gathered over its attempts: their records, billed failures, and per-model failures."""
+
+    def __init__(self) -> None:
+        self.attempts: list[ModelAttempt] = []
+        self.billed: list[TokenUsage] = []
+        """Usage of attempts that got a response (so were billed) and then failed; kept apart."""
+        self.failures: list[tuple[str, str, int | None, int]] = []
+        """``(model, code, status, attempts)`` of each model that failed for good, in order."""
+
+    def record(
+        self,
+        model: str,
+        outcome: AttemptOutcome,
+        started_ms: float,
+        started: float,
+        spent: list[TokenUsage],
+        *,
+        error: HelixError | None = None,
+        wait_seconds: float = 0.0,
+    ) -> None:
+        usage = spent[-1] if spent else None
+        if outcome != "answered":
+            self.billed.extend(spent)
+        self.attempts.append(
+            ModelAttempt(
+                model=model,
+                outcome=outcome,
+                error_code=error.code if error is not None else None,
+                status_code=error.status_code if error is not None else None,
+                wait_seconds=round(wait_seconds, 6),
+                started_at_ms=round(started_ms, 3),
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                usage=usage,
+            )
+        )
+
+    def answered(self, result: StepResult) -> StepResult:
+        return result.model_copy(update={"failed_attempts_usage": list(self.billed), "model_attempts": self.attempts})
+
+    def failed(self, error: HelixError) -> ErrorStepResult:
+        if len(self.failures) > 1:
+            error = ModelFallbacksExhaustedError(self.failures, retryable=error.retryable)
+        return ErrorStepResult(
+            error=error,
+            should_stop=True,
+            stop_reason="error",
+            failed_attempts_usage=list(self.billed),
+            model_attempts=self.attempts,
+        )
+
+    def cancelled(self, input: LLMGenerateInput) -> ErrorStepResult:
+        reason = input.abort_signal.reason if input.abort_signal is not None else None
+        error = HelixError(
+            f"LLM call aborted: {reason or 'no reason given'}", code="framework_cancelled", retryable=False
+        )
+        return ErrorStepResult(
+            error=error,
+            should_stop=True,
+            stop_reason="error",
+            failed_attempts_usage=list(self.billed),
+            model_attempts=self.attempts,
+        )

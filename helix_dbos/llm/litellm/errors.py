@@ -1,7 +1,8 @@
 """Error mapping: a LiteLLM / openai / httpx exception -> a :class:`HelixError` with a ``provider_*`` code.
 
-Also the retry schedule (:func:`retry_delay_seconds`), because the codes decide what is retried
-and the exception carries the server's ``Retry-After``. Classification never imports LiteLLM (or
+The codes decide what is retried and what fails over to another model (the schedule and the
+rules are :mod:`helix_dbos.llm.retry`'s); the server's ``Retry-After`` is read here, from the
+exception, into ``HelixError.retry_after_seconds``. Classification never imports LiteLLM (or
 openai, or httpx): it looks their exception classes up only in modules already imported, so a
 process that never loaded them pays nothing, and their absence cannot break it.
 """
@@ -9,23 +10,17 @@ process that never loaded them pays nothing, and their absence cannot break it.
 from __future__ import annotations
 
 import email.utils
-import random
 import re
 import socket
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from helix_dbos.errors import HelixError, classify_error
+from helix_dbos.llm.retry import retry_delay_seconds
 
 __all__ = ["classify_provider_error", "retry_delay_seconds"]
-
-_BACKOFF_BASE_SECONDS = 0.5
-_BACKOFF_CAP_SECONDS = 20.0
-_RETRY_AFTER_CAP_SECONDS = 60.0
-"""A ``Retry-After`` beyond this is clamped: a step should not sleep for minutes."""
 
 _MISSING_CREDENTIALS = re.compile(
     r"missing credentials|missing [\w .-]{0,40}api[ _-]?key|api_key client option must be set"
@@ -188,16 +183,3 @@ def classify_provider_error(exc: BaseException, *, provider: str | None = None) 
     if _is_connection_error(exc):
         return failure.error(f"Could not reach {failure.who}: {failure.message}", "provider_error", True)
     return classify_error(exc)
-
-
-def retry_delay_seconds(attempt: int, error: HelixError, *, rng: Callable[[], float] = random.random) -> float:
-    """How long to wait before retry number ``attempt + 1`` (``attempt`` counts from 0).
-
-    The server's ``Retry-After`` wins when present (clamped to 60 s); otherwise exponential backoff
-    from 0.5 s capped at 20 s, with "equal jitter" (half fixed, half random) so that many runs
-    throttled at once do not retry in lockstep.
-    """
-    if error.retry_after_seconds is not None:
-        return min(max(0.0, error.retry_after_seconds), _RETRY_AFTER_CAP_SECONDS)
-    backoff = min(_BACKOFF_CAP_SECONDS, _BACKOFF_BASE_SECONDS * (2.0**attempt))
-    return backoff / 2 + rng() * backoff / 2

@@ -46,7 +46,22 @@ __all__ = ["DEFAULT_STRICT_TOOL_PROVIDERS", "LiteLLMRequest", "build_request", "
 DEFAULT_STRICT_TOOL_PROVIDERS: frozenset[str] = frozenset({"openai", "azure", "azure_ai"})
 """LiteLLM providers that forward ``strict`` tool schemas to an API that enforces them."""
 
-_RESERVED_KWARGS = frozenset({"model", "messages", "tools", "stream", "stream_options", "num_retries"})
+_RESERVED_KWARGS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "stream",
+        "stream_options",
+        # retries and fallbacks are the engine's (LLMConfig.retry / fallbacks): LiteLLM's or the
+        # openai SDK's own would multiply with them, invisibly, and call models the step never records
+        "num_retries",
+        "max_retries",
+        "fallbacks",
+        "context_window_fallbacks",
+        "content_policy_fallbacks",
+    }
+)
 """Request keys the adapter owns; provider options may not override them."""
 
 _ANTHROPIC_HOSTS = frozenset({"bedrock", "bedrock_converse", "vertex_ai", "openrouter"})
