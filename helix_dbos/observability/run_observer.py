@@ -93,7 +93,25 @@ class LLMCall:
                     "helix.usage.reasoning_tokens": usage.reasoning_tokens,
                 }
             )
+        if result.answered_by is not None:
+            attributes["gen_ai.response.model"] = result.answered_by
         self.span.set_attributes(clean_attributes(attributes))
+        for attempt in result.model_attempts:
+            # one event per request to a model, at the time it started: retries and fallbacks on the trace
+            self.span.add_event(
+                "helix.llm.attempt",
+                clean_attributes(
+                    {
+                        "gen_ai.request.model": attempt.model,
+                        "helix.attempt.outcome": attempt.outcome,
+                        "error.type": attempt.error_code,
+                        "http.response.status_code": attempt.status_code,
+                        "helix.attempt.wait_seconds": attempt.wait_seconds,
+                        "helix.attempt.duration_ms": attempt.duration_ms,
+                    }
+                ),
+                timestamp=int(attempt.started_at_ms * 1_000_000) or None,
+            )
         if isinstance(result, ErrorStepResult):
             self.span.set_attribute("error.type", type(result.error).__name__)
             self.span.set_status(Status(StatusCode.ERROR, str(result.error)[:500]))

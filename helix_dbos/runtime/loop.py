@@ -392,13 +392,22 @@ def _answer_finish_call(run: RunContext, plan: StepProcessingPlan) -> list[Parse
 
 
 def _record_llm_usage(run: RunContext, step_result: StepResult, duration_ms: float | None) -> None:
-    """The step's LLM call, and apart from it (``success=False``) the attempts billed before it.
+    """One record per model attempt of the step: the one that answered, and apart (``success=False``) the rest.
 
-    A call that ended in an error is its failed attempts (the last one carries the call's
-    duration), or one empty failed record when no attempt was billed (a 429, a refused connection).
-    Built from the step's recorded output, so a replay records the same rows, which the commit's
-    key turns into no-ops.
+    A failed attempt is recorded whether or not it was billed (a 500 or a 429 costs nothing but is
+    one more request to that model), under the model it asked. Built from the step's recorded
+    output, so a replay records the same rows, which the commit's key turns into no-ops.
     """
+    if step_result.model_attempts:
+        for attempt in step_result.model_attempts:
+            answered = attempt.outcome == "answered"
+            usage = (step_result.usage if answered else attempt.usage) or TokenUsage(model=attempt.model)
+            usage = usage if usage.model else usage.model_copy(update={"model": attempt.model})
+            value = duration_ms if answered else attempt.duration_ms
+            run.pending_usage.append(_llm_record(run, usage, success=answered, duration_ms=value))
+        return
+    # Recorded before steps listed their attempts (or by an adapter that does not): the call, and
+    # the attempts billed before it; an error is its billed attempts or one empty failed record.
     failed = list(step_result.failed_attempts_usage)
     if isinstance(step_result, ErrorStepResult):
         failed = failed or [step_result.usage or TokenUsage()]

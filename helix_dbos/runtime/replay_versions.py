@@ -17,6 +17,12 @@ when an older version recorded it. Those branches stay (runs recorded then may s
 waiting for a human for weeks) and are listed in :data:`LEGACY_OUTPUT_KEYS`; the test checks each
 one still names a key of its step output. Retire one only when no run recorded without it can
 still be replayed.
+
+**Neither, for a field added inside a recorded result that only describes it.** The LLM step's
+``StepResult.model_attempts`` (the attempts of a model chain) changes no step, no order and no
+decision of the loop; the usage rows built from it are written by the next commit, which is keyed,
+and a result recorded without it validates to an empty list, which builds the rows the older
+version built. A patch would only add a row to every run.
 """
 
 from __future__ import annotations

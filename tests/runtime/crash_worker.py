@@ -16,8 +16,10 @@ Launching, starting and waiting for the session are ``tests/worker_harness.py``'
 ``--executor-id=ID`` and ``--takeover-after=SECONDS`` run it as one of several workers that take
 over the runs of a worker whose heartbeat stopped.
 
+``--fallback`` puts the agent on a model chain (``openai/primary``, then ``openai/backup``).
+
 Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--hitl]
-       [--legacy-hitl-steps] [--executor-id=ID] [--takeover-after=SECONDS]
+       [--fallback] [--legacy-hitl-steps] [--executor-id=ID] [--takeover-after=SECONDS]
 """
 
 from __future__ import annotations
@@ -102,6 +104,23 @@ if "--legacy-hitl-steps" in sys.argv:
     hitl.check_step = legacy_check  # type: ignore[assignment]
     hitl_capability.check_step = legacy_check  # type: ignore[assignment]
     hitl_capability.register_step = legacy_register  # type: ignore[assignment]
+
+if "--fallback" in sys.argv:
+    # The same agent on a model chain: "primary" (which the test's server fails), then "backup".
+    agent = define_agent(
+        "fallback-crash-agent",
+        system_prompt=agent.system_prompt,
+        llm_config={
+            "model": "openai/primary",
+            "fallbacks": ["openai/backup"],
+            "api_base": LLM_BASE_URL,
+            "api_key": "test",
+            "retry": {"max_attempts": 2, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.05},
+        },
+        tools=agent.tools,
+        output_schema=Answer,
+        max_steps=10,
+    )
 
 if HITL:
     from tests.runtime.crash_agents import hitl_agent

@@ -86,17 +86,20 @@ def _effects(env: dict[str, Any]) -> collections.Counter[str]:
 
 
 def _crash_and_recover(
-    env: dict[str, Any], model: Model, kill_when: Callable[[ScriptedOpenAIServer], bool]
+    env: dict[str, Any],
+    model: Callable[[dict[str, Any]], dict[str, Any]],
+    kill_when: Callable[[ScriptedOpenAIServer], bool],
+    extra: list[str] | None = None,
 ) -> ScriptedOpenAIServer:
     server = ScriptedOpenAIServer(handler=model)
     base_url = server.start()
-    first = _spawn(env, base_url, start=True)
+    first = _spawn(env, base_url, start=True, extra=extra)
     try:
         _wait_for(lambda: kill_when(server), 60, "the crash point", first)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         assert first.returncode == -signal.SIGKILL
-        second = _spawn(env, base_url, start=False)
+        second = _spawn(env, base_url, start=False, extra=extra)
         out, _ = second.communicate(timeout=90)
         assert second.returncode == 0, out
         assert "finished completed" in out, out
@@ -132,6 +135,34 @@ def test_kill_during_a_tool_after_a_side_effect(crash_env: dict[str, Any]) -> No
     assert effects["append:two"] == 1 and effects["start:two"] == 2  # the in-flight step ran again, once
     assert effects["submit:done"] == 1
     assert server.request_count == BASELINE_LLM_CALLS  # no LLM call repeated
+    _check_transcript(crash_env)
+
+
+class PrimaryDown:
+    """A model chain whose primary always answers 500: every step is answered by the fallback."""
+
+    def __init__(self) -> None:
+        self.backup = Model()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body["model"] == "primary":
+            return {"status": 500, "error_message": "primary down"}
+        return self.backup(body)
+
+
+def test_kill_after_the_fallback_answered_replays_without_calling_a_model(crash_env: dict[str, Any]) -> None:
+    """The fallback's answer is the recorded step: recovery re-runs the interrupted tool, not the chain."""
+    server = _crash_and_recover(
+        crash_env, PrimaryDown(), lambda s: _effects(crash_env)["start:two"] >= 1, extra=["--fallback"]
+    )
+    effects = _effects(crash_env)
+    assert effects["append:one"] == 1 and effects["append:two"] == 1 and effects["submit:done"] == 1
+    # Per step (told apart by the tool results it sends): primary twice (its two attempts), then the
+    # backup once; the two steps recorded before the kill were not called again after it.
+    by_step = collections.Counter(
+        (sum(m["role"] == "tool" for m in body["messages"]), body["model"]) for body in server.requests
+    )
+    assert by_step == {(n, model): count for n in range(3) for model, count in (("primary", 2), ("backup", 1))}
     _check_transcript(crash_env)
 
 
