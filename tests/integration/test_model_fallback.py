@@ -213,22 +213,36 @@ async def test_an_exhausted_chain_is_one_typed_error_naming_each_model(serve: An
     assert ErrorStepResult.model_validate_json(result.model_dump_json()).error.code == "provider_fallbacks_exhausted"  # type: ignore[attr-defined]
 
 
-async def test_a_fallback_may_be_a_full_config_at_another_endpoint(serve: Any) -> None:
-    down = serve({"primary": [{"status": 500}]})
-    other = serve({"other": [{"text": "from the other endpoint"}]})
-    fallback = LLMConfig(model="openai/other", api_base=other.base_url, api_key="k2", max_retries=0)
-    result = await call(chain(down, fallbacks=[fallback], retry=RetryPolicy(max_attempts=1)))
+async def test_a_fallback_may_be_a_full_config_with_its_own_endpoint_and_retries(serve: Any) -> None:
+    down = serve({"primary": [{"status": 500}, {"status": 500}]})
+    other = serve({"other": [{"status": 502}, {"status": 502}, {"text": "from the other endpoint"}]})
+    fallback = LLMConfig(
+        model="openai/other",
+        api_base=other.base_url,
+        api_key="k2",
+        retry=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.05, max_backoff_seconds=0.05),
+    )
+    result = await call(chain(down, fallbacks=[fallback]))
     assert isinstance(result, TextStepResult) and result.content == "from the other endpoint"
-    assert (models_called(down), models_called(other)) == (["primary"], ["other"])
+    # per-model attempts: the primary's policy allows 2, the fallback's 3
+    assert (models_called(down), models_called(other)) == (["primary"] * 2, ["other"] * 3)
     assert other.request_headers[0]["authorization"] == "Bearer k2"
 
 
-async def test_litellm_does_not_retry_under_the_engine(serve: Any) -> None:
-    """One attempt is one request: LiteLLM's and the openai SDK's own retries stay off."""
-    server = serve({"primary": [{"status": 500}, {"status": 500}]})
-    result = await call(chain(server, fallbacks=[], retry=RetryPolicy(max_attempts=1)))
-    assert isinstance(result, ErrorStepResult)
-    assert server.request_count == 1
+async def test_litellm_does_not_retry_under_the_engine(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One attempt is one request: LiteLLM's and the openai SDK's own retries stay off, even when an
+    application turned LiteLLM's global retries on."""
+    import litellm
+
+    monkeypatch.setattr(litellm, "num_retries", 3)
+    server = serve({"primary": [{"status": 500}, {"status": 429}]})
+    codes = []
+    for _ in range(2):
+        result = await call(chain(server, fallbacks=[], retry=RetryPolicy(max_attempts=1)))
+        assert isinstance(result, ErrorStepResult) and isinstance(result.error, HelixError)
+        codes.append(result.error.code)
+    assert codes == ["provider_error", "provider_rate_limited"]
+    assert server.request_count == 2  # one request per attempt, for a 500 and for a 429
 
 
 @pytest.mark.parametrize("option", ["fallbacks", "max_retries", "context_window_fallbacks"])
