@@ -65,7 +65,8 @@ class LLMConfig(BaseModel):
     ``LLMConfig`` (or a dict of one) brings its own, for another provider or endpoint."""
     fallback_on: frozenset[str] = PROVIDER_ERROR_CODES
     """The error codes that fail over to the next model; any other error ends the call at once.
-    Default: every ``provider_*`` code (a 400 or a 401 may well pass on another model)."""
+    Default: every ``provider_*`` code (a 400 or a 401 may well pass on another model). The
+    primary config's holds for the whole chain; a fallback config's own is not read."""
 
     @field_validator("model")
     @classmethod

@@ -188,6 +188,28 @@ async def test_an_error_outside_fallback_on_fails_at_once(serve: Any) -> None:
     assert outcomes(result) == [("openai/primary", "failed")]
 
 
+async def test_the_primarys_fallback_on_holds_for_the_whole_chain(serve: Any) -> None:
+    server = serve(
+        {
+            "primary": [{"status": 500}],
+            "second": [{"status": 401, "error_message": "Incorrect API key provided"}],
+            "third": [{"text": "never asked"}],
+        }
+    )
+    second = LLMConfig(model="openai/second", api_base=server.base_url, api_key="k", max_retries=0)
+    config = chain(
+        server,
+        fallbacks=[second, "openai/third"],
+        retry=RetryPolicy(max_attempts=1),
+        fallback_on={"provider_error"},  # second's own (default: every provider code) is not read
+    )
+    result = await call(config)
+    assert isinstance(result, ErrorStepResult)
+    assert models_called(server) == ["primary", "second"]
+    assert outcomes(result) == [("openai/primary", "fell_back"), ("openai/second", "failed")]
+    assert isinstance(result.error, HelixError) and result.error.code == "provider_fallbacks_exhausted"
+
+
 async def test_an_exhausted_chain_is_one_typed_error_naming_each_model(serve: Any) -> None:
     server = serve(
         {

@@ -132,15 +132,32 @@ class LiteLLMAdapter:
         run = _ChainRun()
         for index, config in enumerate(chain):
             has_next = index < len(chain) - 1
-            ended = await self._call_model(litellm, replace(input, config=config), callbacks, run, has_next=has_next)
+            ended = await self._call_model(
+                litellm,
+                replace(input, config=config),
+                callbacks,
+                run,
+                has_next=has_next,
+                fallback_on=input.config.fallback_on,
+            )
             if ended is not None:
                 return ended
         raise AssertionError("unreachable: the last model of a chain never falls back")
 
     async def _call_model(
-        self, litellm: Any, input: LLMGenerateInput, callbacks: LLMStreamCallbacks, run: _ChainRun, *, has_next: bool
+        self,
+        litellm: Any,
+        input: LLMGenerateInput,
+        callbacks: LLMStreamCallbacks,
+        run: _ChainRun,
+        *,
+        has_next: bool,
+        fallback_on: frozenset[str],
     ) -> StepResult | None:
-        """One model of the chain, retried by its policy; ``None`` means: fall back to the next model."""
+        """One model of the chain, retried by its policy; ``None`` means: fall back to the next model.
+
+        ``fallback_on`` is the chain's (the primary config's), whatever a full-config fallback says.
+        """
         config = input.config
         request = build_request(litellm, input, stream=self.stream, strict_providers=self._strict_providers)
         policy = config.retry_policy()
@@ -168,7 +185,7 @@ class LiteLLMAdapter:
                 attempts_on_model=attempt,
                 policy=policy,
                 has_next_model=has_next,
-                fallback_on=input.config.fallback_on,
+                fallback_on=fallback_on,
             )
             delay = retry_delay_seconds(attempt - 1, error, policy) if move == "retry" else 0.0
             run.record(config.model, _OUTCOME_OF[move], started_ms, started, spent, error=error, wait_seconds=delay)
