@@ -7,14 +7,18 @@ One concept per module:
 * :mod:`~helix_dbos.llm.litellm.request`: helix messages and tools -> ``litellm.acompletion`` kwargs;
 * :mod:`~helix_dbos.llm.litellm.schema`: strict-mode JSON schemas for tools and outputs;
 * :mod:`~helix_dbos.llm.litellm.errors`: provider exceptions -> ``provider_*`` :class:`HelixError`
-  codes, and the retry schedule;
+  codes (with the server's ``Retry-After``); the retry and fallback rules are
+  :mod:`helix_dbos.llm.retry`'s;
 * :mod:`~helix_dbos.llm.litellm.streaming`: stream chunks -> a raw response, deltas reported live;
 * :mod:`~helix_dbos.llm.litellm.response`: a raw response -> the step's :data:`StepResult`.
 
 What the adapter guarantees, and why:
 
-* **The engine owns retries** (``num_retries=0`` to LiteLLM; backoff with jitter or the server's
-  ``Retry-After`` here; the final failure returned as ``ErrorStepResult``, data the step records).
+* **The engine owns retries and fallbacks** (``num_retries=0`` to LiteLLM, and ``provider_options``
+  may not turn its retries or fallbacks on; each model of ``LLMConfig``'s chain retried by its
+  ``RetryPolicy`` with backoff or the server's ``Retry-After``, then the next; every attempt on the
+  result as ``model_attempts``; the final failure returned as ``ErrorStepResult``, data the step
+  records).
 * **Request dicts are built explicitly** from helix messages (never ``message.model_dump()``,
   which on LiteLLM 1.106.2 leaks ``provider_specific_fields`` into the next request).
 * **Truncated streams are failures.** LiteLLM 1.106.2 ends a stream whose connection dropped as if
