@@ -10,6 +10,8 @@ The combinations the seeds reject are rejected here, at definition time:
 - ``execute="client"`` with ``finish_with`` or ``require_approval``;
 - ``require_approval`` with ``finish_with``;
 - ``finish_with_transform`` without ``finish_with``;
+- ``retry_safe=False`` with ``execute="client"`` or ``finish_with``, and ``unknown_outcome`` on a
+  retry-safe tool;
 - reserved names (``__finish__``, ``load_skill``, ``read_skill_file``) and the reserved prefixes
   ``subagent__`` / ``companion__``.
 """
@@ -204,6 +206,8 @@ def create_tool_context(
 
 ExecuteFn = Callable[[Any, ToolContext], Any | Awaitable[Any]]
 ApprovalPredicate = Callable[..., bool | Awaitable[bool]]
+UnknownOutcomePolicy = Literal["ask", "report"]
+"""What a run does with a not-retry-safe call whose worker died while it ran (see :attr:`Tool.retry_safe`)."""
 
 
 class Tool(BaseModel):
@@ -229,6 +233,16 @@ class Tool(BaseModel):
     """Gate execution behind a user decision; a predicate ``(input, ctx?) -> bool`` fails closed."""
     timeout_ms: int | None = None
     """How long a client-executed or approval-gated call waits for its answer before it times out."""
+    retry_safe: bool = True
+    """Whether running the call again after a crash is harmless (the default, DBOS's at-least-once).
+
+    ``False`` for a tool that must not run twice (it charges a card, sends an email): when a worker
+    dies while such a call runs, recovery does not run it again blindly; the call's outcome is
+    unknown, and :attr:`unknown_outcome` says what happens next."""
+    unknown_outcome: UnknownOutcomePolicy = "ask"
+    """For ``retry_safe=False``: ``"ask"`` (the default) parks the run on an operator's approval of a
+    re-run (approve: it runs once more; deny: the model gets the "outcome unknown" result);
+    ``"report"`` gives the model that result at once."""
     finish_output_wrapped: bool = False
     """Internal: the ``__finish__`` arguments wrap a non-object output under ``"value"``."""
     parameters_schema: dict[str, Any] | None = None
@@ -277,8 +291,14 @@ def define_tool(
     finish_with_transform: Callable[[Any], Any] | None = None,
     require_approval: bool | ApprovalPredicate = False,
     timeout_ms: int | None = None,
+    retry_safe: bool = True,
+    unknown_outcome: UnknownOutcomePolicy | None = None,
 ) -> Tool:
-    """Define a tool; invalid combinations raise :class:`DefinitionError` here, not at run time."""
+    """Define a tool; invalid combinations raise :class:`DefinitionError` here, not at run time.
+
+    ``retry_safe=False`` marks a tool that must not run twice (see :attr:`Tool.retry_safe`), and
+    ``unknown_outcome`` (``"ask"`` unless given) what a run does when such a call's outcome is unknown.
+    """
     _check_tool_name(name)
     if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise DefinitionError(f"tool {name!r}: input_schema must be a pydantic model class")
@@ -303,6 +323,7 @@ def define_tool(
         raise DefinitionError(f"tool {name!r}: timeout_ms must be positive")
     if not isinstance(require_approval, bool) and not callable(require_approval):
         raise DefinitionError(f"tool {name!r}: require_approval must be a bool or a predicate")
+    _check_retry_safety(name, execute, finish_with, retry_safe, unknown_outcome)
     return Tool(
         name=name,
         description=description,
@@ -314,7 +335,31 @@ def define_tool(
         finish_with_transform=finish_with_transform,
         require_approval=require_approval,
         timeout_ms=timeout_ms,
+        retry_safe=retry_safe,
+        unknown_outcome=unknown_outcome or "ask",
     )
+
+
+def _check_retry_safety(
+    name: str, execute: object, finish_with: bool, retry_safe: object, unknown_outcome: object
+) -> None:
+    """Reject what a not-retry-safe tool cannot be.
+
+    Such a tool runs on the server as a regular call (its re-run approval gates a regular call),
+    so client and finish_with tools cannot be one.
+    """
+    if not isinstance(retry_safe, bool):
+        raise DefinitionError(f"tool {name!r}: retry_safe must be a bool")
+    if unknown_outcome is not None and unknown_outcome not in ("ask", "report"):
+        raise DefinitionError(f"tool {name!r}: unknown_outcome must be 'ask' or 'report'")
+    if retry_safe:
+        if unknown_outcome is not None:
+            raise DefinitionError(f"tool {name!r}: unknown_outcome applies only to retry_safe=False tools")
+        return
+    if execute == "client":
+        raise DefinitionError(f"tool {name!r}: execute='client' cannot be combined with retry_safe=False")
+    if finish_with:
+        raise DefinitionError(f"tool {name!r}: finish_with cannot be combined with retry_safe=False")
 
 
 def _check_tool_name(name: str) -> None:

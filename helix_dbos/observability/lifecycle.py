@@ -14,6 +14,8 @@ structured handler gets them as fields. Events:
 ``runs_requeued``   a worker re-enqueued a dead worker's runs (takeover, ``helix-dbos recover``)
 ``run_completed``   the run ended; ``run_failed`` and ``run_interrupted`` likewise
 ``client_tool.*``   a pending client or approval call: see :mod:`helix_dbos.runtime.client_tool_log`
+``tool.*``          ``tool.outcome_unknown`` (ERROR): a recovered run found a not-retry-safe call in
+                    flight and did not run it again: see :mod:`helix_dbos.runtime.unknown_outcomes`
 ==================  ===============================================================================
 
 They are emitted from inside DBOS steps where they can be (a recorded step does not run again on

@@ -27,7 +27,8 @@ from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.sub_agent import SubAgentTool
 from helix_dbos.tool import Tool
 
-HitlKind = Literal["client", "approval"]
+HitlKind = Literal["client", "approval", "rerun"]
+"""``rerun``: an operator decides whether a not-retry-safe call whose outcome is unknown runs again."""
 
 _MAX_NAME_IN_MESSAGE = 200
 

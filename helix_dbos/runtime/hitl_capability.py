@@ -21,7 +21,7 @@ a run recorded then replays under this module step for step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from helix_dbos.runtime.step_outputs import (
     ToolStepOutput,
     empty_tool_output,
 )
+from helix_dbos.runtime.unknown_outcomes import idempotency_key_of, outcome_unknown_output
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.store.base import UsageRecord
 from helix_dbos.stream.chunks import RunPausedChunk, RunResumedChunk, ToolApprovalRequestChunk, ToolStartChunk
@@ -137,7 +138,7 @@ class HitlCapability(RunCapability):
             return CollectedAnswers(stop=stop, pending_ids=[cid for cid in call_ids if cid not in results])
         run.emit(RunResumedChunk(**run.chunk_base(), run_id=run.who.run_id, previous_run_id=previous))
         record_waits(run, [(h.tool.name, rows[h.call.id]) for h in hitl])
-        approved = _answers_to_results(hitl, rows, results)
+        approved = _answers_to_results(hitl, rows, results, lambda call: idempotency_key_of(run, call))
         run.applied_pending.extend(call_ids)  # committed with the step that records the results
         return CollectedAnswers(run_as_steps=approved)
 
@@ -162,8 +163,11 @@ def _announce(run: RunContext, hitl: list[HitlRequest], registration: RegisterSt
     """``tool_start`` (and ``tool_approval_request``) per call, then ``run_paused``: after the registration."""
     for h in hitl:
         arguments = h.call.arguments if isinstance(h.call.arguments, dict) else {}
-        run.emit(ToolStartChunk(**run.chunk_base(), tool_call_id=h.call.id, tool_name=h.call.name, arguments=arguments))
-        if h.kind == "approval":
+        if h.kind != "rerun":  # a re-run's call was announced when it first started
+            run.emit(
+                ToolStartChunk(**run.chunk_base(), tool_call_id=h.call.id, tool_name=h.call.name, arguments=arguments)
+            )
+        if h.kind in ("approval", "rerun"):
             run.emit(
                 ToolApprovalRequestChunk(
                     **run.chunk_base(),
@@ -182,9 +186,15 @@ def _announce(run: RunContext, hitl: list[HitlRequest], registration: RegisterSt
 
 
 def _answers_to_results(
-    hitl: list[HitlRequest], rows: dict[str, PendingRow], results: dict[str, Any]
+    hitl: list[HitlRequest],
+    rows: dict[str, PendingRow],
+    results: dict[str, Any],
+    key_of: Callable[[ParsedToolCall], str],
 ) -> list[tuple[ParsedToolCall, Tool]]:
-    """Turn recorded answers into tool results; returns the approved calls, which must now run."""
+    """Turn recorded answers into tool results; returns the approved calls, which must now run.
+
+    A denied ``rerun`` keeps the call's "outcome unknown" result (``key_of`` gives its idempotency key).
+    """
     approved: list[tuple[ParsedToolCall, Tool]] = []
     for h in hitl:
         row = rows[h.call.id]
@@ -197,6 +207,8 @@ def _answers_to_results(
             results[h.call.id] = _client_result(h.call, submission)
         elif submission.get("approved") and submission.get("arguments_digest") in (None, row["arguments_digest"]):
             approved.append((h.call, h.tool))
+        elif h.kind == "rerun":
+            results[h.call.id] = outcome_unknown_output(h.call, h.tool.name, key_of(h.call))
         else:
             results[h.call.id] = {**_error(h.call, NOT_APPROVED_MESSAGE), "after_tool": False}
     return approved

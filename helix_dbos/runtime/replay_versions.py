@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
+from helix_dbos.runtime.unknown_outcomes import UNKNOWN_OUTCOMES_PATCH
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,12 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "(it fires the hook when the run waits for no answers: a resume after an interrupt)",
         "runtime/resumes.py: fire_resumed_at_start, only in resume runs that define on_agent_resumed and "
         "do not continue a batch of tool calls",
+    ),
+    ReplayPatch(
+        UNKNOWN_OUTCOMES_PATCH,
+        "a phase's not-retry-safe calls (retry_safe=False) are preceded by a {agent}.tool_starts step, and a "
+        "call an earlier execution may have run records an 'outcome unknown' result instead of running again",
+        "runtime/unknown_outcomes.py: mark_starts, only for a phase with a not-retry-safe call",
     ),
 )
 """Every named patch, oldest first."""

@@ -135,6 +135,11 @@ def stop_reason(agent: str) -> str:
     return f"{agent}.stop_reason"
 
 
+def tool_starts(agent: str) -> str:
+    """Record that a phase's not-retry-safe calls start, before any of them runs (their crash marker)."""
+    return f"{agent}.tool_starts"
+
+
 def capability(agent: str, capability_name: str, name: str) -> str:
     """A step an agent's own capability records (``CapabilityRun.record_step``)."""
     return f"{agent}.{capability_name}.{name}"

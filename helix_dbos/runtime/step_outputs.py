@@ -69,6 +69,18 @@ class ToolStepOutput(TypedDict):
     """Set when a finish_with tool's transform raised (the run fails)."""
     after_tool: NotRequired[bool]
     """``False`` on results the loop makes for rejected approvals: no ``after_tool`` hook for them."""
+    outcome_unknown: NotRequired[bool]
+    """``True`` when a not-retry-safe call's worker died while it ran: the tool was not run again,
+    and whether it took effect is unknown (:mod:`helix_dbos.runtime.unknown_outcomes`)."""
+    idempotency_key: NotRequired[str]
+    """The call's ``ToolContext.idempotency_key``, on an ``outcome_unknown`` result (to look the call up)."""
+
+
+class ToolStartsStepOutput(TypedDict):
+    """``{agent}.tool_starts``: the not-retry-safe calls of a phase, recorded before any of them runs."""
+
+    tool_call_ids: list[str]
+    started_at_ms: int
 
 
 def empty_tool_output(tool_call_id: str, tool_name: str) -> ToolStepOutput:
@@ -147,7 +159,7 @@ class PendingRow(TypedDict):
     run_id: str
     workflow_id: str
     tool_name: str
-    kind: Literal["client", "approval", "budget"]
+    kind: Literal["client", "approval", "budget", "rerun"]
     arguments: dict[str, Any]
     arguments_digest: str
     status: Literal["pending", "answered", "expired", "applied", "cancelled"]
@@ -359,6 +371,7 @@ __all__ = [
     "ResumedStepOutput",
     "SkillsCatalogStepOutput",
     "StopReasonStepOutput",
+    "ToolStartsStepOutput",
     "ToolStepOutput",
     "WakeMessage",
     "WritesOutput",

@@ -59,6 +59,7 @@ from helix_dbos.runtime.step_outputs import (
     ToolStepOutput,
     empty_tool_output,
 )
+from helix_dbos.runtime.unknown_outcomes import log_outcome_unknown, outcome_unknown_output
 from helix_dbos.state.tracker import StateTracker, StepWritesAdapter
 from helix_dbos.step_result import ParsedToolCall, StepResult, StepResultAdapter, is_error_step
 from helix_dbos.store.base import CommitResult, StepCommit
@@ -258,6 +259,9 @@ class ToolStepRequest:
     hooks: list[AgentHooks]
     call_key: str | None = None
     """``ToolContext.call_key``: set when an earlier call in the session used the call's id."""
+    started_before: bool = False
+    """A not-retry-safe call an earlier execution of the run may have run (its start marker was
+    recorded then, its step never was): the step reports the outcome unknown instead of running it."""
 
 
 def _run_execute(tool: Tool, tool_input: Any, ctx: Any) -> Any:
@@ -284,6 +288,11 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
     agent = who.agent
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
     output = empty_tool_output(call.id, tool.name)
+    if request.started_before:
+        key = f"{who.session_id}:{request.call_key or call.id}"  # ToolContext.idempotency_key
+        unknown = outcome_unknown_output(call, tool.name, key)
+        log_outcome_unknown(who.session_id, who.run_id, agent.name, unknown)
+        return unknown
     try:
         tool_input = tool.validate_input(arguments)
     except ValidationError as exc:

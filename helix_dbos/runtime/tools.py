@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, StepOptions
 
-from helix_dbos.capability import BatchStop
+from helix_dbos.capability import BatchStop, CollectedAnswers
 from helix_dbos.messages import AssistantMessage, Message, ToolResultMessage
 from helix_dbos.orchestration.message_builder import create_tool_result_message
 from helix_dbos.orchestration.tool_batch import HitlKind, ToolBatch, split_tool_batch
@@ -33,6 +33,7 @@ from helix_dbos.runtime.hooks import ToolHookPayload
 from helix_dbos.runtime.ids import REUSED_CALL_IDS_PATCH, calls_used_before, scoped_call_key
 from helix_dbos.runtime.step_outputs import ToolStepOutput
 from helix_dbos.runtime.steps import ToolStepRequest, tool_step
+from helix_dbos.runtime.unknown_outcomes import mark_starts, settle_unknown_outcomes
 from helix_dbos.state.tracker import StepWritesAdapter, merge_step_writes
 from helix_dbos.step_result import ParsedSubAgentCall, ParsedToolCall
 from helix_dbos.store.base import UsageRecord
@@ -100,11 +101,11 @@ def execute_tools(
             continue
         answers = capability.collect_answers(run, registration, results)
         if answers.stop is not None:
-            for call in calls:  # record what did run; the calls still waiting stay open
-                if call.id in results:
-                    _record_tool_result(run, call, results[call.id])
-            return BatchOutcome(stop=answers.stop, pending_ids=list(answers.pending_ids))
+            return _stopped(run, calls, results, answers)
         _run_phase(run, answers.run_as_steps, results)  # e.g. approved calls
+    unknown = settle_unknown_outcomes(run, calls, tools_by_name, results, _run_phase)
+    if unknown.stop is not None:
+        return _stopped(run, calls, results, unknown)
     for capability in run.capabilities:
         capability.after_human_calls(run, batch, results)
     winner = _run_finishing(run, batch.finishing, results)
@@ -112,6 +113,15 @@ def execute_tools(
     for call in calls:  # messages, chunks and deferred hooks in input order
         _record_tool_result(run, call, results[call.id])
     return BatchOutcome(winner=winner)
+
+
+def _stopped(run: RunContext, calls: list[ParsedToolCall], results: Results, answers: CollectedAnswers) -> BatchOutcome:
+    """The batch stops waiting for answers: record what did run; the calls still waiting stay open."""
+    for call in calls:
+        if call.id in results:
+            _record_tool_result(run, call, results[call.id])
+    assert answers.stop is not None
+    return BatchOutcome(stop=answers.stop, pending_ids=list(answers.pending_ids))
 
 
 def outstanding_calls(messages: list[Message]) -> list[ParsedToolCall]:
@@ -220,6 +230,7 @@ def _run_tool_steps(
         )
         for call, tool in batch
     ]
+    requests = mark_starts(run, requests)  # not-retry-safe calls: their crash marker first
     options: list[StepOptions] = [{"name": step_names.tool(run.agent.name, r.tool.name)} for r in requests]
     if len(requests) <= 1:
         return [DBOS.run_step(options[i], tool_step, r) for i, r in enumerate(requests)]
@@ -256,15 +267,17 @@ def _record_tool_result(run: RunContext, call: ParsedToolCall, output: ToolStepO
     if output["patches"]:
         run.emit(StatePatchChunk(**run.chunk_base(), patches=output["patches"]))
     success = bool(output["success"])
-    run.append(
-        create_tool_result_message(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            result=output["result"],
-            success=success,
-            error=output["error"],
-        )
+    message = create_tool_result_message(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        result=output["result"],
+        success=success,
+        error=output["error"],
     )
+    if output.get("outcome_unknown"):  # what the inspector's badge and API readers key on
+        unknown = {"outcome_unknown": True, "idempotency_key": output.get("idempotency_key")}
+        message = message.model_copy(update={"metadata": {**(message.metadata or {}), **unknown}})
+    run.append(message)
     announced = next((c for c in (k.result_chunk(run, call, output) for k in run.capabilities) if c), None)
     if announced is not None:
         run.emit(announced)  # e.g. subagent_end: its subagent_start went out at dispatch

@@ -161,13 +161,15 @@ class PendingToolCallView(_Response):
     """A call waiting for the client: run it, decide on it, or allow the run to spend more.
 
     ``client``: run the tool; ``approval``: decide on the call; ``budget``: the run reached its
-    budget (``arguments`` say which limit, what was used and the raise an approval grants).
+    budget (``arguments`` say which limit, what was used and the raise an approval grants);
+    ``rerun``: a not-retry-safe call's worker died while it ran, and its outcome is unknown: approve
+    running it once more, or deny (the model is told the outcome is unknown).
     """
 
     tool_call_id: str
     tool_name: str
-    kind: Literal["client", "approval", "budget"]
-    """``client``: answer with ``client-tool-result``; ``approval`` and ``budget``: with ``approval-response``."""
+    kind: Literal["client", "approval", "budget", "rerun"]
+    """``client``: answer with ``client-tool-result``; the others with ``approval-response``."""
     arguments: dict[str, Any]
     arguments_digest: str
     """Echo it in an ``approval-response`` to bind the decision to exactly these arguments."""

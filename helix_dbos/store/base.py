@@ -285,7 +285,7 @@ class ForkResult(_Data):
 
 # human-in-the-loop and workers ---------------------------------------------------------------------
 
-PendingKind = Literal["client", "approval", "budget"]
+PendingKind = Literal["client", "approval", "budget", "rerun"]
 PendingStatus = Literal["pending", "answered", "expired", "applied", "cancelled"]
 Delivery = Literal["hot", "parked"]
 

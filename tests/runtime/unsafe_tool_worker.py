@@ -1,0 +1,25 @@
+"""A worker process for the not-retry-safe tool crash tests (``tests/runtime/test_unsafe_tool_crash.py``).
+
+Launches helix-dbos on PostgreSQL with the charging agent, optionally starts its run, and waits for
+the session to finish (``tests/worker_harness.py``). The test SIGKILLs it while ``charge`` runs.
+
+Usage: python unsafe_tool_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--retry-safe]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tests.runtime.unsafe_tool_agents import charging_agent
+from tests.worker_harness import serve_session
+
+DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
+
+serve_session(
+    DATABASE_URL,
+    [charging_agent(LLM_BASE_URL, SIDE_EFFECTS, retry_safe="--retry-safe" in sys.argv)],
+    SESSION_ID,
+    executor_id="unsafe-tool-worker",
+    start="go" if "--start" in sys.argv else None,
+    poll_seconds=0.1,
+)
