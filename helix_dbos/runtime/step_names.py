@@ -172,4 +172,5 @@ __all__ = [
     "skills_catalog",
     "stop_reason",
     "tool",
+    "tool_starts",
 ]

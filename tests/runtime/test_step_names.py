@@ -30,6 +30,7 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.remote_wait("writer") == "writer.remote.wait"
     assert step_names.skills_catalog("writer") == "writer.skills.catalog"
     assert step_names.stop_reason("writer") == "writer.stop_reason"
+    assert step_names.tool_starts("writer") == "writer.tool_starts"
     assert step_names.capability("writer", "audit", "log") == "writer.audit.log"
 
 
@@ -68,4 +69,5 @@ def test_the_module_lists_every_name_it_defines() -> None:
         "skills_catalog",
         "stop_reason",
         "tool",
+        "tool_starts",
     ]

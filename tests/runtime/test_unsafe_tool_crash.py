@@ -56,39 +56,52 @@ def _wait_for(condition: Callable[[], bool], what: str, proc: WorkerProcess, tim
 class Crash:
     """Start a run in one worker, SIGKILL it while ``charge`` runs, recover it in a second worker."""
 
-    def __init__(self, url: str, tmp_path: Path, *, retry_safe: bool) -> None:
+    def __init__(
+        self, url: str, tmp_path: Path, *, retry_safe: bool, flags: tuple[str, ...] = (), handler: Any = model
+    ) -> None:
         self.url = url
         self.effects = tmp_path / "effects.txt"
         self.session = f"unsafe-{unique_name('s')}"
         self.retry_safe = retry_safe
-        self.server = ScriptedOpenAIServer(handler=model)
+        self.flags = list(flags)
+        self.server = ScriptedOpenAIServer(handler=handler)
         self.base_url = self.server.start()
         self.procs: list[WorkerProcess] = []
 
     def agent(self) -> Any:
-        return charging_agent(self.base_url, self.effects, retry_safe=self.retry_safe)
+        return charging_agent(
+            self.base_url,
+            self.effects,
+            retry_safe=self.retry_safe,
+            unknown_outcome="report" if "--report" in self.flags else None,
+            block="--no-block" not in self.flags,
+        )
 
-    def _spawn(self, *, start: bool) -> WorkerProcess:
-        args = [self.url, self.base_url, str(self.effects), self.session]
+    def spawn(self, *, start: bool, retry_safe: bool | None = None) -> WorkerProcess:
+        args = [self.url, self.base_url, str(self.effects), self.session, *self.flags]
         args += ["--start"] if start else []
-        args += ["--retry-safe"] if self.retry_safe else []
+        args += ["--retry-safe"] if (self.retry_safe if retry_safe is None else retry_safe) else []
         proc = start_worker(WORKER, args)
         self.procs.append(proc)
         return proc
 
     def kill_mid_call_and_recover(self) -> WorkerProcess:
-        first = self._spawn(start=True)
+        first = self.spawn(start=True)
         _wait_for(lambda: _effects(self.effects)["start"] == 1, "the charge to start", first)
-        first.send_signal(signal.SIGKILL)
-        first.wait(10)
-        assert first.returncode == -signal.SIGKILL
-        return self._spawn(start=False)
+        kill(first)
+        return self.spawn(start=False)
 
     def close(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
         self.server.stop()
+
+
+def kill(worker: WorkerProcess) -> None:
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+    assert worker.returncode == -signal.SIGKILL
 
 
 def _finish(worker: WorkerProcess) -> str:
@@ -105,11 +118,11 @@ def _charge_result(executor: Any, session: str) -> ToolResultMessage:
 
 
 def _wait_for_rerun_request(executor: Any, crash: Crash, worker: WorkerProcess) -> None:
-    _wait_for(
-        lambda: [(c.tool_call_id, c.kind) for c in executor.list_pending_tool_calls(crash.session)] == [("c1", "rerun")],
-        "the re-run approval",
-        worker,
-    )
+    def asked() -> bool:
+        pending = executor.list_pending_tool_calls(crash.session)
+        return [(c.tool_call_id, c.kind) for c in pending] == [("c1", "rerun")]
+
+    _wait_for(asked, "the re-run approval", worker)
 
 
 def test_a_retry_safe_tool_killed_mid_call_runs_again(runtime_db: str, make_executor: Any, tmp_path: Path) -> None:
@@ -190,3 +203,52 @@ def test_a_denied_rerun_gives_the_model_the_unknown_outcome_with_the_idempotency
     assert result.metadata["idempotency_key"] == f"{crash.session}:c1"
     state = executor.store.load_state(crash.session)
     assert state is not None and state.output == {"answer": result.content}  # what the model was given
+
+
+def test_report_gives_the_model_the_unknown_outcome_without_waiting(
+    runtime_db: str, make_executor: Any, tmp_path: Path
+) -> None:
+    """``unknown_outcome="report"``: no approval; the recovered run goes on with the unknown outcome."""
+    crash = Crash(runtime_db, tmp_path, retry_safe=False, flags=("--report",))
+    try:
+        executor = make_executor(LiteLLMAdapter(), [crash.agent()])
+        _finish(crash.kill_mid_call_and_recover())
+    finally:
+        crash.close()
+    assert _effects(crash.effects) == {"start": 1}
+    assert executor.list_pending_tool_calls(crash.session) == []
+    assert _charge_result(executor, crash.session).content.startswith("Outcome unknown")
+
+
+class HoldOnce:
+    """The scripted model, hanging once on the call after the charge (the worker is killed there)."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        hold = not self.held and any(m["role"] == "tool" for m in body["messages"])
+        self.held = self.held or hold
+        return model(body, hold_after_the_charge=hold)
+
+
+def test_a_run_recorded_before_its_tool_became_not_retry_safe_replays_its_tool_step(
+    runtime_db: str, make_executor: Any, tmp_path: Path
+) -> None:
+    """The replay patch: a run whose charge step was recorded by a worker where the tool was retry-safe
+    is recovered by a worker where it is not; it replays the recorded step (no marker step where
+    that step was recorded, which DBOS would refuse) and the tool does not run again."""
+    crash = Crash(runtime_db, tmp_path, retry_safe=False, flags=("--no-block",), handler=HoldOnce())
+    try:
+        executor = make_executor(LiteLLMAdapter(), [crash.agent()])
+        first = crash.spawn(start=True, retry_safe=True)
+        _wait_for(lambda: crash.server.request_count == 2, "the model call after the charge", first)
+        kill(first)
+        _finish(crash.spawn(start=False))
+    finally:
+        crash.close()
+    assert _effects(crash.effects) == {"start": 1, "done": 1}
+    assert '"charged":42' in _charge_result(executor, crash.session).content.replace(" ", "")
+    [run] = executor.store.list_runs(crash.session)
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(run.run_id)]
+    assert "charging-agent.tool_starts" not in steps, steps

@@ -4,6 +4,9 @@ Launches helix-dbos on PostgreSQL with the charging agent, optionally starts its
 the session to finish (``tests/worker_harness.py``). The test SIGKILLs it while ``charge`` runs.
 
 Usage: python unsafe_tool_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--retry-safe]
+       [--report] [--no-block]
+
+``--report``: the tool's ``unknown_outcome`` is ``"report"``; ``--no-block``: its first call does not block.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
 
 serve_session(
     DATABASE_URL,
-    [charging_agent(LLM_BASE_URL, SIDE_EFFECTS, retry_safe="--retry-safe" in sys.argv)],
+    [
+        charging_agent(
+            LLM_BASE_URL,
+            SIDE_EFFECTS,
+            retry_safe="--retry-safe" in sys.argv,
+            unknown_outcome="report" if "--report" in sys.argv else None,
+            block="--no-block" not in sys.argv,
+        )
+    ],
     SESSION_ID,
     executor_id="unsafe-tool-worker",
     start="go" if "--start" in sys.argv else None,
