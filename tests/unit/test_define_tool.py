@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from typing import Any
@@ -677,3 +678,33 @@ def test_abort_signal_wait_and_a_failing_probe() -> None:
     assert 0.09 <= time.monotonic() - started < 1.0
     threading.Timer(0.05, signal.abort, args=("stop",)).start()
     assert signal.wait(5) is True and signal.reason == "stop"
+
+
+# -- retry_safe ---------------------------------------------------------------------------------------
+
+
+def test_tools_are_retry_safe_by_default_and_a_not_retry_safe_one_asks_by_default() -> None:
+    assert define_tool("t", execute=lambda i, c: 1).retry_safe is True
+    unsafe = define_tool("charge", execute=lambda i, c: 1, retry_safe=False)
+    assert (unsafe.retry_safe, unsafe.unknown_outcome) == (False, "ask")
+    reporting = define_tool("c", execute=lambda i, c: 1, retry_safe=False, unknown_outcome="report")
+    assert reporting.unknown_outcome == "report"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"execute": "client", "retry_safe": False}, "execute='client' cannot be combined with retry_safe=False"),
+        ({"finish_with": True, "retry_safe": False}, "finish_with cannot be combined with retry_safe=False"),
+        ({"unknown_outcome": "report"}, "unknown_outcome applies only to retry_safe=False tools"),
+        ({"retry_safe": False, "unknown_outcome": "retry"}, "unknown_outcome must be 'ask' or 'report'"),
+        ({"retry_safe": "no"}, "retry_safe must be a bool"),
+    ],
+)
+def test_retry_safety_combinations_that_cannot_work_are_refused_at_definition(
+    options: dict[str, Any], message: str
+) -> None:
+    kwargs: dict[str, Any] = {"execute": lambda i, c: 1, **options}
+    with pytest.raises(DefinitionError, match=re.escape(message)) as caught:
+        define_tool("t", **kwargs)
+    assert caught.value.code == "validation_error"
