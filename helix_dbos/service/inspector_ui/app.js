@@ -364,7 +364,10 @@ function renderPending(page, parts, snap) {
   parts.pending.append(...calls.filter((call) => !kept.has(call.tool_call_id)).map((call) => {
     const card = h("article", { class: "card pending", "data-tool-call-id": call.tool_call_id, "aria-label": `${call.tool_name} (${call.kind})` });
     card.append(
-      h("h3", {}, h("code", {}, call.tool_name), " ", h("span", { class: "muted" }, call.kind === "client" ? "needs a result" : "needs approval")),
+      h("h3", {}, h("code", {}, call.tool_name), " ", call.kind === "rerun"
+        // Its worker died mid-call and the tool is not retry-safe: approve runs it once more.
+        ? h("span", { class: "badge outcome-unknown" }, "outcome unknown: run again?")
+        : h("span", { class: "muted" }, call.kind === "client" ? "needs a result" : "needs approval")),
       h("pre", {}, json(call.arguments)),
       h("div", { class: "digest" }, `digest ${call.arguments_digest}`),
     );

@@ -46,6 +46,10 @@ export function badge(status) {
 export function message(m) {
   const role = m.role;
   const parts = [h("div", { class: "role" }, role === "tool" ? `tool result · ${m.tool_name}` : role)];
+  if (role === "tool" && m.metadata && m.metadata.outcome_unknown) {
+    // A not-retry-safe call whose worker died mid-call: it may or may not have taken effect.
+    parts[0].append(" ", h("span", { class: "badge outcome-unknown", title: `idempotency key ${m.metadata.idempotency_key ?? ""}` }, "outcome unknown"));
+  }
   if (role === "assistant" && m.thinking) {
     parts.push(h("details", { class: "thinking" }, h("summary", {}, "thinking"), h("pre", {}, m.thinking.content)));
   }
