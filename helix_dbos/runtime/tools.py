@@ -9,6 +9,11 @@ waits for them. Human-in-the-loop calls are the capabilities' too: ``calls_left_
 and ``collect_answers`` (after ``finish_calls``) waits for their answers, may stop the batch, and
 hands back the approved calls, which then run as steps. Then the capabilities' ``after_human_calls``
 (companion calls, ``companion__*``).
+Then the calls of not-retry-safe tools whose outcome a recovered run found unknown go to an
+operator as ``rerun`` approvals (:mod:`helix_dbos.runtime.unknown_outcomes`, through the run's
+human-in-the-loop capability); approved ones run once more. That module also writes the crash
+marker (``{agent}.tool_starts``) in front of a phase's not-retry-safe tool steps: it is part of how
+a tool step runs, not a feature a capability could turn off.
 Phase 2 runs the finish_with tools one after another on the merged state: the first success
 completes the agent, and later finish_with calls of the batch are not executed.
 

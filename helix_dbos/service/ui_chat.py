@@ -155,7 +155,8 @@ def tool_answers(
             answers.append(ClientToolResult(tool_call_id=call_id, result=part.get("output")))
         elif kind == "client" and state == "output-error":
             answers.append(ClientToolResult(tool_call_id=call_id, error=str(part.get("errorText") or "Tool failed")))
-        elif kind == "approval" and state in ("approval-responded", "output-denied"):
+        elif kind in ("approval", "rerun") and state in ("approval-responded", "output-denied"):
+            # A ``rerun`` (a not-retry-safe call whose outcome is unknown) is answered as an approval.
             approval = part.get("approval") or {}
             reason = approval.get("reason")
             answers.append(

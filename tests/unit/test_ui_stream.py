@@ -262,3 +262,9 @@ def test_an_assistant_message_answers_the_open_calls_only() -> None:
     # Answered before (not open any more): a repeated post submits nothing.
     assert tool_answers(plan.parts, {}) == []
     assert plan_request(_request({"id": "a1", "role": "assistant", "parts": []}, messageId="a0")).message_id == "a0"  # type: ignore[union-attr]
+
+
+def test_a_rerun_of_an_unknown_outcome_is_answered_like_an_approval() -> None:
+    """A not-retry-safe call whose worker died mid-call waits on an approval of kind ``rerun``."""
+    part = {"type": "tool-charge", "toolCallId": "c1", "state": "approval-responded", "approval": {"approved": True}}
+    assert tool_answers([part], {"c1": "rerun"}) == [ApprovalResponse(tool_call_id="c1", approved=True)]
