@@ -9,12 +9,21 @@
 ``client_tool.aborted``         an abort cancelled a call still open (``reason``)
 ``client_tool.validation_failed``  an answer was refused as malformed or not fitting its call (``code``,
                                 ``error``), WARNING
+``client_tool.ownership_recorded``  a call of a session below its root (a sub-agent's, a companion's) was
+                                recorded, so answers to the root reach it (``root_session_id``); from the
+                                registration step
+``client_tool.ownership_routed``  an answer submitted to the root session was routed to the session that
+                                owns the call (``root_session_id``, ``owner_session_id``)
 ==============================  ===========================================================================
 
 Each is logged where the transition it reports is made once: in a recorded DBOS step (not run
-again on replay) or after a compare-and-set that only one caller wins. The seeds' ``ownership_*``
-events report a root-routing layer this runtime does not have (any process answers a call through
-the session's store rows), so they are not emitted.
+again on replay) or after a compare-and-set that only one caller wins.
+
+The ownership of a call is its own row together with its session's parent chain
+(:meth:`~helix_dbos.store.hitl.SqlPendingCallStore.owner_in_tree`), written by the same
+registration that makes the call answerable: there is no separate ownership map to write, clear or
+retry, so the seeds' ``ownership_write_failed`` / ``ownership_clear_failed`` / ``ownership_retry``
+have nothing to report, and their successful counterparts above are logged instead.
 """
 
 from __future__ import annotations

@@ -90,6 +90,7 @@ class RunController:
                 error=str(exc),
             )
             raise
+        session_id = self._owner_of(session_id, parsed.tool_call_id)
         misfit: list[tuple[PendingToolCall, HelixError]] = []
 
         def fits(row: PendingToolCall) -> None:
@@ -122,6 +123,26 @@ class RunController:
         if outcome.batch_complete:
             return self._continue_parked(session_id, outcome)
         return None
+
+    def _owner_of(self, session_id: str, tool_call_id: str) -> str:
+        """The session that owns the call in ``session_id``'s tree (the root's, or a sub-agent's), else ``session_id``.
+
+        Submissions go against the root session (the seeds' contract); the call's row says which
+        session of the tree asked for it. A call no session of the tree holds is looked up in
+        ``session_id`` itself, which refuses it as not found: never in another tree.
+        """
+        owner = self._store.pending.owner_in_tree(session_id, tool_call_id)
+        if owner is None or owner == session_id:
+            return session_id
+        lifecycle.log_event(
+            "client_tool.ownership_routed",
+            owner,
+            None,
+            tool_call_id=tool_call_id,
+            root_session_id=session_id,
+            owner_session_id=owner,
+        )
+        return owner
 
     def _record_answer(
         self, session_id: str, tool_call_id: str, payload: dict[str, Any], fits: Callable[[PendingToolCall], None]

@@ -146,6 +146,8 @@ def register_step(
     if announce:
         for row in rows:
             log_call_event("suspended", row, kind=row.kind, agent_type=who.agent.name, timeout_ms=timeout_ms_of(row))
+            if who.root_session_id is not None and who.root_session_id != who.session_id:
+                log_call_event("ownership_recorded", row, root_session_id=who.root_session_id)
         fire(
             hooks,
             "on_agent_suspended",

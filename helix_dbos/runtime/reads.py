@@ -59,7 +59,7 @@ class RunReads:
         (the session itself stays ``active`` in the store, as the seeds say).
         """
         state = self._store.load_state(session_id)
-        if state is not None and state.status == "running" and self.list_pending_tool_calls(session_id):
+        if state is not None and state.status == "running" and self._store.pending.open_calls(session_id):
             state = state.model_copy(update={"status": "suspended_client_tool"})
         return state
 
@@ -102,8 +102,13 @@ class RunReads:
         return self._store.list_checkpoints(session_id, offset=offset, limit=limit)
 
     def list_pending_tool_calls(self, session_id: str) -> list[PendingToolCall]:
-        """The session's tool calls still waiting for a client result or an approval, oldest first."""
-        return self._store.pending.open_calls(session_id)
+        """Tool calls still waiting for a client result or an approval, oldest first.
+
+        The session's own and those of every session under it (its sub-agents and companions, at any
+        depth), each with its owning ``session_id``: a client answers them all through this session
+        (``submit_tool_result`` routes each answer to its owner).
+        """
+        return self._store.pending.open_calls_in_tree(session_id)
 
     # -- usage -------------------------------------------------------------------------------------------
     def get_usage(

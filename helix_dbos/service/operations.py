@@ -154,6 +154,7 @@ class ServiceOperations:
             pending_tool_calls=[
                 PendingToolCallView(
                     tool_call_id=call.tool_call_id,
+                    session_id=call.session_id,
                     tool_name=call.tool_name,
                     kind=call.kind,
                     arguments=call.arguments,

@@ -167,6 +167,9 @@ class PendingToolCallView(_Response):
     """
 
     tool_call_id: str
+    session_id: str
+    """The session that owns the call: this one, or a sub-agent's or companion's under it. Answer it
+    through this session (``POST /v1/sessions/{id}/tool-results``); the answer is routed to the owner."""
     tool_name: str
     kind: Literal["client", "approval", "budget", "rerun"]
     """``client``: answer with ``client-tool-result``; the others with ``approval-response``."""

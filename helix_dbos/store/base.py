@@ -294,6 +294,7 @@ class PendingToolCall(_Data):
     """One row: a call waiting for (or holding) a human's answer (see ``helix_dbos.store.hitl``)."""
 
     session_id: str
+    """The session that owns the call: a sub-agent's or companion's when a run in the root's tree asked."""
     tool_call_id: str
     run_id: str
     workflow_id: str
@@ -370,6 +371,14 @@ class PendingCallStore(Protocol):
 
     def open_calls(self, session_id: str) -> list[PendingToolCall]:
         """Calls still waiting for an answer."""
+        ...
+
+    def open_calls_in_tree(self, root_session_id: str) -> list[PendingToolCall]:
+        """Open calls of the session and of every session under it (sub-agents, companions), oldest first."""
+        ...
+
+    def owner_in_tree(self, root_session_id: str, tool_call_id: str) -> str | None:
+        """The session of the root's tree (the root included) that owns the call; ``None`` when none does."""
         ...
 
     def submit(

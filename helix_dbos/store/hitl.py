@@ -230,6 +230,50 @@ class SqlPendingCallStore:
         return [c for c in self.get(session_id) if c.status == "pending"]
 
     @retrying
+    def open_calls_in_tree(self, root_session_id: str) -> list[PendingToolCall]:
+        """Open calls of the session and of every session under it (sub-agents, companions), oldest first.
+
+        What a client answering the root sees: every call the tree waits on, each with its owning
+        session (``session_id``). The tree is walked along ``parent_session_id`` (indexed), so a
+        session of another tree never shows up, whatever its call ids.
+        """
+        tree = _session_tree(root_session_id)
+        query = (
+            sa.select(pending_tool_calls)
+            .join(tree, tree.c.session_id == pending_tool_calls.c.session_id)
+            .where(pending_tool_calls.c.status == "pending")
+            .order_by(pending_tool_calls.c.created_at)
+        )
+        with self._engine.connect() as conn:
+            return [_row(r) for r in conn.execute(query)]
+
+    @retrying
+    def owner_in_tree(self, root_session_id: str, tool_call_id: str) -> str | None:
+        """The session of the root's tree that owns the call ``tool_call_id``; ``None`` when none does.
+
+        The ownership is the call's own row (written by the registration step that parks or waits on
+        it) together with the owning session's parent chain, both durable before any client can see
+        the call: there is no second record to write, clear or keep in step. Models reuse call ids,
+        so several sessions of a tree may hold one: an open call wins, then the root's own row, then
+        the newest.
+        """
+        tree = _session_tree(root_session_id)
+        query = (
+            sa.select(pending_tool_calls.c.session_id)
+            .join(tree, tree.c.session_id == pending_tool_calls.c.session_id)
+            .where(pending_tool_calls.c.tool_call_id == tool_call_id)
+            .order_by(
+                sa.case((pending_tool_calls.c.status == "pending", 0), else_=1),
+                sa.case((pending_tool_calls.c.session_id == root_session_id, 0), else_=1),
+                pending_tool_calls.c.created_at.desc(),
+            )
+            .limit(1)
+        )
+        with self._engine.connect() as conn:
+            owner: str | None = conn.execute(query).scalar()
+        return owner
+
+    @retrying
     def submit(
         self,
         session_id: str,
@@ -397,6 +441,12 @@ class SqlPendingCallStore:
         """Serialise HITL transitions of one session (row lock on PostgreSQL; SQLite writes are serial)."""
         if self._dialect.lock_session(conn, session_id, sessions.c.session_id) is None:
             raise SessionNotFoundError(session_id)
+
+
+def _session_tree(root_session_id: str) -> sa.CTE:
+    """The session ``root_session_id`` and every session under it, as a recursive CTE of ``session_id``."""
+    tree = sa.select(sessions.c.session_id).where(sessions.c.session_id == root_session_id).cte("tree", recursive=True)
+    return tree.union_all(sa.select(sessions.c.session_id).where(sessions.c.parent_session_id == tree.c.session_id))
 
 
 if TYPE_CHECKING:

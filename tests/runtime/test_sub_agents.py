@@ -371,6 +371,13 @@ def test_a_human_in_the_loop_call_inside_an_ephemeral_child_is_refused_never_a_h
         assert result.status == "completed", result.error
         assert "waits for a human" in result.output and "a sub-agent cannot do" in result.output
         assert executor.list_pending_tool_calls(f"{handle.session_id}-sub-1.1-c1") == []
+        # The seeds' doubly-nested negative invariant: the parent is not suspended by its ephemeral
+        # child's client tool, and its stream shows that child exactly once (one start, one end).
+        assert executor.list_pending_tool_calls(handle.session_id) == []
+        executor.streams.flush()
+        records = executor.streams.stored_records(handle.session_id)
+        kinds = [r.chunk.type for r in records if r.chunk.type in ("subagent_start", "subagent_end")]
+        assert kinds == ["subagent_start", "subagent_end"]
 
 
 def test_orphan_recovery_leaves_child_runs_to_their_parent(

@@ -371,6 +371,10 @@ function renderPending(page, parts, snap) {
       h("pre", {}, json(call.arguments)),
       h("div", { class: "digest" }, `digest ${call.arguments_digest}`),
     );
+    // A sub-agent's or companion's call: answered here all the same (the server routes it to its owner).
+    if (call.session_id && call.session_id !== page.id) {
+      card.append(h("div", { class: "muted owner", "data-owner": call.session_id }, `asked by ${call.session_id}`));
+    }
     if (call.kind === "client") {
       const area = h("textarea", { "aria-label": `JSON result for ${call.tool_name}` }, "{}");
       const send = h("button", { type: "button", class: "primary", onclick: () => act(send, async () => {

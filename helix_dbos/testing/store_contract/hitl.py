@@ -17,6 +17,30 @@ class PendingCallContract:
 
     # --- pending tool calls (``store.pending``) ---------------------------------------------------
 
+    def test_a_tree_lists_and_owns_the_calls_of_its_sessions(self, store: SessionStore) -> None:
+        start(store, "root", "root-r1")
+        start(store, "kid", "kid-r1", parent_session_id="root", root_session_id="root")
+        start(store, "grandkid", "gk-r1", parent_session_id="kid", root_session_id="root")
+        start(store, "stranger", "st-r1")
+        for session, run, call_id in [
+            ("grandkid", "gk-r1", "ask"),
+            ("kid", "kid-r1", "dup"),
+            ("root", "root-r1", "dup"),
+            ("stranger", "st-r1", "far"),
+        ]:
+            row = pending_call(call_id).model_copy(update={"session_id": session, "run_id": run})
+            store.pending.register([row])
+        listed = [(c.session_id, c.tool_call_id) for c in store.pending.open_calls_in_tree("root")]
+        assert sorted(listed) == [("grandkid", "ask"), ("kid", "dup"), ("root", "dup")]
+        assert sorted(c.session_id for c in store.pending.open_calls_in_tree("kid")) == ["grandkid", "kid"]
+        assert store.pending.owner_in_tree("root", "ask") == "grandkid"
+        assert store.pending.owner_in_tree("root", "dup") == "root"  # an id used twice: the root's own first
+        store.pending.submit("root", "dup", {"approved": True})
+        assert store.pending.owner_in_tree("root", "dup") == "kid"  # then the one still open
+        assert store.pending.owner_in_tree("root", "far") is None  # another tree's call is not this tree's
+        assert store.pending.owner_in_tree("kid", "ask") == "grandkid"
+        assert store.pending.owner_in_tree("nobody", "ask") is None
+
     def test_pending_calls_are_answered_exactly_once(self, store: SessionStore) -> None:
         start(store)
         store.pending.register([pending_call("t1"), pending_call("t2")])
