@@ -238,14 +238,20 @@ class SqlPendingCallStore:
         session of another tree never shows up, whatever its call ids.
         """
         tree = _session_tree(root_session_id)
-        query = (
-            sa.select(pending_tool_calls)
-            .join(tree, tree.c.session_id == pending_tool_calls.c.session_id)
-            .where(pending_tool_calls.c.status == "pending")
-            .order_by(pending_tool_calls.c.created_at)
-        )
         with self._engine.connect() as conn:
-            return [_row(r) for r in conn.execute(query)]
+            session_ids = list(conn.execute(sa.select(tree.c.session_id)).scalars())
+            # Per session, as ``open_calls`` reads them (a batch's calls share their record time and
+            # keep their call order); then merged by record time, a stable sort keeping that order.
+            rows = [
+                _row(r)
+                for sid in [root_session_id, *sorted(set(session_ids) - {root_session_id})]
+                for r in conn.execute(
+                    sa.select(pending_tool_calls)
+                    .where(pending_tool_calls.c.session_id == sid)
+                    .order_by(pending_tool_calls.c.created_at)
+                )
+            ]
+        return sorted((row for row in rows if row.status == "pending"), key=lambda row: row.created_at)
 
     @retrying
     def owner_in_tree(self, root_session_id: str, tool_call_id: str) -> str | None:
