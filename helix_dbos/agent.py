@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from helix_dbos.capability import RESERVED_CAPABILITY_NAMES, RunCapability
 from helix_dbos.errors import DefinitionError, HelixError
 from helix_dbos.llm.config import LLMConfig
+from helix_dbos.mcp.servers import MCPServer
 from helix_dbos.memory.config import MemoryConfig
 from helix_dbos.skills.model import skill_name_problem
 from helix_dbos.skills.provider import SkillProvider, SkillsConfig, to_skill_provider
@@ -111,6 +112,10 @@ class AgentConfig(BaseModel):
     """The agent's own run features (:mod:`helix_dbos.capability`), called after the built-in ones, in order.
     Not inherited: a sub-agent or companion runs only the capabilities of its own definition."""
 
+    mcp_servers: tuple[MCPServer, ...] = ()
+    """MCP servers whose tools the agent can call (``{server}__{tool}``); see :mod:`helix_dbos.mcp`.
+    Each run lists them in recorded steps. Not inherited, like ``capabilities``."""
+
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
         return next((t for t in self.tools if t.name == name), None)
@@ -147,6 +152,7 @@ def define_agent(
     skills: SkillsConfig | None = None,
     preload_skills: Sequence[str] = (),
     capabilities: Sequence[RunCapability] = (),
+    mcp_servers: Sequence[MCPServer] = (),
     workspace: Any = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
@@ -154,7 +160,9 @@ def define_agent(
     ``llm_config`` may be an :class:`LLMConfig`, a dict of its fields, or just the model string.
     ``budget`` limits what each run (or the session) may spend before a human must approve more.
     ``skills`` is a :class:`~helix_dbos.skills.SkillProvider` or a list of ``define_skill(...)``
-    results (sugar for ``in_code_skill_provider``). ``workspace`` is accepted only as ``None``:
+    results (sugar for ``in_code_skill_provider``). ``mcp_servers`` are
+    :class:`~helix_dbos.mcp.MCPServerStdio` / :class:`~helix_dbos.mcp.MCPServerStreamableHTTP`
+    configs whose tools the agent calls (``docs/mcp.md``). ``workspace`` is accepted only as ``None``:
     like the seeds' DBOS runtime, helix-dbos has no workspaces and refuses one with a
     ``framework_not_supported`` :class:`HelixError` rather than run the agent without it.
     """
@@ -215,6 +223,7 @@ def define_agent(
         raise DefinitionError(f"agent {name!r}: budget must be a helix_dbos.Budget, got {budget!r}")
     provider, preload = _check_skills(name, skills, preload_skills)
     own = _check_capabilities(name, capabilities)
+    servers = _check_mcp_servers(name, mcp_servers)
     return AgentConfig(
         name=name,
         description=description,
@@ -232,7 +241,26 @@ def define_agent(
         skills=provider,
         preload_skills=preload,
         capabilities=own,
+        mcp_servers=servers,
     )
+
+
+def _check_mcp_servers(name: str, servers: Sequence[MCPServer]) -> tuple[MCPServer, ...]:
+    """Each a server config, named once (its name is part of step names).
+
+    Whether the tools' names clash can only be known when the servers are listed, in a run.
+    """
+    configs = tuple(servers)
+    names: set[str] = set()
+    for server in configs:
+        if not isinstance(server, MCPServer):
+            raise DefinitionError(
+                f"agent {name!r}: mcp_servers must be MCPServerStdio or MCPServerStreamableHTTP, got {server!r}"
+            )
+        if server.name in names:
+            raise DefinitionError(f"agent {name!r}: MCP server {server.name!r} is listed twice")
+        names.add(server.name)
+    return configs
 
 
 def _check_capabilities(name: str, capabilities: Sequence[RunCapability]) -> tuple[RunCapability, ...]:

@@ -10,6 +10,7 @@ human in the loop: ``helix_dbos.runtime.builtin_capabilities``); an agent adds i
 The points, in the order a run passes them (each runs in workflow code, under replay too)::
 
     system_fragment     once, before on_agent_start: text appended to every system prompt of the run
+    run_tools           once, after system_fragment: tools this feature adds to the run's tool set
     on_start            after on_agent_start; may end the run (RunEnd)
     after_outstanding   a continuation, after it answered the batch its previous run suspended on
     between_steps       before the first model call and after every step; may end the run
@@ -44,7 +45,7 @@ kept on ``self`` is the run's own.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
@@ -67,6 +68,7 @@ T = TypeVar("T")
 RESERVED_CAPABILITY_NAMES = frozenset(
     {"llm", "tool", "hooks", "finalize", "approval_gate", "hitl", "child", "companion", "memory", "budget"}
     | {"remote", "skills", "fail_run", "sub_agents", "remote_sub_agents", "companions", "tool_starts"}
+    | {"mcp"}
 )
 """Names an agent's own capability may not take: its steps would read as a built-in step's."""
 
@@ -148,6 +150,15 @@ class RunCapability:
     def system_fragment(self, run: Any) -> str:
         """Text appended to the run's system prompt on every model call (resolved once per run)."""
         return ""
+
+    def run_tools(self, run: Any) -> Sequence[Tool]:
+        """Tools this feature adds to the run, after the agent's own (resolved once per run).
+
+        The model sees them on every call and the loop runs their calls as tool steps. What they
+        are must come from recorded steps (a replay must see the same set); a name another tool
+        of the run already has makes the run fail.
+        """
+        return ()
 
     def on_start(self, run: Any) -> RunEnd | None:
         """After ``on_agent_start``: set the run up; return a :class:`RunEnd` to end it at once."""

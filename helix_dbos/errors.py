@@ -37,6 +37,9 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
     ├── SkillPathError                  tool_input_invalid    a skill file path refused (absolute, .., symlink out)
     ├── ModelFallbacksExhaustedError    provider_fallbacks_exhausted  every model of an LLMConfig chain failed
+    ├── MCPToolNameError                validation_error      an MCP server's tool names clash or cannot be tool names
+    ├── MCPServerError                  tool_execution_failed, tool_timeout  an MCP server down, failing or too slow
+    │                                   (a call's failure is the tool error the model sees)
     ├── RemoteSubAgentClientToolUnsupportedError  framework_not_supported  a remote sub-agent waits for a
     │                                   client-executed tool (failure_reason ``client-tool-unsupported``)
     └── ServiceResponseError            the service's code    ``helix_dbos.client``: a helix-dbos service
@@ -627,6 +630,30 @@ class ModelFallbacksExhaustedError(HelixError):
             retryable=retryable,
         )
         self.failures = list(failures)
+
+
+class MCPToolNameError(DefinitionError):
+    """An MCP server's tools cannot be exposed under the names they would get: a clash or an invalid name.
+
+    Raised while a run sets up its tools (the run fails with this message): the names are only
+    known once the server has been asked. Set the server's ``tool_prefix`` to tell them apart.
+    """
+
+
+class MCPServerError(HelixError):
+    """An MCP server could not be reached, answered with an error, or took longer than its limit.
+
+    Inside a tool call this is the tool error the model sees (the run goes on); ``server`` names
+    the server's config.
+    """
+
+    def __init__(self, server: str, problem: str, *, timed_out: bool = False) -> None:
+        super().__init__(
+            f"MCP server {server!r}: {problem}",
+            code="tool_timeout" if timed_out else "tool_execution_failed",
+            retryable=True,
+        )
+        self.server = server
 
 
 class RemoteSubAgentClientToolUnsupportedError(HelixError):

@@ -299,7 +299,7 @@ def define_tool(
     ``retry_safe=False`` marks a tool that must not run twice (see :attr:`Tool.retry_safe`), and
     ``unknown_outcome`` (``"ask"`` unless given) what a run does when such a call's outcome is unknown.
     """
-    _check_tool_name(name)
+    check_tool_name(name)
     if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
         raise DefinitionError(f"tool {name!r}: input_schema must be a pydantic model class")
     if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
@@ -362,7 +362,8 @@ def _check_retry_safety(
         raise DefinitionError(f"tool {name!r}: finish_with cannot be combined with retry_safe=False")
 
 
-def _check_tool_name(name: str) -> None:
+def check_tool_name(name: str) -> None:
+    """Refuse a name providers do not accept, a reserved name, or one under a reserved prefix."""
     if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         raise DefinitionError(
             f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-' (what providers accept)"

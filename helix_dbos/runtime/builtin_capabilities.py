@@ -4,12 +4,14 @@ The order is part of what runs record: at a point two features share, their step
 this order, and a replay must meet them the same way. Append new features; never reorder.
 (``start_calls`` / ``finish_calls``: sub-agents before remote sub-agents, as before the seam.
 Human in the loop, last, shares no point with another built-in: its steps come where the tool
-phases took them before it was a capability.)
+phases took them before it was a capability. MCP servers, after it, add tools in their own
+point, ``run_tools``, which no other built-in uses.)
 """
 
 from __future__ import annotations
 
 from helix_dbos.capability import RunCapability
+from helix_dbos.mcp.capability import MCPCapability
 from helix_dbos.runtime.budget import BudgetCapability
 from helix_dbos.runtime.companions import CompanionsCapability
 from helix_dbos.runtime.hitl_capability import HitlCapability
@@ -29,6 +31,7 @@ def builtin_capabilities() -> tuple[RunCapability, ...]:
         SubAgentsCapability(),
         RemoteSubAgentsCapability(),
         HitlCapability(),
+        MCPCapability(),
     )
 
 

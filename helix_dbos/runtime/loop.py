@@ -15,7 +15,7 @@ every capability of the run at its named points and knows none of them by name.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.capability import RunCapability, RunEnd
-from helix_dbos.errors import extract_error_message, public_error_message
+from helix_dbos.errors import DefinitionError, extract_error_message, public_error_message
 from helix_dbos.observability.run_observer import RunInfo, observe_run
 from helix_dbos.observability.run_observer import current as observe_current
 from helix_dbos.orchestration.message_builder import (
@@ -88,8 +88,15 @@ class _Toolbox:
     """The skills catalog resolved (in a step) for this run; the same bytes on every LLM call."""
 
     @classmethod
-    def of(cls, agent: AgentConfig, skills_fragment: str = "") -> _Toolbox:
+    def of(cls, agent: AgentConfig, skills_fragment: str = "", added: Sequence[Tool] = ()) -> _Toolbox:
+        """``added``: the capabilities' tools for this run (``run_tools``); a name taken twice is refused."""
         tools = build_effective_tools(agent)
+        names = {t.name for t in tools}
+        for tool in added:
+            if tool.name in names:
+                raise DefinitionError(f"agent {agent.name!r}: two tools of the run are named {tool.name!r}")
+            names.add(tool.name)
+        tools.extend(added)
         return cls(
             tools=tools,
             by_name={t.name: t for t in tools},
@@ -152,7 +159,8 @@ def _run_observed(request: RunRequest) -> RunSummary:
 def _run_loop(request: RunRequest) -> RunSummary:
     rt = services.current()
     run = _open_run(rt, request)
-    toolbox = _Toolbox.of(run.agent, "".join(c.system_fragment(run) for c in run.capabilities))
+    fragment = "".join(c.system_fragment(run) for c in run.capabilities)
+    toolbox = _Toolbox.of(run.agent, fragment, [t for c in run.capabilities for t in c.run_tools(run)])
     _fire_agent_start(run)
     ended = _first_end(run, lambda c: c.on_start(run))
     if ended is not None:

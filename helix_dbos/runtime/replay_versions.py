@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
 from helix_dbos.runtime.unknown_outcomes import UNKNOWN_OUTCOMES_PATCH
@@ -86,6 +87,12 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "a phase's not-retry-safe calls (retry_safe=False) are preceded by a {agent}.tool_starts step, and a "
         "call an earlier execution may have run records an 'outcome unknown' result instead of running again",
         "runtime/unknown_outcomes.py: mark_starts, only for a phase with a not-retry-safe call",
+    ),
+    ReplayPatch(
+        MCP_TOOLS_PATCH,
+        "a run of an agent with MCP servers lists each server's tools in a step ({agent}.mcp.list.{server}) "
+        "before on_agent_start, and exposes them as tools",
+        "mcp/capability.py: MCPCapability.run_tools, only for an agent with mcp_servers",
     ),
 )
 """Every named patch, oldest first."""
