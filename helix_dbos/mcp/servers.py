@@ -28,7 +28,11 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")  # fullmatch: a ste
 
 def require_mcp_sdk() -> None:
     """Raise ``ModuleNotFoundError`` with the install hint when the ``mcp`` package is missing."""
-    if importlib.util.find_spec("mcp") is None:
+    try:
+        found = importlib.util.find_spec("mcp") is not None
+    except ImportError:  # an import system that refuses the name outright
+        found = False
+    if not found:
         raise ModuleNotFoundError(f"MCP servers need the mcp package (not installed): {MCP_INSTALL_HINT}", name="mcp")
 
 

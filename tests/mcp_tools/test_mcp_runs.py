@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from dbos import DBOS
 
-from helix_dbos import LLMConfig, define_agent
+from helix_dbos import LLMConfig, define_agent, define_tool
 from helix_dbos.llm.litellm import LiteLLMAdapter
-from helix_dbos.mcp import MCPServer
+from helix_dbos.mcp import MCPServer, MCPServerStreamableHTTP
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.testing.fake_openai import ScriptedOpenAIServer
-from tests.mcp_tools.fixtures import calls_of, http_server, listing_sessions, stdio_server
+from tests.mcp_tools.fixtures import calls_of, free_port, http_server, listing_sessions, stdio_server
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres
@@ -104,3 +104,36 @@ def test_a_tool_error_and_a_dead_http_server_are_tool_errors_the_model_sees(
     assert is_error(unreachable) and "MCP server 'web': calling 'shout' failed" in unreachable.content
     assert [c["tool"] for c in calls_of(log, "call")] == ["explode"]  # shout never reached a server
     assert len(calls_of(log, "list")) >= 1
+
+
+def test_a_server_tool_named_like_one_of_the_agents_tools_fails_the_run_saying_so(
+    make_executor: ExecutorFactory, tmp_path: Path
+) -> None:
+    log = tmp_path / "mcp.log"
+    own = define_tool("calc__add", description="the agent's own", execute=lambda args, ctx: "own")
+    with ScriptedOpenAIServer([{"text": "never asked"}]) as model:
+        agent = mcp_agent("mcp-clash", model, [stdio_server(log)], tools=[own])
+        executor = make_executor(LiteLLMAdapter(), [agent])
+        result = executor.execute(agent, "add").result()
+        assert model.request_count == 0
+    assert result.status == "failed"
+    assert result.error is not None and "MCP server 'calc': tool name 'calc__add' is already taken" in result.error
+
+
+def test_a_server_that_cannot_be_listed_leaves_the_run_without_its_tools(
+    make_executor: ExecutorFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = MCPServerStreamableHTTP(name="down", url=f"http://127.0.0.1:{free_port()}/mcp", timeout_seconds=5)
+    with ScriptedOpenAIServer([{"text": "fine without it"}]) as model:
+        agent = mcp_agent("mcp-down", model, [down])
+        executor = make_executor(LiteLLMAdapter(), [agent])
+        handle = executor.execute(agent, "hi")
+        result = handle.result()
+        (request,) = model.requests
+    assert result.status == "completed" and result.output == "fine without it"
+    assert "tools" not in request or not request["tools"]
+    (listing,) = [
+        s for s in DBOS.list_workflow_steps(handle.workflow_id) if s["function_name"] == "mcp-down.mcp.list.down"
+    ]
+    assert listing["output"]["tools"] == []
+    assert listing["output"]["error"].startswith("MCP server 'down': listing its tools failed")

@@ -149,3 +149,20 @@ def test_the_toolkit_needs_no_server_stack_except_its_sse_handler() -> None:
     )
     assert "pip install 'helix-dbos[server]'" in out
     assert out.count("\n") == 1, out
+
+
+def test_mcp_missing_names_the_mcp_extra_when_a_server_is_defined() -> None:
+    out = _run(
+        ("mcp", "mcp_types"),
+        """
+        import helix_dbos
+        from helix_dbos.mcp import MCPServerStdio
+
+        try:
+            MCPServerStdio(name="files", command="files-server")
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[mcp]'" in out
+    assert out.count("\n") == 1, out  # one line
