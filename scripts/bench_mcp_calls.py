@@ -1,6 +1,6 @@
 """What a fresh MCP session per call costs, next to calls on one open session.
 
-helix-dbos opens a session for every MCP listing and call (``helix_dbos.mcp._client``), so no
+helix-dbos opens a session for every MCP listing and call (``helix_dbos.mcp.connection``), so no
 connection is part of a run's durable state. This prints, side by side, the median time of one
 tool call through that path and of one call on a session kept open (what a per-process session
 cache would cost per call), for the test MCP server over stdio and over streamable HTTP.
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helix_dbos.mcp import MCPServer
-from helix_dbos.mcp._client import _session, call_tool
+from helix_dbos.mcp.connection import call_tool, open_session
 from tests.mcp_tools.fixtures import http_server, stdio_server
 
 
@@ -36,7 +36,7 @@ async def _fresh(server: MCPServer, calls: int) -> list[float]:
 
 async def _open(server: MCPServer, calls: int) -> list[float]:
     times = []
-    async with _session(server) as session:
+    async with open_session(server) as session:
         for i in range(calls):
             started = time.perf_counter()
             await session.call_tool("add", {"a": i, "b": 1})

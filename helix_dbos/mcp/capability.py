@@ -46,10 +46,10 @@ _log = logging.getLogger("helix_dbos.mcp")
 
 def list_tools_step(server: MCPServer) -> MCPListingStepOutput:
     """``{agent}.mcp.list.{server}``: ask the server for its tools; a failure is recorded, not raised."""
-    from helix_dbos.mcp import _client
+    from helix_dbos.mcp import connection
 
     try:
-        listed = background_loop.run(_client.list_tools(server))
+        listed = background_loop.run(connection.list_tools(server))
     except MCPServerError as exc:
         _log.warning("%s; the run goes on without its tools", exc.message, extra={"mcp_server": server.name})
         return {"tools": [], "error": exc.message}
@@ -58,9 +58,9 @@ def list_tools_step(server: MCPServer) -> MCPListingStepOutput:
 
 async def call_server_tool(server: MCPServer, tool_name: str, arguments: dict[str, Any]) -> MCPCallResult:
     """Call a tool of the server on a fresh session (runs inside the tool's step)."""
-    from helix_dbos.mcp import _client
+    from helix_dbos.mcp import connection
 
-    return await _client.call_tool(server, tool_name, arguments)
+    return await connection.call_tool(server, tool_name, arguments)
 
 
 class MCPCapability(RunCapability):

@@ -1,7 +1,7 @@
 """Where an agent's MCP tools come from: one frozen config per server, the only thing a run keeps.
 
 A config is data (a command line, or a URL and headers), never a connection: the runtime opens a
-fresh session from it for each listing and each call (:mod:`helix_dbos.mcp._client`), so a run
+fresh session from it for each listing and each call (:mod:`helix_dbos.mcp.connection`), so a run
 recovered in another process re-binds from the config instead of holding a dead pipe.
 
 Building one checks that the ``mcp`` extra is installed, so a missing extra is one clear line at
@@ -48,6 +48,9 @@ class MCPServer(BaseModel):
     require_approval: bool | frozenset[str] = False
     """``True`` gates every tool of the server behind a user's approval; a set gates the tools it names
     (the server's own names, without the prefix). Approval reuses the human-in-the-loop machinery."""
+    approval_timeout_ms: int | None = Field(default=None, gt=0)
+    """How long a gated call waits for the user's decision before it times out (``None``: no limit),
+    as ``define_tool(..., timeout_ms=...)`` for a gated tool."""
     timeout_seconds: float = Field(default=30.0, gt=0)
     """Bound on one listing or one call, connecting included; past it the model gets a tool error."""
 

@@ -63,7 +63,7 @@ class MCPCallResult(BaseModel):
 
 
 CallFn = Callable[[MCPServer, str, dict[str, Any]], Awaitable[MCPCallResult]]
-"""Calls one tool of a server by its own name (the I/O edge, :func:`helix_dbos.mcp._client.call_tool`)."""
+"""Calls one tool of a server by its own name (the I/O edge, :func:`helix_dbos.mcp.connection.call_tool`)."""
 
 
 def exposed_name(server: MCPServer, tool_name: str) -> str:
@@ -88,6 +88,7 @@ def build_server_tools(server: MCPServer, listed: Sequence[ListedTool], call: Ca
                 f"MCP server {server.name!r}: its tools {origin[name]!r} and {item.name!r} both become {name!r}"
             )
         origin[name] = item.name
+        gated = server.gates(item.name)
         schema = dict(item.input_schema)
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
@@ -96,7 +97,8 @@ def build_server_tools(server: MCPServer, listed: Sequence[ListedTool], call: Ca
                 name=name,
                 description=item.description,
                 execute=_bound_call(server, item.name, call),
-                require_approval=server.gates(item.name),
+                require_approval=gated,
+                timeout_ms=server.approval_timeout_ms if gated else None,
                 parameters_schema=schema,
             )
         )

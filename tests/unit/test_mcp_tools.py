@@ -73,6 +73,10 @@ def test_approval_gates_a_whole_server_or_the_tools_it_names() -> None:
     assert [t.require_approval for t in every] == [True, True]
     named = build_server_tools(_server(require_approval=["write"]), _listed("read", "write"), _never)
     assert [t.require_approval for t in named] == [False, True]
+    limited = build_server_tools(
+        _server(require_approval=["write"], approval_timeout_ms=5000), _listed("read", "write"), _never
+    )
+    assert [t.timeout_ms for t in limited] == [None, 5000]  # how long the gated call waits for its decision
 
 
 def test_the_model_sees_the_structured_result_else_the_text_else_the_blocks() -> None:

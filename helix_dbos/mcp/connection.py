@@ -26,7 +26,6 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from helix_dbos.errors import MCPServerError
@@ -35,7 +34,7 @@ from helix_dbos.mcp.tools import ListedTool, MCPCallResult
 
 
 @asynccontextmanager
-async def _session(server: MCPServer) -> AsyncIterator[ClientSession]:
+async def open_session(server: MCPServer) -> AsyncIterator[ClientSession]:
     """An initialized session to ``server``, closed (and its process ended) on exit."""
     if isinstance(server, MCPServerStdio):
         params = StdioServerParameters(command=server.command, args=list(server.args), env=server.env, cwd=server.cwd)
@@ -46,7 +45,7 @@ async def _session(server: MCPServer) -> AsyncIterator[ClientSession]:
     assert isinstance(server, MCPServerStreamableHTTP)
     timeout = httpx2.Timeout(server.timeout_seconds)
     async with (
-        create_mcp_http_client(headers=dict(server.headers), timeout=timeout) as http,
+        httpx2.AsyncClient(headers=dict(server.headers), timeout=timeout) as http,
         streamable_http_client(server.url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -58,7 +57,7 @@ async def list_tools(server: MCPServer) -> list[ListedTool]:
     """Every tool the server offers (all pages), as plain data the listing step records."""
     try:
         with anyio.fail_after(server.timeout_seconds):
-            async with _session(server) as session:
+            async with open_session(server) as session:
                 tools: list[ListedTool] = []
                 cursor: str | None = None
                 while True:
@@ -86,7 +85,7 @@ async def call_tool(server: MCPServer, tool_name: str, arguments: dict[str, Any]
     """Call one tool; a result the server marks as an error raises :class:`MCPServerError` with its text."""
     try:
         with anyio.fail_after(server.timeout_seconds):
-            async with _session(server) as session:
+            async with open_session(server) as session:
                 result: CallToolResult = await session.call_tool(tool_name, arguments)
     except TimeoutError as exc:
         late = f"tool {tool_name!r} gave no result within {_seconds(server)}"
@@ -112,4 +111,4 @@ def _leaf_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-__all__ = ["call_tool", "list_tools"]
+__all__ = ["call_tool", "list_tools", "open_session"]
