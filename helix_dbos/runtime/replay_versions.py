@@ -86,7 +86,7 @@ PATCHES: tuple[ReplayPatch, ...] = (
         UNKNOWN_OUTCOMES_PATCH,
         "a phase's not-retry-safe calls (retry_safe=False) are preceded by a {agent}.tool_starts step, and a "
         "call an earlier execution may have run records an 'outcome unknown' result instead of running again",
-        "runtime/unknown_outcomes.py: mark_starts, only for a phase with a not-retry-safe call",
+        "runtime/unknown_outcomes.py: mark_starts, once per run, at its first phase with a not-retry-safe call",
     ),
     ReplayPatch(
         MCP_TOOLS_PATCH,

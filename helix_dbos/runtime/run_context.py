@@ -66,6 +66,9 @@ class RunContext:
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
         self._scoped_call_ids: bool | None = None
+        self.unknown_outcomes_patched: bool | None = None
+        """Whether this run marks its not-retry-safe calls (a replay patch, asked once per run when its
+        first such call starts: :func:`helix_dbos.runtime.unknown_outcomes.mark_starts`)."""
         self.capabilities: list[RunCapability] = [c.for_run() for c in (*rt.capabilities, *agent.capabilities)]
         """This run's features (built-in first, then the agent's own), in the order the loop calls them."""
 

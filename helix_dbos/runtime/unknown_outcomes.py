@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 UNKNOWN_OUTCOMES_PATCH = "helix-unknown-tool-outcomes"
 """The DBOS replay patch under which not-retry-safe calls are preceded by a ``{agent}.tool_starts`` step.
 
-Asked only where a phase has a not-retry-safe call, so a run that has none records nothing new.
+Asked once per run, where its first phase with a not-retry-safe call starts, so a run that has none
+records nothing new.
 A run recorded before it (a tool declared ``retry_safe=False`` after the run started) replays its
 tool steps as they were recorded.
 """
@@ -130,7 +131,11 @@ def mark_starts(run: RunContext, requests: list[ToolStepRequest]) -> list[ToolSt
     running the tool). Does nothing (and asks no patch) when the phase has no such call.
     """
     unsafe = [r.call.id for r in requests if not r.tool.retry_safe]
-    if not unsafe or not DBOS.patch(UNKNOWN_OUTCOMES_PATCH):
+    if not unsafe:
+        return requests
+    if run.unknown_outcomes_patched is None:  # once per run: the first ask decides, a row per ask costs
+        run.unknown_outcomes_patched = bool(DBOS.patch(UNKNOWN_OUTCOMES_PATCH))
+    if not run.unknown_outcomes_patched:
         return requests
     marker = _MarkerRan()
     DBOS.run_step({"name": step_names.tool_starts(run.agent.name)}, record_tool_starts, unsafe, marker)

@@ -81,3 +81,25 @@ def test_a_batch_of_retry_safe_calls_records_no_marker(make_executor: ExecutorFa
     assert handle.result().status == "completed"
     steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.run_id)]
     assert not any("tool_starts" in s or "unknown-tool-outcomes" in s for s in steps), steps
+
+
+def test_the_replay_patch_is_asked_once_per_run_and_each_phase_gets_its_marker(make_executor: ExecutorFactory) -> None:
+    """Two steps calling a not-retry-safe tool: one patch row (the run's first ask decides), two markers."""
+    agent = define_agent(
+        "unsafe-twice",
+        system_prompt="s",
+        llm_config="openai/x",
+        tools=[define_tool("charge", execute=lambda i, c: "charged", retry_safe=False)],
+    )
+    model = MockLLMAdapter(
+        [
+            {"type": "tool_calls", "tool_calls": [{"id": "c1", "name": "charge", "arguments": {}}]},
+            {"type": "tool_calls", "tool_calls": [{"id": "c2", "name": "charge", "arguments": {}}]},
+            {"type": "text", "content": "done", "should_stop": True, "stop_reason": "end_turn"},
+        ]
+    )
+    handle = make_executor(model, [agent]).execute(agent, "go")
+    assert handle.result().status == "completed"
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(handle.run_id)]
+    assert steps.count("DBOS.patch-helix-unknown-tool-outcomes") == 1, steps
+    assert [s for s in steps if ".tool" in s] == ["unsafe-twice.tool_starts", "unsafe-twice.tool.charge"] * 2
