@@ -69,6 +69,7 @@ from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayload, ToolHookPayload
 from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_config_for, launch, shutdown
 from helix_dbos.runtime.queues import RateLimit, RunQueue
+from helix_dbos.runtime.rate_limits import ProviderRateLimit
 from helix_dbos.session import (
     AbortedOutcome,
     AgentInput,
@@ -147,6 +148,7 @@ __all__ = [
     "PendingToolCall",
     "PendingToolCallNotFoundError",
     "PersistentAgentConfig",
+    "ProviderRateLimit",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",

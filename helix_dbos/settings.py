@@ -43,6 +43,7 @@ ENV: Final[Mapping[str, str]] = {
     "retry_seconds": "HELIX_DB_RETRY_SECONDS",
     "hot_window_seconds": "HELIX_HOT_WINDOW_SECONDS",
     "run_queue": "HELIX_RUN_QUEUE",
+    "rate_limits": "HELIX_RATE_LIMITS",
     "log_level": "HELIX_LOG_LEVEL",
     "log_format": "HELIX_LOG_FORMAT",
     "otlp_endpoint": "HELIX_OTLP_ENDPOINT",
@@ -76,6 +77,9 @@ class HelixSettings:
     """How long a human-in-the-loop wait blocks in its run before the run parks (seconds)."""
     run_queue: str | None = None
     """The run queue spec (``NAME[:SETTINGS]``, see ``RunQueue.parse``); ``None``: runs start locally."""
+    rate_limits: str | None = None
+    """Provider rate limits shared by every process on the database, ``;``-separated
+    ``MATCH:requests=N/SECONDS,concurrency=C`` specs (see ``ProviderRateLimit.parse``); ``None``: none."""
     log_level: str = "INFO"
     """Level of the ``helix_dbos`` loggers that ``serve`` and ``worker`` print."""
     log_format: LogFormat = "text"
@@ -96,6 +100,13 @@ class HelixSettings:
             raise _invalid(
                 "hot_window_seconds", f"must be a finite number of seconds >= 0, not {self.hot_window_seconds!r}"
             )
+        if self.rate_limits is not None:
+            from helix_dbos.runtime.rate_limits import parse_rate_limits
+
+            try:
+                parse_rate_limits(self.rate_limits)
+            except HelixError as exc:
+                raise _invalid("rate_limits", exc.message) from None
         level = self.log_level.upper()
         if not isinstance(logging.getLevelName(level), int):
             raise _invalid("log_level", f"must be a log level (DEBUG, INFO, WARNING, ERROR), not {self.log_level!r}")

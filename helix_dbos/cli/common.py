@@ -179,6 +179,25 @@ QueueToShow = Annotated[
     ),
 ]
 
+RateLimitSpecs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--rate-limit",
+        metavar="LIMIT",
+        help=(
+            "A provider limit every worker of the deployment shares (repeat for several): "
+            "MATCH:requests=N/SECONDS,concurrency=N, MATCH being a prefix of model names "
+            "(e.g. openai/:requests=500/60). Default: HELIX_RATE_LIMITS."
+        ),
+    ),
+]
+
+
+def rate_limits_flag(specs: list[str] | None) -> str | None:
+    """The ``--rate-limit`` flags as one ``rate_limits`` setting (``None``: not given, the environment's)."""
+    return ";".join(specs) if specs else None
+
+
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys) instead of a table.")]
 
 AGENTS_HELP = "module:attribute naming your agents (an AgentConfig or a list), or demo."

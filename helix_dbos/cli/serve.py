@@ -12,10 +12,12 @@ from helix_dbos.cli.common import (
     AGENTS_METAVAR,
     DatabaseUrl,
     QueueSpec,
+    RateLimitSpecs,
     app,
     cli_settings,
     friendly,
     parse_queue,
+    rate_limits_flag,
     resolve_url,
     shown_url,
 )
@@ -54,6 +56,7 @@ def serve(
     llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
     hot_window_seconds: Annotated[float | None, typer.Option(hidden=True)] = None,
     queue: QueueSpec = None,
+    rate_limit: RateLimitSpecs = None,
     execute: Annotated[
         bool, typer.Option("--execute/--no-execute", help="Also run agents here (--no-execute needs --queue).")
     ] = True,
@@ -69,6 +72,7 @@ def serve(
         database_url=database_url,
         executor_id=executor_id,
         run_queue=queue,
+        rate_limits=rate_limits_flag(rate_limit),
         hot_window_seconds=hot_window_seconds,
         api_tokens=tuple(token) if token else None,
     )

@@ -21,6 +21,7 @@ from helix_dbos.cli.common import (
     JsonOutput,
     QueueSpec,
     QueueToShow,
+    RateLimitSpecs,
     app,
     cli_settings,
     console,
@@ -29,6 +30,7 @@ from helix_dbos.cli.common import (
     open_store,
     parse_queue,
     print_json,
+    rate_limits_flag,
     resolve_url,
     sqlite_path,
 )
@@ -99,6 +101,7 @@ def worker(
         ),
     ] = None,
     queue: QueueSpec = None,
+    rate_limit: RateLimitSpecs = None,
     llm_adapter: Annotated[str | None, typer.Option(hidden=True, help="module:attribute of an LLMAdapter.")] = None,
     takeover_after: Annotated[
         float, typer.Option(hidden=True, help="Seconds before a silent worker's runs move.")
@@ -111,7 +114,9 @@ def worker(
     from helix_dbos.cli.model_check import check_agent_models
     from helix_dbos.runtime.launch import launch, shutdown
 
-    settings = cli_settings(database_url=database_url, executor_id=executor_id, run_queue=queue)
+    settings = cli_settings(
+        database_url=database_url, executor_id=executor_id, run_queue=queue, rate_limits=rate_limits_flag(rate_limit)
+    )
     url = resolve_url(settings.database_url)
     loaded = load_agents(agents)
     run_queue = parse_queue(settings.run_queue)

@@ -235,6 +235,22 @@ class RunObserver:
                 tool_call_ids=list(call_ids),
             )
 
+    @contextmanager
+    def rate_limit_wait(self, limit_name: str, step: int) -> Iterator[None]:
+        """Around a model call's wait for admission by a provider rate limit; none under replay."""
+        span = None
+        if self.traced and not self.replaying:
+            span = tracer().start_span(
+                "helix.rate_limit.wait",
+                context=trace.set_span_in_context(self._parent_for_step()),
+                attributes=clean_attributes({**self._ids, "helix.step": step, "helix.rate_limit.name": limit_name}),
+            )
+        try:
+            yield
+        finally:
+            if span is not None:
+                span.end()
+
     def close(self, status: str, *, error: str | None = None, pending_ids: Sequence[str] = ()) -> None:
         """The run's workflow code ended with ``status``: end the open spans."""
         with self._lock:
@@ -445,6 +461,11 @@ class _NoopObserver(RunObserver):
     def hitl_wait(self, call_ids: Sequence[str], *, continuation: bool = False) -> Iterator[HitlWait]:
         """No span."""
         yield HitlWait(None)
+
+    @contextmanager
+    def rate_limit_wait(self, limit_name: str, step: int) -> Iterator[None]:
+        """No span."""
+        yield
 
     def close(self, status: str, *, error: str | None = None, pending_ids: Sequence[str] = ()) -> None:
         """Nothing open."""

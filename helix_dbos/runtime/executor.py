@@ -39,6 +39,7 @@ from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
 from helix_dbos.runtime.hooks import per_call_hooks
 from helix_dbos.runtime.outcomes import await_outcome
 from helix_dbos.runtime.queues import RunQueue, priority_of
+from helix_dbos.runtime.rate_limits import ProviderRateLimit, RateLimitCapability
 from helix_dbos.runtime.registry import AgentRegistry
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.streaming import RunStreams
@@ -89,6 +90,7 @@ class DBOSAgentExecutor:
         queue: RunQueue | None = None,
         wake_in_submission: bool = False,
         hooks: AgentHooks | dict[str, Any] | None = None,
+        rate_limits: Sequence[ProviderRateLimit] = (),
     ) -> None:
         """Build the runtime over ``store`` and install it as this process's.
 
@@ -100,6 +102,11 @@ class DBOSAgentExecutor:
         dict of its fields. They fire first (executor, then the agent's, then per-call hooks) for
         every run this process runs, in the same steps as the others. They are process-local: a run
         recovered or continued in another process fires that process's executor hooks.
+
+        ``rate_limits``: provider limits shared by every process on the database
+        (:mod:`helix_dbos.runtime.rate_limits`); their queues must be registered after
+        ``DBOS.launch()`` (:func:`~helix_dbos.runtime.rate_limits.register_rate_limits`, which
+        :func:`helix_dbos.launch` calls).
         """
         manager = stream_manager or InMemoryStreamManager()
         backend = Backend.resolve(manager, store)
@@ -123,7 +130,7 @@ class DBOSAgentExecutor:
             logger=self.logger,
             tool_pool=ThreadPoolExecutor(max_workers=max_tool_concurrency, thread_name_prefix="helix-tool"),
             run_workflow=agent_run_workflow,
-            capabilities=builtin_capabilities(),
+            capabilities=(*builtin_capabilities(), RateLimitCapability(rate_limits)),
             executor_hooks=AgentHooks.model_validate(hooks) if isinstance(hooks, dict) else hooks,
         )
         handle = functools.partial(AgentExecutionHandle, self)

@@ -45,6 +45,12 @@ from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.exiting import mark_stopping
 from helix_dbos.runtime.identity import DEFAULT_EXECUTOR_ID, claim_executor_id
 from helix_dbos.runtime.queues import RunQueue, register_run_queue
+from helix_dbos.runtime.rate_limits import (
+    ProviderRateLimit,
+    check_rate_limits,
+    parse_rate_limits,
+    register_rate_limits,
+)
 from helix_dbos.runtime.step_names import AGENT_WORKFLOW_NAME
 from helix_dbos.settings import HelixSettings
 from helix_dbos.store import SqlSessionStore
@@ -242,6 +248,7 @@ def launch(
     execute: bool = True,
     executor_id_base: str = DEFAULT_EXECUTOR_ID,
     hooks: AgentHooks | dict[str, Any] | None = None,
+    rate_limits: Sequence[ProviderRateLimit] | None = None,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
 
@@ -263,6 +270,11 @@ def launch(
     ``hooks`` are the executor-wide hooks (:class:`DBOSAgentExecutor`), fired first on every run
     this process runs.
 
+    ``rate_limits`` (default: the settings' ``rate_limits``, ``HELIX_RATE_LIMITS``) are provider
+    limits every process on the database shares (:mod:`helix_dbos.runtime.rate_limits`): a model
+    call they match waits for admission on its limit's DBOS queue. Give every process of a
+    deployment the same ones.
+
     The executor id is claimed before DBOS launches (:mod:`helix_dbos.runtime.identity`): ``executor_id``
     (or ``dbos_overrides["executor_id"]``, or the settings' ``executor_id``) is taken, or
     refused with :class:`~helix_dbos.errors.ExecutorIdInUseError` while a live process holds it;
@@ -273,6 +285,9 @@ def launch(
     )
     if queue is None and settings.run_queue is not None:
         queue = RunQueue.parse(settings.run_queue)
+    if rate_limits is None:
+        rate_limits = parse_rate_limits(settings.rate_limits or "")
+    rate_limits = check_rate_limits(rate_limits)
     if not execute and queue is None:
         raise ValueError("launch(execute=False) needs a queue: without one, runs start in the process that asks")
     if settings.otlp_endpoint:  # spans to an OTLP backend, unless the app set a provider
@@ -309,10 +324,12 @@ def launch(
         queue=queue,
         wake_in_submission=_store_is_dbos_database(url, config),
         hooks=hooks,
+        rate_limits=rate_limits,
     )
     _launch_dbos(config, policy, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
     if queue is not None:
         register_run_queue(queue)
+    register_rate_limits(rate_limits)
     executor.recover_orphaned_runs()
     if background_tasks:
         executor.start_background_tasks(takeover_after_seconds=takeover_after_seconds)

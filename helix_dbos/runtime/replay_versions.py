@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
+from helix_dbos.runtime.rate_limits import RATE_LIMITS_PATCH
 from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
 from helix_dbos.runtime.unknown_outcomes import UNKNOWN_OUTCOMES_PATCH
 
@@ -93,6 +94,13 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "a run of an agent with MCP servers lists each server's tools in a step ({agent}.mcp.list.{server}) "
         "before on_agent_start, and exposes them as tools",
         "mcp/capability.py: MCPCapability.run_tools, only for an agent with mcp_servers",
+    ),
+    ReplayPatch(
+        RATE_LIMITS_PATCH,
+        "a model call that a provider rate limit matches first waits for admission on the limit's DBOS queue "
+        "(the admission workflow enqueued, its admitted event awaited, a release sent after the call)",
+        "runtime/rate_limits.py: RateLimitCapability.before_model_call, at the run's first model call that a "
+        "configured limit matches",
     ),
 )
 """Every named patch, oldest first."""

@@ -96,10 +96,24 @@ class ScriptedOpenAIServer:
     Responses are consumed in order. When the script is exhausted, ``handler`` (if given) is called
     with the request body to produce the response; without one, the server answers ``500`` with a
     message saying the script ran out, so an unexpected extra LLM call fails loudly.
+
+    ``rate_limit_per_second``: behave like a provider's quota, answering ``429`` (``Retry-After:
+    1``, consuming nothing) to a request when that many were served in the second before it;
+    :attr:`arrival_times` and :attr:`rejected_count` tell what it saw.
     """
 
-    def __init__(self, script: Iterable[ScriptItem] | None = None, *, handler: Handler | None = None) -> None:
+    def __init__(
+        self,
+        script: Iterable[ScriptItem] | None = None,
+        *,
+        handler: Handler | None = None,
+        rate_limit_per_second: int | None = None,
+    ) -> None:
         self._lock = threading.Lock()
+        self._rate_limit = rate_limit_per_second
+        self._arrivals: list[float] = []
+        self._served: list[float] = []
+        self._rejected = 0
         self._script: list[ScriptedResponse] = [ScriptedResponse.coerce(s) for s in script or ()]
         self._handler = handler
         self._requests: list[dict[str, Any]] = []
@@ -214,11 +228,41 @@ class ScriptedOpenAIServer:
         with self._lock:
             return len(self._script)
 
+    @property
+    def arrival_times(self) -> list[float]:
+        """When each chat-completions request arrived (``time.time()``, the server's clock), in order."""
+        with self._lock:
+            return list(self._arrivals)
+
+    @property
+    def rejected_count(self) -> int:
+        """Requests answered ``429`` by the ``rate_limit_per_second`` mode."""
+        with self._lock:
+            return self._rejected
+
+    def _over_rate_limit(self, now: float) -> bool:
+        """Rate-limit mode: ``rate_limit_per_second`` requests were already served in the last second.
+
+        Served ones only, as providers count a quota: a rejected request does not use it up.
+        """
+        if self._rate_limit is None:
+            return False
+        served = sum(1 for t in self._served if t > now - 1.0)
+        if served >= self._rate_limit:
+            return True
+        self._served.append(now)
+        return False
+
     def _next_response(self, body: dict[str, Any], headers: Mapping[str, str]) -> ScriptedResponse | None:
         with self._lock:
+            now = time.time()
+            self._arrivals.append(now)
             self._requests.append(body)
             self._request_times.append(time.time())
             self._request_headers.append({k.lower(): v for k, v in headers.items()})
+            if self._over_rate_limit(now):
+                self._rejected += 1
+                return ScriptedResponse(status=429, error_message="Rate limit reached", headers={"Retry-After": "1"})
             if self._script:
                 return self._script.pop(0)
         if self._handler is not None:

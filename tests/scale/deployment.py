@@ -93,8 +93,14 @@ class Deployment:
         workers: int,
         step_seconds: float,
         takeover_after: float = 3.0,
+        agents: tuple[str, ...] = tuple(AGENTS),
+        extra_args: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.url = database_url
+        self.agents = list(agents)
+        self.extra_args = list(extra_args)
+        self.extra_env = dict(extra_env or {})
         self.workdir = workdir
         self.queue = queue
         self.calls_log = workdir / "calls.jsonl"
@@ -109,7 +115,8 @@ class Deployment:
             "api",
             [
                 "serve",
-                *AGENTS,
+                *self.agents,
+                *self.extra_args,
                 "--database-url",
                 database_url,
                 "--port",
@@ -137,6 +144,7 @@ class Deployment:
             HELIX_SCALE_LOG=str(self.calls_log),
             HELIX_SCALE_STEP_SECONDS=str(self.step_seconds),
         )
+        env.update(self.extra_env)
         return env
 
     def _wait_http(self, timeout: float = 60) -> None:
@@ -157,7 +165,7 @@ class Deployment:
         proc = Proc(
             name,
             [
-                *("worker", *AGENTS, "--database-url", self.url, "--queue", self.queue),
+                *("worker", *self.agents, *self.extra_args, "--database-url", self.url, "--queue", self.queue),
                 *("--executor-id", name, "--takeover-after", str(self.takeover_after)),
             ],
             self.workdir / f"{name}.log",
@@ -167,8 +175,8 @@ class Deployment:
         self.workers[name] = proc
         return proc
 
-    def start_run(self, text: str, priority: int | None = None) -> str:
-        body: dict[str, Any] = {"agent": "sleeper", "input": text}
+    def start_run(self, text: str, priority: int | None = None, agent: str = "sleeper") -> str:
+        body: dict[str, Any] = {"agent": agent, "input": text}
         if priority is not None:
             body["priority"] = priority
         response = self.http.post("/v1/runs", json=body)

@@ -57,6 +57,7 @@ EXPECTED = [
     "PendingToolCall",
     "PendingToolCallNotFoundError",
     "PersistentAgentConfig",
+    "ProviderRateLimit",
     "RateLimit",
     "ResumeOptions",
     "RetryOptions",

@@ -1,0 +1,343 @@
+"""Provider rate limits shared by every worker of a deployment, enforced by DBOS queues.
+
+A provider's quota (requests per minute, calls in flight) belongs to the whole deployment, not to
+one process: three workers each keeping their own count would send three times the quota. So the
+count lives where every worker already meets, in DBOS's system database. Before a model call whose
+model a :class:`ProviderRateLimit` matches, the run enqueues a tiny *admission* workflow on the
+limit's DBOS queue and waits, durably, until DBOS dequeues it: the dequeue is the admission. The
+admission workflow then *holds its slot* (it stays ``PENDING``, which is what DBOS's
+``global_concurrency`` counts across every executor) until the run releases it after the call:
+
+- ``requests`` per ``period_s``: queue ``helix-rate-{name}``, ``global_concurrency=requests``;
+  the slot is held until the release, **then ``period_s`` more**. Every call is inside the hold
+  of its own slot from before it is sent until ``period_s`` after it returned, so any window of
+  ``period_s`` at the provider meets at most ``requests`` calls, however late a loaded process
+  sends a call after its admission.
+- ``concurrency``: queue ``helix-conc-{name}``, ``global_concurrency=concurrency``; held until
+  the release.
+
+Why not DBOS's ``limiter`` (``limit`` dequeues per rolling period): it counts *admissions*, and a
+call reaches the provider some time after its admission (the wake-up, the previous iteration's
+commit, the client's own work: tens of milliseconds on an idle machine, over a second on a loaded
+one, and seconds for a process's first call, which loads the provider's SDK). Calls admitted in
+consecutive windows then meet in one window at the provider, which answers ``429``. Holding the
+slot past the call trades that lateness for throughput: a slot is busy for the period plus the
+call's own latency (``scripts/bench_rate_limits.py`` prints both figures).
+
+Why an admission workflow rather than running the model call itself as the queued child: the call
+is the ``{agent}.llm`` step, which also commits the previous iteration, reads the interrupt flag in
+the same transaction and streams deltas to the run's stream. Moved into a child workflow it would
+run on whichever worker dequeues it, with arguments that must be serialisable (an agent's tools
+are functions). The admission keeps that step exactly as it is.
+
+Every wait is recorded in the parent: the enqueue (the admission's id, ``{workflow id}-rate-{step}``
+or ``-conc-{step}``, is deterministic), the admitted event (``DBOS.get_event``, woken by
+LISTEN/NOTIFY on PostgreSQL) and the release (``DBOS.send``). A replay returns them from the record
+and takes the recorded ``{agent}.llm`` output: nothing calls the model twice, and nothing enqueues
+a second admission. A run starts taking these steps behind the named replay patch
+:data:`RATE_LIMITS_PATCH`, asked only by runs whose model a limit matches. A run that never
+releases (cancelled mid-call, or failed) frees its slots after ``hold_timeout_s``.
+
+A limit is as much part of the deployment's code as a step name: a run admitted through a limit
+replays its admission steps, so keep the limit configured (same ``match``) while runs that used it
+may still be recovered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from dbos import DBOS, SetWorkflowID
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from helix_dbos.capability import RunCapability, RunEnd
+from helix_dbos.errors import HelixError
+from helix_dbos.observability import run_observer as observe
+from helix_dbos.step_result import StepResult
+
+ADMISSION_WORKFLOW_NAME = "helix_dbos.model_admission"
+"""The DBOS workflow a run enqueues on a limit's queue before a model call (a persisted name)."""
+ADMITTED_EVENT = "helix.admitted"
+"""Set by the admission workflow as soon as it is dequeued: the run waiting on it may call the model."""
+RELEASE_TOPIC = "helix.release"
+"""What a run sends its admission workflow after the model call, to free a concurrency slot."""
+RATE_LIMITS_PATCH = "helix-rate-limits"
+"""The DBOS replay patch under which a run's model calls wait for admission on a limit's queue.
+
+Asked once per run, at its first model call that a configured limit matches; runs recorded before
+it (or before their deployment had a limit for their model) replay without admissions.
+"""
+QUEUE_PREFIX = "helix-rate-"
+CONCURRENCY_QUEUE_PREFIX = "helix-conc-"
+DEFAULT_POLLING_INTERVAL_S = 0.02
+DEFAULT_HOLD_TIMEOUT_S = 600.0
+_WAIT_SLICE_S = 300.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")
+    return slug or "all"
+
+
+class ProviderRateLimit(BaseModel):
+    """How many model calls a deployment may make to the models whose name starts with ``match``.
+
+    ``requests`` calls may start in any rolling window of ``period_s`` seconds, and at most
+    ``concurrency`` may be in flight, across every worker sharing the database. At least one of
+    the two is required. When several limits match a model, the longest ``match`` applies.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    match: str = Field(min_length=1)
+    """A prefix of the model string (``"openai/"``, ``"anthropic/claude-3-5-haiku"``)."""
+    requests: int | None = Field(default=None, ge=1)
+    """Calls allowed to start per ``period_s`` (``None``: no rate cap)."""
+    period_s: float = Field(default=1.0, gt=0, le=86_400)
+    """The rolling window of ``requests``, in seconds."""
+    concurrency: int | None = Field(default=None, ge=1)
+    """Calls allowed in flight at once (``None``: no cap)."""
+    name: str | None = Field(default=None, pattern=_NAME.pattern)
+    """Names the limit (its queue is ``helix-rate-{name}``); defaults to ``match`` made name-safe."""
+    hold_timeout_s: float = Field(default=DEFAULT_HOLD_TIMEOUT_S, gt=0)
+    """How long a slot stays taken by a run that never releases it (cancelled or failed mid-call)."""
+    polling_interval_s: float = Field(default=DEFAULT_POLLING_INTERVAL_S, gt=0, le=60)
+    """How often each worker looks for admissions to grant (the floor of an admission's latency)."""
+    mode: Literal["strict", "rolling"] = "strict"
+    """How ``requests`` are counted. ``strict``: a call's slot is held from its admission until
+    ``period_s`` after the call returned, so the provider never sees more than ``requests`` in a
+    period, however late a call is sent after its admission; a slot is busy for the period plus the
+    call's latency. ``rolling``: DBOS's limiter counts admissions in a rolling period (the full
+    rate), and a call sent late after its admission can meet the next period's calls at the provider."""
+
+    @model_validator(mode="after")
+    def _needs_a_cap(self) -> ProviderRateLimit:
+        if self.requests is None and self.concurrency is None:
+            raise ValueError(f"rate limit {self.match!r} needs requests (per period_s) or concurrency")
+        return self
+
+    @property
+    def limit_name(self) -> str:
+        """The limit's name: :attr:`name`, or :attr:`match` made name-safe."""
+        return self.name or _slug(self.match)[:80]
+
+    @property
+    def queue_name(self) -> str:
+        """The DBOS queue of this limit's ``requests`` (each slot held for the call plus ``period_s``)."""
+        return QUEUE_PREFIX + self.limit_name
+
+    @property
+    def concurrency_queue_name(self) -> str:
+        """The DBOS queue of this limit's ``concurrency`` (each slot held for the call)."""
+        return CONCURRENCY_QUEUE_PREFIX + self.limit_name
+
+    def admissions(self) -> list[Admission]:
+        """The slots a call takes, in the order it takes them: requests first, then concurrency."""
+        found: list[Admission] = []
+        if self.requests is not None:
+            strict = self.mode == "strict"
+            found.append(Admission("rate", self.queue_name, self.requests, self.period_s, rolling=not strict))
+        if self.concurrency is not None:
+            found.append(Admission("conc", self.concurrency_queue_name, self.concurrency, 0.0))
+        return found
+
+    def matches(self, model: str) -> bool:
+        """Whether calls to ``model`` count against this limit."""
+        return model.startswith(self.match)
+
+    @classmethod
+    def parse(cls, spec: str) -> ProviderRateLimit:
+        """One limit from ``MATCH:key=value,...``, for the command line and ``HELIX_RATE_LIMITS``.
+
+        Keys: ``requests`` (``N`` or ``N/SECONDS``), ``period`` (seconds), ``concurrency``,
+        ``name``, ``mode`` (``strict`` or ``rolling``), ``hold`` (seconds) and ``poll`` (seconds); e.g.
+        ``openai/:requests=500/60,concurrency=20``.
+        """
+        head, sep, tail = spec.strip().rpartition(":")
+        match, rest = (head, tail) if sep and "=" in tail else (spec.strip(), "")
+        values: dict[str, Any] = {"match": match}
+        keys = {"period": "period_s", "concurrency": "concurrency", "name": "name", "mode": "mode"}
+        keys |= {"hold": "hold_timeout_s", "poll": "polling_interval_s"}
+        for item in filter(None, (part.strip() for part in rest.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq:
+                raise _bad(spec, f"option {item!r} must look like key=value")
+            if key == "requests":
+                count, slash, period = value.partition("/")
+                values["requests"] = count
+                if slash:
+                    values["period_s"] = period
+            elif key in keys:
+                values[keys[key]] = value
+            else:
+                raise _bad(spec, f"unknown option {key!r} (requests, period, concurrency, name, mode, hold, poll)")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise _bad(spec, f"{where + ': ' if where else ''}{first['msg']}") from None
+
+
+def _bad(spec: str, message: str) -> HelixError:
+    return HelixError(f"bad rate limit {spec!r}: {message}", code="validation_error", retryable=False)
+
+
+def parse_rate_limits(spec: str) -> list[ProviderRateLimit]:
+    """Limits from one line, separated by ``;`` (the form of ``HELIX_RATE_LIMITS``)."""
+    return check_rate_limits(ProviderRateLimit.parse(part) for part in spec.split(";") if part.strip())
+
+
+def check_rate_limits(limits: Iterable[ProviderRateLimit]) -> list[ProviderRateLimit]:
+    """The limits as a list, refusing two with one name or one ``match`` (``validation_error``)."""
+    found = list(limits)
+    for attribute in ("limit_name", "match"):
+        values = [getattr(limit, attribute) for limit in found]
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise HelixError(
+                f"two rate limits share the {attribute.replace('limit_', '')} {twice[0]!r}",
+                code="validation_error",
+                retryable=False,
+            )
+    return found
+
+
+def limit_for(limits: Sequence[ProviderRateLimit], model: str) -> ProviderRateLimit | None:
+    """The limit calls to ``model`` count against: the longest matching prefix, or ``None``."""
+    matching = [limit for limit in limits if limit.matches(model)]
+    return max(matching, key=lambda limit: len(limit.match)) if matching else None
+
+
+def register_rate_limits(limits: Sequence[ProviderRateLimit]) -> None:
+    """Declare each limit's queue in DBOS's queue table (needs a launched DBOS; idempotent).
+
+    Every process that registers a limit writes the same row; DBOS's workers pick a queue up
+    within a second of its registration and then dequeue it in every process that listens to all
+    queues (``launch`` does, unless ``execute=False``).
+    """
+    for limit in limits:
+        for admission in limit.admissions():
+            DBOS.register_queue(
+                admission.queue_name,
+                global_concurrency=None if admission.rolling else admission.slots,
+                limiter={"limit": admission.slots, "period": admission.after_release_s} if admission.rolling else None,
+                polling_interval_sec=limit.polling_interval_s,
+                on_conflict="always_update",
+            )
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One slot a call takes: on which queue, how many there are, how long it stays taken after the call."""
+
+    kind: str
+    """``rate`` or ``conc``: part of the admission workflow's id."""
+    queue_name: str
+    slots: int
+    after_release_s: float
+    rolling: bool = False
+    """Counted by DBOS's limiter (``slots`` per ``after_release_s``) instead of held slots."""
+
+    @property
+    def held(self) -> bool:
+        """Whether the call holds this slot until it releases it (not so for a rolling count)."""
+        return not self.rolling
+
+
+def admission_id(workflow_id: str, kind: str, step: int) -> str:
+    """The admission workflow of a run's model call ``step``: the same id on every replay."""
+    return f"{workflow_id}-{kind}-{step}"
+
+
+@DBOS.workflow(name=ADMISSION_WORKFLOW_NAME)
+def admission_workflow(limit_name: str, hold_timeout_s: float, after_release_s: float) -> dict[str, Any]:
+    """Dequeued = admitted: tell the waiting run, hold the slot until it releases it, then ``after_release_s`` more."""
+    DBOS.set_event(ADMITTED_EVENT, limit_name)
+    if hold_timeout_s <= 0:  # a rolling count: the dequeue was all there was to it
+        return {"limit": limit_name, "released": False}
+    released = DBOS.recv(RELEASE_TOPIC, timeout_seconds=hold_timeout_s)
+    if after_release_s > 0:
+        DBOS.sleep(after_release_s)
+    return {"limit": limit_name, "released": released is not None}
+
+
+def _admit(limit: ProviderRateLimit, admission: Admission, ticket: str, step: int) -> None:
+    """Enqueue the admission on its queue and wait (durably) until DBOS dequeues it."""
+    hold_timeout_s = limit.hold_timeout_s if admission.held else 0.0
+    after_release_s = admission.after_release_s if admission.held else 0.0
+    with SetWorkflowID(ticket):
+        DBOS.enqueue_workflow(
+            admission.queue_name, admission_workflow, limit.limit_name, hold_timeout_s, after_release_s
+        )
+    with observe.current().rate_limit_wait(limit.limit_name, step):
+        while DBOS.get_event(ticket, ADMITTED_EVENT, timeout_seconds=_WAIT_SLICE_S) is None:
+            pass  # each slice is one recorded wait; a long backlog costs a row per slice, no spinning
+
+
+class RateLimitCapability(RunCapability):
+    """Admits a run's model calls through the limit their model matches (none: no steps at all)."""
+
+    name: ClassVar[str] = "rate_limit"
+    replay_patches: ClassVar[tuple[str, ...]] = (RATE_LIMITS_PATCH,)
+
+    def __init__(self, limits: Sequence[ProviderRateLimit] = ()) -> None:
+        self.limits = tuple(check_rate_limits(limits))
+        self._patched: bool | None = None
+        self._held: list[str] = []
+
+    def for_run(self) -> RateLimitCapability:
+        """A fresh instance per run: the slots it holds are the run's own."""
+        return RateLimitCapability(self.limits)
+
+    def before_model_call(self, run: Any) -> None:
+        """Wait for admission on the matching limit's queue (the last thing before the model call)."""
+        limit = limit_for(self.limits, run.agent.llm_config.model)
+        if limit is None:
+            return
+        if self._patched is None:
+            self._patched = bool(DBOS.patch(RATE_LIMITS_PATCH))
+        if not self._patched:
+            return
+        workflow_id = str(DBOS.workflow_id)
+        for admission in limit.admissions():
+            ticket = admission_id(workflow_id, admission.kind, run.step)
+            _admit(limit, admission, ticket, run.step)
+            if admission.held:
+                self._held.append(ticket)
+
+    def after_model_call(self, run: Any, result: StepResult) -> None:
+        """Free the concurrency slot as soon as the call is over."""
+        self._release()
+
+    def on_finish(self, run: Any, end: RunEnd) -> None:
+        """A run that ends right after its model call (interrupted) frees its slot too."""
+        self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for ticket in held:
+            DBOS.send(ticket, None, RELEASE_TOPIC)
+
+
+__all__ = [
+    "ADMISSION_WORKFLOW_NAME",
+    "ADMITTED_EVENT",
+    "CONCURRENCY_QUEUE_PREFIX",
+    "QUEUE_PREFIX",
+    "RATE_LIMITS_PATCH",
+    "RELEASE_TOPIC",
+    "Admission",
+    "ProviderRateLimit",
+    "RateLimitCapability",
+    "admission_id",
+    "admission_workflow",
+    "check_rate_limits",
+    "limit_for",
+    "parse_rate_limits",
+    "register_rate_limits",
+]
