@@ -24,12 +24,14 @@ from helix_dbos.cli.common import (
     Wide,
     compact_json,
     console,
+    existing_url,
     fits,
     friendly,
     open_store,
     print_json,
     print_table,
     sessions_app,
+    sqlite_path,
 )
 from helix_dbos.cli.inputs import CliError
 from helix_dbos.cli.render import duration_text, iso_utc, local_time, status_style
@@ -136,6 +138,7 @@ def sessions_show(
     """Show a session: its runs and each step's duration, tokens and cost, its state and transcript."""
     messages = messages or full
     store = open_store(database_url)
+    waits: dict[str, str] = {}
     try:
         session = store.load_session(session_id)
         if session is None:
@@ -149,12 +152,13 @@ def sessions_show(
         usage = _Usage(session_usage(store, session_id), per_run)
         transcript = store.get_message_prefix(session_id, session.message_count)
         pending = store.pending.open_calls(session_id)
+        waits = _rate_limit_waits(database_url, [r.run_id for r in runs if r.status == "running"])
     finally:
         store.close()
     if as_json:
-        print_json(_show_json(session, timelines, usage, transcript, pending, with_messages=messages))
+        print_json(_show_json(session, timelines, usage, transcript, pending, waits, with_messages=messages))
         return
-    _print_session(session, timelines, usage, wide=wide)
+    _print_session(session, timelines, usage, waits, wide=wide)
     _print_transcript(transcript, whole=messages)
     console.print(f"custom state: {escape(compact_json(session.custom_state))}", soft_wrap=True)
     _print_pending(pending)
@@ -177,6 +181,7 @@ def _show_json(
     usage: _Usage,
     transcript: list[Message],
     pending: list[PendingToolCall],
+    waits: dict[str, str],
     *,
     with_messages: bool,
 ) -> dict[str, Any]:
@@ -186,7 +191,14 @@ def _show_json(
         "custom_state": session.custom_state,
         "totals": totals([step.usage for t in timelines for step in t.steps]),
         "usage": usage.session.model_dump(mode="json"),
-        "runs": [{**t.to_json(), "usage": usage.of_run(t.run.run_id).model_dump(mode="json")} for t in timelines],
+        "runs": [
+            {
+                **t.to_json(),
+                "waiting_for_rate_limit": waits.get(t.run.run_id),
+                "usage": usage.of_run(t.run.run_id).model_dump(mode="json"),
+            }
+            for t in timelines
+        ],
         "pending_tool_calls": [call.model_dump(mode="json") for call in pending],
     }
     if with_messages:
@@ -194,7 +206,29 @@ def _show_json(
     return shown
 
 
-def _print_session(session: SessionRecord, timelines: list[RunTimeline], usage: _Usage, *, wide: bool) -> None:
+def _rate_limit_waits(database_url: str | None, run_ids: list[str]) -> dict[str, str]:
+    """The running runs whose model call waits for a provider rate limit's admission, read from DBOS."""
+    if not run_ids:
+        return {}
+    from dbos import DBOSClient
+
+    from helix_dbos.runtime.launch import dbos_system_database_url
+    from helix_dbos.runtime.rate_limits import rate_limit_waits
+
+    system_url = dbos_system_database_url(existing_url(database_url))
+    system_file = sqlite_path(system_url)
+    if system_file is not None and not system_file.exists():
+        return {}
+    client = DBOSClient(system_database_url=system_url)
+    try:
+        return rate_limit_waits(client, run_ids)
+    finally:
+        client.destroy()
+
+
+def _print_session(
+    session: SessionRecord, timelines: list[RunTimeline], usage: _Usage, waits: dict[str, str], *, wide: bool
+) -> None:
     console.print(f"[bold]session {session.session_id}[/bold]", soft_wrap=True)
     console.print(
         f"  agent {escape(session.agent_type)} · status {status_style(session.status)} · "
@@ -213,11 +247,11 @@ def _print_session(session: SessionRecord, timelines: list[RunTimeline], usage: 
     if session.error:
         console.print(f"  error: [red]{escape(session.error)}[/red]", soft_wrap=True)
     for timeline in timelines:
-        _print_run(timeline, usage.of_run(timeline.run.run_id), wide=wide)
+        _print_run(timeline, usage.of_run(timeline.run.run_id), waits.get(timeline.run.run_id), wide=wide)
     console.print(f"\nsession usage (sub-agents included): {_summary_text(usage.session)}", soft_wrap=True)
 
 
-def _print_run(timeline: RunTimeline, usage: UsageSummary, *, wide: bool) -> None:
+def _print_run(timeline: RunTimeline, usage: UsageSummary, waiting: str | None, *, wide: bool) -> None:
     run = timeline.run
     took = duration_text(timeline.duration_ms) if timeline.duration_ms is not None else "still running"
     console.print(
@@ -227,6 +261,8 @@ def _print_run(timeline: RunTimeline, usage: UsageSummary, *, wide: bool) -> Non
     )
     if run.previous_run_id:
         console.print(f"  after run {run.previous_run_id}", soft_wrap=True, markup=False)
+    if waiting is not None:
+        console.print(f"  waiting for rate limit {waiting}", soft_wrap=True, markup=False)
     if run.error:
         console.print(f"  error: [red]{escape(run.error)}[/red]", soft_wrap=True)
     table = Table("step", "committed", "took", "model", "in", "out", "cached", "cost", "tools", "checkpoint", box=None)

@@ -279,6 +279,32 @@ def _admit(limit: ProviderRateLimit, admission: Admission, ticket: str, step: in
             pass  # each slice is one recorded wait; a long backlog costs a row per slice, no spinning
 
 
+def rate_limit_waits(lister: Any, run_ids: Sequence[str]) -> dict[str, str]:
+    """The runs of ``run_ids`` whose model call waits for admission now, with the limit it waits for.
+
+    ``lister`` is ``DBOS`` or a ``DBOSClient``: what the inspector and ``helix-dbos sessions show``
+    read to say "waiting for rate limit <name>". A run waits when its admission workflow is still
+    ``ENQUEUED`` on a limit's queue (the run's workflow id is its run id).
+    """
+    if not run_ids:
+        return {}
+    found = lister.list_workflows(
+        name=ADMISSION_WORKFLOW_NAME,
+        status="ENQUEUED",
+        workflow_id_prefix=[f"{run_id}-" for run_id in run_ids],
+        load_input=False,
+        load_output=False,
+    )
+    waits: dict[str, str] = {}
+    for status in found:
+        run_id = next((r for r in run_ids if str(status.workflow_id).startswith(f"{r}-")), None)
+        queue = str(status.queue_name or "")
+        name = queue.removeprefix(QUEUE_PREFIX).removeprefix(CONCURRENCY_QUEUE_PREFIX)
+        if run_id is not None:
+            waits[run_id] = name
+    return waits
+
+
 class RateLimitCapability(RunCapability):
     """Admits a run's model calls through the limit their model matches (none: no steps at all)."""
 
@@ -339,5 +365,6 @@ __all__ = [
     "check_rate_limits",
     "limit_for",
     "parse_rate_limits",
+    "rate_limit_waits",
     "register_rate_limits",
 ]

@@ -469,7 +469,7 @@ function renderTimeline(page, parts, timeline) {
   const checkpoints = [];
   for (const run of timeline.runs) {
     rows.push(h("tr", { class: "run-row" }, h("th", { scope: "row", colspan: 2 }, `turn ${run.turn} · ${run.mode}`),
-      h("td", {}, badge(run.status)), h("td", { class: "num" }, duration(run.duration_ms)),
+      h("td", {}, badge(run.status), run.waiting_for_rate_limit ? h("span", { class: "rate-wait" }, ` waiting for rate limit ${run.waiting_for_rate_limit}`) : null), h("td", { class: "num" }, duration(run.duration_ms)),
       h("td", { class: "num" }, run.totals.input_tokens + run.totals.output_tokens), h("td", { class: "num" }, cost(run.totals.cost_usd))));
     for (const step of run.steps) {
       if (step.checkpoint_id) checkpoints.push([step.checkpoint_id, `turn ${run.turn} step ${step.step}`]);

@@ -10,11 +10,13 @@ browser never disagree.
 
 from typing import Annotated, Any
 
+from dbos import DBOS
 from fastapi import Query
 from fastapi.routing import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from helix_dbos.errors import public_error_message
+from helix_dbos.runtime.rate_limits import rate_limit_waits
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
@@ -97,7 +99,8 @@ class TimelineView(BaseModel):
 
     Each run is the ``runs[]`` item of ``helix-dbos sessions show --json`` (its keys are stable):
     ``run_id``, ``turn``, ``mode``, ``status``, ``started_at_ms``, ``completed_at_ms``,
-    ``duration_ms``, ``totals`` and ``steps[]`` (``step``, ``checkpoint_id``, ``status``,
+    ``duration_ms``, ``waiting_for_rate_limit`` (the provider limit whose admission a running run's
+    model call waits for, else ``null``), ``totals`` and ``steps[]`` (``step``, ``checkpoint_id``, ``status``,
     ``duration_ms``, ``model``, ``input_tokens``, ``output_tokens``, ``cost_usd``, ``tool_calls``...).
     A step's ``checkpoint_id`` is what ``retry`` and ``fork`` take.
     """
@@ -160,9 +163,11 @@ def session_timeline(ops: ServiceOperations, session_id: str) -> TimelineView:
     checkpoints = reads.list_checkpoints(session_id, limit=100_000).items
     usage = {r.run_id: summarise(reads.get_usage(session_id, run_id=r.run_id)) for r in runs}
     timelines = build_timeline(runs, checkpoints, usage)
+    waits = rate_limit_waits(DBOS, [r.run_id for r in runs if r.status == "running"])
     rendered = []
     for timeline in timelines:
         run = timeline.to_json()
+        run["waiting_for_rate_limit"] = waits.get(timeline.run.run_id)
         # What a run's error says leaves through the same filter as every other error text.
         run["error"] = public_error_message(run["error"]) if run["error"] else None
         rendered.append(run)

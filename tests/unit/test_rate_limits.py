@@ -1,0 +1,86 @@
+"""Provider rate limits as configuration: the spec format, its errors, which limit a model meets."""
+
+from __future__ import annotations
+
+import pytest
+
+from helix_dbos import HelixError, ProviderRateLimit
+from helix_dbos.runtime.rate_limits import (
+    CONCURRENCY_QUEUE_PREFIX,
+    QUEUE_PREFIX,
+    RateLimitCapability,
+    check_rate_limits,
+    limit_for,
+    parse_rate_limits,
+)
+from helix_dbos.settings import HelixSettings
+
+
+def test_a_spec_names_requests_per_period_concurrency_and_mode() -> None:
+    limit = ProviderRateLimit.parse("openai/:requests=500/60,concurrency=20,name=oai,mode=rolling,poll=0.05")
+    assert limit == ProviderRateLimit(
+        match="openai/", requests=500, period_s=60, concurrency=20, name="oai", mode="rolling", polling_interval_s=0.05
+    )
+    assert limit.queue_name == QUEUE_PREFIX + "oai"
+    assert [a.kind for a in limit.admissions()] == ["rate", "conc"]
+    assert limit.admissions()[1].queue_name == CONCURRENCY_QUEUE_PREFIX + "oai"
+
+
+def test_a_match_may_hold_a_colon_and_the_name_defaults_to_it() -> None:
+    limit = ProviderRateLimit.parse("bedrock/anthropic.claude-3:0:concurrency=2")
+    assert limit.match == "bedrock/anthropic.claude-3:0"
+    assert limit.limit_name == "bedrock-anthropic.claude-3-0"
+    assert ProviderRateLimit.parse("openai/:requests=5").period_s == 1.0
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("openai/", "needs requests"),
+        ("openai/:requests=0", "requests"),
+        ("openai/:requests=five", "requests"),
+        ("openai/:burst=3", "unknown option 'burst'"),
+        ("openai/:requests=3,concurrency", "key=value"),
+        ("openai/:concurrency=2,mode=eager", "mode"),
+        (":requests=3", "match"),
+    ],
+)
+def test_a_bad_spec_is_a_validation_error_naming_it(spec: str, says: str) -> None:
+    with pytest.raises(HelixError) as raised:
+        ProviderRateLimit.parse(spec)
+    assert raised.value.code == "validation_error"
+    assert spec in raised.value.message and says in raised.value.message
+
+
+def test_several_limits_and_the_longest_match_wins() -> None:
+    limits = parse_rate_limits("openai/:requests=100/60; openai/gpt-4o:concurrency=2 ;")
+    assert limit_for(limits, "openai/gpt-4o-mini") is limits[1]
+    assert limit_for(limits, "openai/o3") is limits[0]
+    assert limit_for(limits, "anthropic/claude") is None
+
+
+def test_two_limits_with_one_name_or_one_match_are_refused() -> None:
+    with pytest.raises(HelixError, match="share the name 'x'"):
+        check_rate_limits(
+            [ProviderRateLimit(match="a/", requests=1, name="x"), ProviderRateLimit(match="b/", requests=1, name="x")]
+        )
+    with pytest.raises(HelixError, match="share the match 'a/'"):
+        RateLimitCapability(
+            [ProviderRateLimit(match="a/", requests=1), ProviderRateLimit(match="a/", concurrency=1, name="b")]
+        )
+
+
+def test_helix_rate_limits_is_read_and_checked_once_at_the_edge() -> None:
+    settings = HelixSettings.from_env({"HELIX_RATE_LIMITS": "openai/:requests=10/1"})
+    assert settings.rate_limits == "openai/:requests=10/1"
+    with pytest.raises(HelixError) as raised:
+        HelixSettings.from_env({"HELIX_RATE_LIMITS": "openai/:requests=-1"})
+    assert raised.value.code == "validation_error" and "HELIX_RATE_LIMITS" in raised.value.message
+
+
+def test_each_run_gets_its_own_held_slots() -> None:
+    capability = RateLimitCapability([ProviderRateLimit(match="a/", requests=1)])
+    one, two = capability.for_run(), capability.for_run()
+    assert isinstance(one, RateLimitCapability) and isinstance(two, RateLimitCapability)
+    one._held.append("x")
+    assert two._held == [] and one.limits == two.limits
