@@ -27,6 +27,8 @@ from tests.scale.rate_limited_agents import WARM_UP
 
 AGENTS = ("--agents", "tests.scale.rate_limited_agents:agents")
 RUN_QUEUE = "helix-runs:poll=0.02"
+LIMIT_MODE = "strict"
+"""The ``mode`` of the deployment's limit (``scripts/bench_rate_limits.py`` compares both)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def run_load(
     quota = provider_quota if provider_quota is not None else limit
     server = ScriptedOpenAIServer(handler=lambda body: {"text": "ok"}, rate_limit_per_second=quota)
     server.start()
-    extra = ("--rate-limit", f"openai/:requests={limit}/1") if limit is not None else ()
+    extra = ("--rate-limit", f"openai/:requests={limit}/1,mode={LIMIT_MODE}") if limit is not None else ()
     deployment = Deployment(
         database_url,
         workdir,
