@@ -240,9 +240,11 @@ class RunObserver:
         """Around a model call's wait for admission by a provider rate limit; none under replay."""
         span = None
         if self.traced and not self.replaying:
+            with self._lock:  # the wait is part of its iteration: under the step span the model call joins
+                parent = self._step_span_for(step)
             span = tracer().start_span(
                 "helix.rate_limit.wait",
-                context=trace.set_span_in_context(self._parent_for_step()),
+                context=trace.set_span_in_context(parent),
                 attributes=clean_attributes({**self._ids, "helix.step": step, "helix.rate_limit.name": limit_name}),
             )
         try:

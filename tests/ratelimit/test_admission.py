@@ -21,9 +21,11 @@ from typer.testing import CliRunner
 
 from helix_dbos import LLMConfig, ProviderRateLimit, define_agent, launch, shutdown
 from helix_dbos.cli import app
+from helix_dbos.observability import instrument, session_trace_id
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_LIMITS_PATCH, rate_limit_waits
 from helix_dbos.testing import ScriptedOpenAIServer
+from tests.observability.spans import memory_provider, span_record
 
 SLOW_SECONDS = 1.5
 
@@ -109,3 +111,23 @@ def test_a_model_no_limit_matches_records_no_admission(
     assert handle.result().status == "completed"
     names = [s["function_name"] for s in DBOS.list_workflow_steps(f"{handle.session_id}-turn-1")]
     assert names == ["free.llm", "free.finalize"]
+
+
+def test_the_wait_is_a_span_of_its_step(
+    deployment: tuple[DBOSAgentExecutor, str], server: ScriptedOpenAIServer
+) -> None:
+    executor, _ = deployment
+    provider, exporter = memory_provider()
+    instrument(provider)
+    try:
+        handle = executor.execute("limited", "hi")
+        assert handle.result().status == "completed"
+    finally:
+        instrument(None)
+        provider.shutdown()
+    trace_id = session_trace_id(handle.session_id)
+    found = [r for r in map(span_record, exporter.get_finished_spans()) if r["trace_id"] == trace_id]
+    (wait,) = [r for r in found if r["name"] == "helix.rate_limit.wait"]
+    (step,) = [r for r in found if r["name"].startswith("step ") and r["attributes"].get("helix.step") == 1]
+    assert wait["parent_id"] == step["span_id"]
+    assert wait["attributes"]["helix.rate_limit.name"] == "openai"
