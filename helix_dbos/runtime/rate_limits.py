@@ -195,15 +195,10 @@ def parse_rate_limits(spec: str) -> list[ProviderRateLimit]:
 def check_rate_limits(limits: Iterable[ProviderRateLimit]) -> list[ProviderRateLimit]:
     """The limits as a list, refusing two with one name or one ``match`` (``validation_error``)."""
     found = list(limits)
-    for attribute in ("limit_name", "match"):
-        values = [getattr(limit, attribute) for limit in found]
+    for what, values in (("name", [f.limit_name for f in found]), ("match", [f.match for f in found])):
         twice = sorted({v for v in values if values.count(v) > 1})
         if twice:
-            raise HelixError(
-                f"two rate limits share the {attribute.replace('limit_', '')} {twice[0]!r}",
-                code="validation_error",
-                retryable=False,
-            )
+            raise HelixError(f"two rate limits share the {what} {twice[0]!r}", code="validation_error", retryable=False)
     return found
 
 
