@@ -147,6 +147,7 @@ def test_every_listing_has_json_with_stable_keys(cli_sessions: str) -> None:
         "duration_ms",
         "step_count",
         "error",
+        "waiting_for_rate_limit",
         "totals",
         "usage",
         "steps",
