@@ -33,13 +33,15 @@ def _prove(database_url: str, workdir: Path, *, runs: int, limit: int) -> None:
         deployment.close()
 
 
+@pytest.mark.timeout(300)  # four processes start on a shared machine: most of the time is their start-up
 def test_three_workers_share_one_provider_limit(
     new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    _prove(new_migrated_database("ratelimit"), tmp_path_factory.mktemp("ratelimit"), runs=40, limit=5)
+    _prove(new_migrated_database("ratelimit"), tmp_path_factory.mktemp("ratelimit"), runs=30, limit=5)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_three_workers_share_one_provider_limit_at_200_runs(
     new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -47,6 +49,7 @@ def test_three_workers_share_one_provider_limit_at_200_runs(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_without_the_limit_the_same_load_exceeds_the_quota(
     new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
