@@ -57,11 +57,12 @@ if TYPE_CHECKING:
     from helix_dbos.stream.chunks import StreamChunk
     from helix_dbos.tool import Tool
 
-FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool"]
+FinalStatus = Literal["completed", "failed", "interrupted", "suspended_client_tool", "suspended_awaiting_children"]
 """How a run can end."""
 
-BatchStop = Literal["suspended", "aborted", "interrupted"]
-"""How a batch of tool calls stops before all its calls have results (the run ends that way)."""
+BatchStop = Literal["suspended", "aborted", "interrupted", "awaiting_children"]
+"""How a batch of tool calls stops before all its calls have results (the run ends that way).
+``awaiting_children``: a child the batch waits on (a blocking companion) waits on a human."""
 
 T = TypeVar("T")
 

@@ -236,7 +236,10 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
             outcome = _ended_without_event(rt.store, workflow_id, child_session)
         if outcome is not None:
             status = outcome.get("status", "failed")
-            _close_ref(rt.store, parent.session_id, child_session, "completed" if status == "completed" else "failed")
+            if not str(status).startswith("suspended"):  # a child parked on a human is still running
+                _close_ref(
+                    rt.store, parent.session_id, child_session, "completed" if status == "completed" else "failed"
+                )
             return {
                 "status": status,
                 "output": outcome.get("output"),

@@ -39,7 +39,12 @@ from helix_dbos.runtime import services, starts
 from helix_dbos.runtime.child_control import interrupt_child, stop_child
 from helix_dbos.runtime.run_request import RunIdentity
 from helix_dbos.runtime.services import RuntimeServices
-from helix_dbos.runtime.step_outputs import CompanionChild, CompanionOpenOutput, CompanionStatusOutput
+from helix_dbos.runtime.step_outputs import (
+    AwaitedChild,
+    CompanionChild,
+    CompanionOpenOutput,
+    CompanionStatusOutput,
+)
 from helix_dbos.session import AgentInput, SubSessionRef
 from helix_dbos.store.base import SessionRecord, StartRun
 from helix_dbos.store.engine import now_ms
@@ -105,6 +110,41 @@ def status_step(who: RunIdentity, names: list[str] | None) -> CompanionStatusOut
     for child in children:
         _mark_ref(rt, who.session_id, child)
     return {"now_ms": now_ms(), "children": children}
+
+
+def awaited_step(who: RunIdentity, calls: list[tuple[str, str | None]]) -> dict[str, AwaitedChild]:
+    """``{agent}.companion.awaited``: the blocking companions the previous run parked awaiting, by call id.
+
+    ``calls``: the continuation's outstanding spawn/send calls (call id, companion name if given). A
+    companion is awaited when its ref is still ``running`` (a wait that saw it park on a human
+    leaves it so) and was opened by that call (or bears that name). Its current run is what the
+    parent now waits on: the run that carried the human's answer, not the one that parked.
+    """
+    rt = services.current()
+    refs = [
+        r for r in rt.store.get_sub_session_refs(who.session_id) if r.mode == "persistent" and r.status == "running"
+    ]
+    found: dict[str, AwaitedChild] = {}
+    for call_id, name in calls:
+        ref = next((r for r in refs if r.parent_tool_call_id == call_id or (name and r.name == name)), None)
+        run = rt.store.get_current_run(ref.sub_session_id) if ref is not None else None
+        if ref is None or run is None:
+            continue
+        found[call_id] = {
+            "name": ref.name or ref.sub_session_id,
+            "agent_type": ref.agent_type,
+            "child": {
+                "session_id": ref.sub_session_id,
+                "run_id": run.run_id,
+                "workflow_id": run.workflow_id,
+                "request": None,
+                "deadline_ms": None,
+                "timeout_ms": None,
+                "started_at_ms": ref.started_at,
+                "error": None,
+            },
+        }
+    return found
 
 
 def wait_step(who: RunIdentity, name: str, run_id: str | None, deadline_ms: int | None) -> CompanionStatusOutput:

@@ -40,6 +40,7 @@ from helix_dbos.companion_tools import (
     SpawnAgentInput,
     TerminateChildInput,
     WaitForResultInput,
+    companion_tool_name,
 )
 from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.orchestration.companions import (
@@ -49,19 +50,29 @@ from helix_dbos.orchestration.companions import (
     notice_message,
     notices_due,
 )
-from helix_dbos.orchestration.tool_batch import ToolBatch
+from helix_dbos.orchestration.tool_batch import HitlKind, ToolBatch
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
 from helix_dbos.runtime.children import await_child
-from helix_dbos.runtime.companion_steps import OpenRequest, open_step, status_step, terminate_step, wait_step
+from helix_dbos.runtime.companion_steps import (
+    OpenRequest,
+    awaited_step,
+    open_step,
+    status_step,
+    terminate_step,
+    wait_step,
+)
 from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.step_outputs import (
+    AwaitedChild,
     ChildStartOutput,
+    ChildWaitOutput,
     CompanionChild,
     CompanionOpenOutput,
     CompanionStatusOutput,
     ToolStepOutput,
 )
+from helix_dbos.session import SuspendedChildWait
 from helix_dbos.step_result import ParsedToolCall
 from helix_dbos.tool import Tool, validation_error_message
 
@@ -74,9 +85,53 @@ _REDIRECT_FAILED = (
 )
 
 
-def run_companion_phase(run: RunContext, calls: list[tuple[ParsedToolCall, Tool]]) -> dict[str, ToolStepOutput]:
-    """Run the step's companion calls in order; returns their results by call id."""
-    return {call.id: _run_call(run, call, tool) for call, tool in calls}
+AWAITING_CHILDREN_PATCH = "helix-park-awaiting-children"
+"""Replay patch: a parent whose blocking companion waits on a human parks as ``suspended_awaiting_children``
+(and its continuation awaits that companion's current run) instead of reading it as ``running``."""
+
+_WAITS_ON_A_HUMAN = ("suspended_client_tool", "suspended_awaiting_children")
+_DISPATCHING = (companion_tool_name("spawnAgent"), companion_tool_name("sendMessage"))
+"""The calls that start a companion's run and (blocking) wait for it."""
+
+
+def run_companion_phase(
+    run: RunContext, calls: list[tuple[ParsedToolCall, Tool]], awaited: dict[str, AwaitedChild] | None = None
+) -> dict[str, ToolStepOutput]:
+    """Run the step's companion calls in order; returns their results by call id.
+
+    ``awaited``: a continuation's calls whose companion its previous run parked awaiting; they are
+    not dispatched again, their companion's current run is awaited. A call whose companion (now)
+    waits on a human has no result: it is in ``run.awaiting_children`` and the run parks.
+    """
+    results: dict[str, ToolStepOutput] = {}
+    for call, tool in calls:
+        if awaited and call.id in awaited:
+            out = _await_again(run, call, awaited[call.id])
+        else:
+            out = _run_call(run, call, tool)
+        if out is not None:
+            results[call.id] = out
+    return results
+
+
+def awaited_companions(run: RunContext, calls: list[ParsedToolCall]) -> dict[str, AwaitedChild]:
+    """A continuation's spawn/send calls whose companion its previous run parked awaiting (one step).
+
+    Takes the step (behind :data:`AWAITING_CHILDREN_PATCH`) only when the batch has such calls: before
+    this change a continuation only had them when a human call of the same batch had parked it.
+    """
+    candidates = [(c.id, _name_of(c)) for c in calls if c.name in _DISPATCHING]
+    if not candidates or not DBOS.patch(AWAITING_CHILDREN_PATCH):
+        return {}
+    found: dict[str, AwaitedChild] = DBOS.run_step(
+        {"name": step_names.companion_awaited(run.agent.name)}, awaited_step, run.who, candidates
+    )
+    return found
+
+
+def _name_of(call: ParsedToolCall) -> str | None:
+    name = call.arguments.get("name") if isinstance(call.arguments, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def deliver_notices(run: RunContext) -> None:
@@ -110,7 +165,7 @@ def deliver_notices(run: RunContext) -> None:
 # --- one call -----------------------------------------------------------------------------------------
 
 
-def _run_call(run: RunContext, call: ParsedToolCall, tool: Tool) -> ToolStepOutput:
+def _run_call(run: RunContext, call: ParsedToolCall, tool: Tool) -> ToolStepOutput | None:
     try:
         args = tool.validate_input(call.arguments if isinstance(call.arguments, dict) else {})
     except ValidationError as exc:
@@ -143,7 +198,7 @@ def _status(run: RunContext, names: list[str] | None) -> CompanionStatusOutput:
     return out
 
 
-def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> ToolStepOutput:
+def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> ToolStepOutput | None:
     """Spawn or send: open the child's run, start its workflow, wait for it when blocking."""
     opened = _open(run, request)
     if opened["action"] == "interrupt":
@@ -177,7 +232,34 @@ def _dispatch(run: RunContext, call: ParsedToolCall, request: OpenRequest) -> To
     )
     if opened["notify"]:
         return _output(call, result={**running, "notify": True})
-    ended = await_child(run, child)
+    return _ended(run, call, running, child, await_child(run, child))
+
+
+def _await_again(run: RunContext, call: ParsedToolCall, awaited: AwaitedChild) -> ToolStepOutput | None:
+    """A continuation's call whose companion the previous run parked awaiting: await its current run."""
+    child = awaited["child"]
+    running = companion_result(
+        name=awaited["name"],
+        agent_type=awaited["agent_type"],
+        session_id=child["session_id"],
+        status="running",
+        run_id=child["run_id"],
+    )
+    return _ended(run, call, running, child, await_child(run, child))
+
+
+def _ended(
+    run: RunContext, call: ParsedToolCall, running: dict[str, Any], child: ChildStartOutput, ended: ChildWaitOutput
+) -> ToolStepOutput | None:
+    """A blocking call's result from how its companion's run ended; ``None``: it waits on a human, park."""
+    if ended["status"] in _WAITS_ON_A_HUMAN and DBOS.patch(AWAITING_CHILDREN_PATCH):
+        wait = SuspendedChildWait(
+            child_session_id=child["session_id"],
+            parent_tool_call_id=call.id,
+            spawned_at=child["started_at_ms"] or 0,
+        )
+        run.awaiting_children.append(wait.model_dump(mode="json"))
+        return None
     status = _ENDED_AS.get(ended["status"], "failed")
     if ended["status"] == "failed" and str(ended["error"] or "").startswith(("aborted", "terminated")):
         status = "terminated"
@@ -196,6 +278,7 @@ _ENDED_AS: dict[str, CompanionStatus] = {
     "failed": "failed",
     "interrupted": "interrupted",
     "suspended_client_tool": "running",
+    "suspended_awaiting_children": "running",
     "aborted": "terminated",
     "timeout": "terminated",
 }
@@ -295,13 +378,28 @@ class CompanionsCapability(RunCapability):
     """
 
     name = "companions"
-    replay_patches = (SCOPED_CALL_IDS_PATCH,)
+    replay_patches = (SCOPED_CALL_IDS_PATCH, AWAITING_CHILDREN_PATCH)
+
+    def __init__(self) -> None:
+        self.awaited: dict[str, AwaitedChild] = {}
 
     def before_model_call(self, run: RunContext) -> None:
         deliver_notices(run)
 
+    def calls_left_pending(self, run: RunContext, calls: list[ParsedToolCall]) -> dict[str, HitlKind]:
+        # Not a human's call: the companions the previous run parked awaiting, kept for this batch.
+        self.awaited = awaited_companions(run, calls) if run.agent.persistent_agents else {}
+        return {}
+
     def after_human_calls(self, run: RunContext, batch: ToolBatch, results: dict[str, ToolStepOutput]) -> None:
-        results.update(run_companion_phase(run, list(batch.companion)))
+        awaited, self.awaited = self.awaited, {}
+        results.update(run_companion_phase(run, list(batch.companion), awaited))
 
 
-__all__ = ["CompanionsCapability", "deliver_notices", "run_companion_phase"]
+__all__ = [
+    "AWAITING_CHILDREN_PATCH",
+    "CompanionsCapability",
+    "awaited_companions",
+    "deliver_notices",
+    "run_companion_phase",
+]

@@ -26,6 +26,8 @@ from helix_dbos.session import (
     RetryOptions,
     RunOutcome,
     SendInput,
+    SuspendedAwaitingChildrenOutcome,
+    SuspendedChildWait,
     SuspendedClientToolOutcome,
 )
 from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord
@@ -133,6 +135,10 @@ class AgentExecutionHandle:
                 for c in self._executor.list_pending_tool_calls(self.session_id)
             }
             return SuspendedClientToolOutcome(final_state=state, pending_client_tool_calls=pending)
+        if result.status == "suspended_awaiting_children":
+            waits = [SuspendedChildWait.model_validate(w) for w in (result.suspended or {}).get("children", [])]
+            awaiting = {w.parent_tool_call_id: w for w in waits}
+            return SuspendedAwaitingChildrenOutcome(final_state=state, suspended_awaiting_children=awaiting)
         if result.status == "interrupted":
             reason = session.interrupt_context.reason if session and session.interrupt_context else None
             return InterruptedOutcome(final_state=state, reason=reason)

@@ -342,6 +342,8 @@ def _after_batch(run: RunContext, batch: BatchOutcome) -> RunSummary | None:
     """End the run when a batch completed the agent, suspended, or was stopped; else ``None``."""
     if batch.stop == "suspended":
         return _finish(run, "suspended_client_tool", pending_ids=batch.pending_ids)
+    if batch.stop == "awaiting_children":
+        return _finish(run, "suspended_awaiting_children")
     if batch.stop == "interrupted":
         return _finish(run, "interrupted", reason="interrupted while waiting for tool results")
     if batch.stop == "aborted":
@@ -462,8 +464,8 @@ def _finish(
     for capability in run.capabilities:
         capability.on_finish(run, end)
     run.flush_hooks()
-    if status == "suspended_client_tool":
-        commit = run.pending_commit(run_status="suspended", checkpoint_status="suspended_client_tool")
+    if status == "suspended_client_tool" or status == "suspended_awaiting_children":
+        commit = run.pending_commit(run_status="suspended", checkpoint_status=status)
     else:
         session_status: SessionStatus = status
         commit = run.pending_commit(
@@ -476,7 +478,9 @@ def _finish(
         status,
         output=output,
         error=error,
-        extra={"pending_tool_call_ids": pending_ids or []},
+        extra={"pending_tool_call_ids": pending_ids or []}
+        if status != "suspended_awaiting_children"
+        else {"pending_tool_call_ids": [], "children": list(run.awaiting_children)},
     )
     applied, run.applied_pending = run.applied_pending, []
     close_after = run.emitted if status in ("completed", "failed") else None
@@ -517,6 +521,7 @@ def _summary(
         error=error,
         step_count=run.step,
         pending_tool_call_ids=pending_ids or [],
+        children=list(run.awaiting_children) if status == "suspended_awaiting_children" else [],
     )
 
 

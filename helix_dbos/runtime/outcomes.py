@@ -59,6 +59,8 @@ def to_result(agent: AgentConfig | None, outcome: dict[str, Any]) -> AgentResult
     if outcome["status"] == "suspended_client_tool":
         ids = outcome.get("pending_tool_call_ids") or []
         return AgentResult(status="suspended_client_tool", suspended={"tool_call_ids": ids})
+    if outcome["status"] == "suspended_awaiting_children":
+        return AgentResult(status="suspended_awaiting_children", suspended={"children": outcome.get("children") or []})
     output = outcome.get("output")
     if output is not None and agent is not None and agent.output_schema is not None:
         output = TypeAdapter(agent.output_schema).validate_python(output)

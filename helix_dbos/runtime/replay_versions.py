@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
+from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.rate_limits import RATE_LIMITS_PATCH
 from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
@@ -101,6 +102,15 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "(the admission workflow enqueued, its admitted event awaited, a release sent after the call)",
         "runtime/rate_limits.py: RateLimitCapability.before_model_call, at the run's first model call that a "
         "configured limit matches",
+    ),
+    ReplayPatch(
+        AWAITING_CHILDREN_PATCH,
+        "a parent whose blocking companion (spawnAgent / sendMessage) ends its wait parked on a human parks as "
+        "suspended_awaiting_children, leaving the call open; its continuation takes {agent}.companion.awaited "
+        "and awaits the companion's current run instead of dispatching the call again (before: the call's "
+        "result was 'running' with notify, and the parent went on)",
+        "runtime/companions.py: _ended, only when a blocking wait ended on a human; awaited_companions, only "
+        "in a continuation whose batch has spawn/send calls",
     ),
 )
 """Every named patch, oldest first."""

@@ -63,6 +63,9 @@ class RunContext:
         self.last_text: str | None = None
         self.deferred_hooks: list[tuple[str, object]] = []
         self.applied_pending: list[str] = []
+        self.awaiting_children: list[dict[str, Any]] = []
+        """The children this step's calls wait on that wait on a human (``SuspendedChildWait`` as JSON):
+        the batch stops and the run parks as ``suspended_awaiting_children`` (:mod:`.companions`)."""
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
         self._scoped_call_ids: bool | None = None

@@ -73,6 +73,8 @@ class RunSummary(BaseModel):
     step_count: int = 0
     pending_tool_call_ids: list[str] = Field(default_factory=list)
     """Set when the run suspended waiting for client results or approvals."""
+    children: list[dict[str, Any]] = Field(default_factory=list)
+    """Set when the run suspended awaiting children that wait on humans (``SuspendedChildWait`` as JSON)."""
 
 
 @dataclass(frozen=True)

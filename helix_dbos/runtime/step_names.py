@@ -100,6 +100,11 @@ def companion_wait(agent: str) -> str:
     return f"{agent}.companion.wait"
 
 
+def companion_awaited(agent: str) -> str:
+    """A continuation's look at the blocking companions its previous run parked awaiting (their current runs)."""
+    return f"{agent}.companion.awaited"
+
+
 def companion_terminate(agent: str) -> str:
     """Abort a persistent companion's run and, recursively, its own children."""
     return f"{agent}.companion.terminate"
@@ -154,6 +159,7 @@ __all__ = [
     "capability",
     "child_start",
     "child_wait",
+    "companion_awaited",
     "companion_open",
     "companion_status",
     "companion_terminate",

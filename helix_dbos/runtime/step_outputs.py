@@ -258,10 +258,27 @@ class ChildStartOutput(TypedDict):
     """Why the child could not be opened (the parent's tool call fails with it)."""
 
 
+class AwaitedChild(TypedDict):
+    """``{agent}.companion.awaited``: a blocking companion a parked parent awaits, and its current run."""
+
+    name: str
+    agent_type: str
+    child: ChildStartOutput
+    """The companion's current run, as :func:`~.children.await_child` waits on it."""
+
+
 class ChildWaitOutput(TypedDict):
     """``{agent}.child.wait``: how the child ended, as the parent sees it."""
 
-    status: Literal["completed", "failed", "interrupted", "suspended_client_tool", "timeout", "aborted"]
+    status: Literal[
+        "completed",
+        "failed",
+        "interrupted",
+        "suspended_client_tool",
+        "suspended_awaiting_children",
+        "timeout",
+        "aborted",
+    ]
     """The child's final status, ``timeout`` (deadline passed; the child was stopped) or ``aborted``
     (the parent was aborted while waiting; the child was stopped)."""
     output: Any
@@ -346,6 +363,7 @@ class SkillsCatalogStepOutput(TypedDict):
 
 
 __all__ = [
+    "AwaitedChild",
     "BudgetStartStepOutput",
     "CheckStepOutput",
     "ChildStartOutput",

@@ -113,6 +113,8 @@ def execute_tools(
         return _stopped(run, calls, results, unknown)
     for capability in run.capabilities:
         capability.after_human_calls(run, batch, results)
+    if run.awaiting_children:  # a blocking companion waits on a human: park, leave its call open
+        return _stopped(run, calls, results, CollectedAnswers(stop="awaiting_children"))
     winner = _run_finishing(run, batch.finishing, results)
 
     for call in calls:  # messages, chunks and deferred hooks in input order

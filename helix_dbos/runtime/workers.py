@@ -108,6 +108,12 @@ def expire_parked_calls(
         run_id = continue_parked(session_id)
         if run_id is not None:
             continued.append(run_id)
+    # A parent parked awaiting a companion that has since ended (``suspended_awaiting_children``): the
+    # same continuation, started by the same compare-and-set, so exactly once whoever starts it.
+    for session_id in store.pending.parents_with_children_done():
+        run_id = continue_parked(session_id)
+        if run_id is not None:
+            continued.append(run_id)
     return continued
 
 

@@ -416,6 +416,10 @@ class PendingCallStore(Protocol):
         """
         ...
 
+    def parents_with_children_done(self, limit: int = 100) -> list[str]:
+        """Sessions suspended awaiting a blocking companion that has since ended (for the sweep)."""
+        ...
+
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
         """Answers turned into tool results (idempotent)."""
         ...

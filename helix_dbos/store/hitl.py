@@ -35,7 +35,7 @@ from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, Sub
 from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.rows import session_record
-from helix_dbos.store.schema import MARK_APPLIED, pending_tool_calls, runs, sessions
+from helix_dbos.store.schema import MARK_APPLIED, pending_tool_calls, runs, sessions, sub_session_refs
 
 # The submission's statements, built once: every answer takes them (the hot path of HITL).
 _RUN_OF_CALL: Final = (
@@ -422,6 +422,41 @@ class SqlPendingCallStore:
             return list(
                 conn.execute(_COMPLETE_PARKED_BATCHES, {"before": answered_before_ms, "limit": limit}).scalars()
             )
+
+    @retrying
+    def parents_with_children_done(self, limit: int = 100) -> list[str]:
+        """Suspended parents a child they await no longer keeps waiting (for the sweep).
+
+        A parent whose blocking companion waited on a human parked as ``suspended_awaiting_children``
+        with the companion's ref left ``running``; once the human's answer has carried the companion
+        to its end (its session no longer ``active``), the parent is to be continued. A parent with a
+        human call of its own still open is a parked batch, not this.
+        """
+        parent, child = sessions.alias("parent"), sessions.alias("child")
+        query = (
+            sa.select(parent.c.session_id)
+            .distinct()
+            .select_from(
+                parent.join(runs, runs.c.run_id == parent.c.run_id)
+                .join(sub_session_refs, sub_session_refs.c.session_id == parent.c.session_id)
+                .join(child, child.c.session_id == sub_session_refs.c.sub_session_id)
+            )
+            .where(
+                parent.c.status == "active",
+                runs.c.status == "suspended",
+                sub_session_refs.c.status == "running",
+                sub_session_refs.c.mode == "persistent",
+                child.c.status != "active",
+                ~sa.exists().where(
+                    pending_tool_calls.c.session_id == parent.c.session_id,
+                    pending_tool_calls.c.run_id == parent.c.run_id,
+                    pending_tool_calls.c.status == "pending",
+                ),
+            )
+            .limit(limit)
+        )
+        with self._engine.connect() as conn:
+            return list(conn.execute(query).scalars())
 
     @retrying
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:

@@ -23,6 +23,7 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.companion_status("writer") == "writer.companion.status"
     assert step_names.companion_wait("writer") == "writer.companion.wait"
     assert step_names.companion_terminate("writer") == "writer.companion.terminate"
+    assert step_names.companion_awaited("writer") == "writer.companion.awaited"
     assert step_names.memory("writer") == "writer.memory"
     assert step_names.budget_start("writer") == "writer.budget.start"
     assert step_names.budget_register("writer") == "writer.budget.register"
@@ -51,6 +52,7 @@ def test_the_module_lists_every_name_it_defines() -> None:
         "capability",
         "child_start",
         "child_wait",
+        "companion_awaited",
         "companion_open",
         "companion_status",
         "companion_terminate",

@@ -1,0 +1,94 @@
+"""A parent whose blocking companion waits on a human parks as ``suspended_awaiting_children`` (seed
+002 ``SuspendedChildWait``) and resumes with the companion's result once the answer completes it, on
+PostgreSQL with the real LiteLLM adapter.
+
+The companion parks after a short hot window; so does its parent (and, two deep, its parent's
+parent), holding no workflow. The answer, submitted to the root, continues the companion; the
+workers' sweep then continues each parent, whose ``companion__spawnAgent`` call gets the companion's
+output exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dbos import DBOS
+
+from helix_dbos import LiteLLMAdapter
+from helix_dbos.messages import ToolResultMessage
+from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.session import SuspendedAwaitingChildrenOutcome
+from helix_dbos.testing import ScriptedOpenAIServer
+from tests.companions.test_hitl_routing import answer, make_executor, tree, wait_for_pending
+from tests.runtime.conftest import ExecutorFactory
+
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("litellm_imported")]
+
+__all__ = ["make_executor"]
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer() as srv:
+        yield srv
+
+
+def spawn_results(executor: DBOSAgentExecutor, session_id: str) -> list[Any]:
+    messages = executor.store.get_messages(session_id, limit=200).messages
+    return [
+        json.loads(m.content) if isinstance(m.content, str) else m.content
+        for m in messages
+        if isinstance(m, ToolResultMessage) and m.tool_name == "companion__spawnAgent"
+    ]
+
+
+def wait_status(executor: DBOSAgentExecutor, session_id: str, status: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        session = executor.store.load_session(session_id)
+        if session is not None and session.status == status:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{session_id} did not become {status}")
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_parent_parks_awaiting_its_companion_and_resumes_with_its_result_once(
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer, depth: int
+) -> None:
+    root = tree(server, depth)
+    executor = make_executor(LiteLLMAdapter(), [root], hot_window_seconds=0.3)
+    root_id = f"await-{depth}"
+    handle = executor.execute(root, "go", session_id=root_id)
+    first = f"{root_id}-agent-{'mid1' if depth == 2 else 'clerk'}"
+
+    result = handle.result(timeout_seconds=30)
+    assert result.status == "suspended_awaiting_children", result
+    assert result.suspended is not None
+    [wait] = result.suspended["children"]
+    assert (wait["child_session_id"], wait["parent_tool_call_id"]) == (first, "r1")
+    outcome = handle.outcome()
+    assert isinstance(outcome, SuspendedAwaitingChildrenOutcome)
+    assert outcome.suspended_awaiting_children["r1"].child_session_id == first
+    run = executor.store.get_current_run(root_id)
+    assert run is not None and run.status == "suspended"
+    status = DBOS.get_workflow_status(run.workflow_id)
+    assert status is not None and status.status == "SUCCESS"  # no workflow (and no thread) while it waits
+    assert spawn_results(executor, root_id) == []  # the call stays open, no "running" result
+
+    [call] = wait_for_pending(executor, root_id)
+    executor.submit_tool_result(root_id, answer(call.tool_call_id, "Lyon"))
+    executor.start_background_tasks(interval_seconds=0.2)
+    wait_status(executor, root_id, "completed")
+
+    final = executor.get_handle(root_id)
+    assert final is not None and final.run_id != handle.run_id
+    done = final.result(timeout_seconds=10)
+    assert done.status == "completed" and "Lyon" in done.output.verdict, done
+    [spawned] = spawn_results(executor, root_id)  # exactly one result for the call
+    assert spawned["status"] == "completed" and "Lyon" in spawned["output"]["verdict"]
+    assert [r.status for r in executor.store.list_runs(root_id)] == ["suspended", "completed"]
