@@ -268,7 +268,8 @@ class SuspendedClientToolOutcome(_OutcomeBase):
 class SuspendedChildWait(_Data):
     """A parent durably blocked on a sub-agent child (seed 002 ``SuspendedChildWait``), by tool-call id.
 
-    Kept for parity: nothing fills it yet (see :data:`RunOutcome`).
+    Filled when a parent's blocking companion waits on a human: the parent parks as
+    ``suspended_awaiting_children`` (``AgentResult.suspended["children"]``, as JSON).
     """
 
     child_session_id: str
@@ -277,7 +278,7 @@ class SuspendedChildWait(_Data):
 
 
 class SuspendedAwaitingChildrenOutcome(_OutcomeBase):
-    """The seeds' ``suspended_awaiting_children``: in the union, not produced yet (see ``RunOutcome``)."""
+    """The seeds' ``suspended_awaiting_children``: a blocking companion waits on a human; the parent parked."""
 
     kind: Literal["suspended_awaiting_children"] = "suspended_awaiting_children"
     suspended_awaiting_children: dict[str, SuspendedChildWait]
@@ -303,10 +304,11 @@ RunOutcome = Annotated[
 """How a run ended (seed 002 ``RunOutcome``): the seeds' seven kinds, discriminated by ``kind``.
 
 All seven are in the union, so an exhaustive ``match`` written from the seeds type-checks and
-validates, but helix-dbos does not produce the last two yet. ``suspended_awaiting_children`` is the
-stateless runtimes' exit while a sub-agent runs; here a child is a DBOS child workflow that the
-parent's workflow waits on durably (a crash recovers both), so the parent holds its workflow rather
-than suspending. ``suspended_step_partial`` is their exit in the middle of a tool batch; here each
+validates. ``suspended_awaiting_children`` is produced when a parent's blocking companion waits on a
+human: the parent parks (its workflow ends) until the answer has completed the companion. A child
+that is merely running is a DBOS child workflow the parent waits on durably (a crash recovers both),
+so that wait holds the parent's workflow rather than suspending. ``suspended_step_partial`` is not
+produced: it is the stateless runtimes' exit in the middle of a tool batch; here each
 tool call is its own recorded DBOS step, so a batch interrupted by a crash resumes at the first
 unrecorded call, and a batch waiting on clients parks as ``suspended_client_tool`` with the finished
 calls' results already recorded.

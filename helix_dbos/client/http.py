@@ -60,7 +60,7 @@ class RunResult(_View):
     session_id: str
     run_id: str
     status: str
-    """``completed``, ``failed``, ``interrupted`` or ``suspended_client_tool``."""
+    """``completed``, ``failed``, ``interrupted``, ``suspended_client_tool`` or ``suspended_awaiting_children``."""
     output: Any = None
     error: str | None = None
     aborted: bool = False

@@ -480,7 +480,7 @@ def _finish(
         error=error,
         extra={"pending_tool_call_ids": pending_ids or []}
         if status != "suspended_awaiting_children"
-        else {"pending_tool_call_ids": [], "children": list(run.awaiting_children)},
+        else {"pending_tool_call_ids": [], "children": list(run.awaiting_children), "reason": "awaiting_children"},
     )
     applied, run.applied_pending = run.applied_pending, []
     close_after = run.emitted if status in ("completed", "failed") else None

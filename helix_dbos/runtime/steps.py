@@ -433,7 +433,13 @@ def finalize_step(
     if close_after is not None:
         output["closing_chunks"] = _close_stream(rt, who, commit.step_count, close_after, result, payload)
     publish_outcome(payload.status, payload.output, payload.error, who, payload.extra)
-    hook = {"completed": "on_agent_complete", "failed": "on_agent_fail"}.get(payload.status)
+    # A parent parking on children that wait on humans announces it here: the seeds' on_agent_suspended
+    # with reason awaiting_children (a client-tool suspension announces itself when it registers).
+    hook = {
+        "completed": "on_agent_complete",
+        "failed": "on_agent_fail",
+        "suspended_awaiting_children": "on_agent_suspended",
+    }.get(payload.status)
     if hook is not None:
         fire(hook_sets, hook, payload, rt.logger)
     return output

@@ -231,11 +231,13 @@ class RunResultView(_Response):
     session_id: str
     run_id: str
     status: str
-    """``completed``, ``failed``, ``interrupted`` or ``suspended_client_tool``."""
+    """``completed``, ``failed``, ``interrupted``, ``suspended_client_tool`` or ``suspended_awaiting_children``."""
     output: Any = None
     error: str | None = None
     suspended: dict[str, Any] | None = None
-    """While suspended: ``{"tool_call_ids": [...]}`` to answer."""
+    """While suspended: ``{"tool_call_ids": [...]}`` to answer, or (``suspended_awaiting_children``)
+    ``{"children": [{"child_session_id", "parent_tool_call_id", "spawned_at"}]}``, the companions whose
+    human calls the session lists in ``pending_tool_calls``."""
     aborted: bool = False
     """The run was aborted (``status`` is then ``failed``); not resumable."""
     abort_reason: str | None = None

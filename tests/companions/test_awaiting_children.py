@@ -15,15 +15,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from dbos import DBOS
 
-from helix_dbos import LiteLLMAdapter
+from helix_dbos import AgentHooks, LiteLLMAdapter
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.service import create_app
 from helix_dbos.session import SuspendedAwaitingChildrenOutcome
 from helix_dbos.testing import ScriptedOpenAIServer
-from tests.companions.test_hitl_routing import answer, make_executor, tree, wait_for_pending
+from tests.companions.test_hitl_routing import TOKEN, answer, make_executor, tree, wait_for_pending
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("litellm_imported")]
@@ -56,6 +58,26 @@ def wait_status(executor: DBOSAgentExecutor, session_id: str, status: str, timeo
     raise AssertionError(f"{session_id} did not become {status}")
 
 
+async def test_over_http_the_parked_parent_shows_suspended_awaiting_children(
+    make_executor: ExecutorFactory, server: ScriptedOpenAIServer
+) -> None:
+    root = tree(server, 1)
+    executor = make_executor(LiteLLMAdapter(), [root], hot_window_seconds=0.3)
+    app = create_app(executor, bearer_tokens=[TOKEN])
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=headers) as http:
+        started = await http.post("/v1/runs", json={"agent": "root", "input": "go", "session_id": "await-http"})
+        assert started.status_code == 202, started.text
+        result = (await http.get("/v1/sessions/await-http/result", params={"timeout_seconds": 30})).json()
+        assert result["status"] == "suspended_awaiting_children", result
+        [wait] = result["suspended"]["children"]
+        assert (wait["child_session_id"], wait["parent_tool_call_id"]) == ("await-http-agent-clerk", "r1")
+        snapshot = (await http.get("/v1/sessions/await-http")).json()
+        assert snapshot["current_run"]["status"] == "suspended"
+        [pending] = snapshot["pending_tool_calls"]
+        assert pending["session_id"] == "await-http-agent-clerk"
+
+
 @pytest.mark.parametrize("depth", [1, 2])
 def test_a_parent_parks_awaiting_its_companion_and_resumes_with_its_result_once(
     make_executor: ExecutorFactory, server: ScriptedOpenAIServer, depth: int
@@ -63,7 +85,9 @@ def test_a_parent_parks_awaiting_its_companion_and_resumes_with_its_result_once(
     root = tree(server, depth)
     executor = make_executor(LiteLLMAdapter(), [root], hot_window_seconds=0.3)
     root_id = f"await-{depth}"
-    handle = executor.execute(root, "go", session_id=root_id)
+    suspended: list[tuple[str, Any]] = []
+    hooks = AgentHooks(on_agent_suspended=lambda p: suspended.append((p.status, p.extra.get("reason"))))
+    handle = executor.execute(root, "go", session_id=root_id, hooks=hooks)
     first = f"{root_id}-agent-{'mid1' if depth == 2 else 'clerk'}"
 
     result = handle.result(timeout_seconds=30)
@@ -74,6 +98,7 @@ def test_a_parent_parks_awaiting_its_companion_and_resumes_with_its_result_once(
     outcome = handle.outcome()
     assert isinstance(outcome, SuspendedAwaitingChildrenOutcome)
     assert outcome.suspended_awaiting_children["r1"].child_session_id == first
+    assert suspended == [("suspended_awaiting_children", "awaiting_children")]
     run = executor.store.get_current_run(root_id)
     assert run is not None and run.status == "suspended"
     status = DBOS.get_workflow_status(run.workflow_id)

@@ -87,37 +87,47 @@ def delegator(agent_type: str, name: str, call_id: str) -> Any:
     return script
 
 
-def tree(server: ScriptedOpenAIServer, depth: int) -> Any:
+def tree_agents(base_url: str, depth: int) -> Any:
     """A root whose blocking companion chain is ``depth`` deep; the deepest asks the user."""
-    clerk = define_agent(
+    config = LLMConfig(model="openai/fake", api_base=base_url, api_key="test", max_retries=0)
+    below = define_agent(
         "clerk",
         system_prompt="CLERK: ask the user.",
-        llm_config=llm(server),
+        llm_config=config,
         output_schema=Verdict,
         tools=[define_tool("ask_user", input_schema=Ask, execute="client")],
     )
-    scripts: dict[str, Any] = {"CLERK": asker}
-    below, below_type = clerk, "clerk"
     for level in range(depth - 1, 0, -1):
-        marker = f"MID{level}"
         below = define_agent(
             f"mid{level}",
-            system_prompt=f"{marker}: delegate.",
-            llm_config=llm(server),
+            system_prompt=f"MID{level}: delegate.",
+            llm_config=config,
             output_schema=Verdict,
             persistent_agents=[PersistentAgentConfig(agent=below, mode="blocking")],
         )
-        scripts[marker] = delegator(below_type, below_type, f"m{level}")
-        below_type = below.name
-    scripts["ROOT"] = delegator(below_type, below_type, "r1")
-    server._handler = Brain(scripts)
     return define_agent(
         "root",
         system_prompt="ROOT: delegate.",
-        llm_config=llm(server),
+        llm_config=config,
         output_schema=Verdict,
         persistent_agents=[PersistentAgentConfig(agent=below, mode="blocking")],
     )
+
+
+def tree_brain(depth: int) -> Brain:
+    """The scripted model of :func:`tree_agents`' agents."""
+    scripts: dict[str, Any] = {"CLERK": asker}
+    below_type = "clerk"
+    for level in range(depth - 1, 0, -1):
+        scripts[f"MID{level}"] = delegator(below_type, below_type, f"m{level}")
+        below_type = f"mid{level}"
+    scripts["ROOT"] = delegator(below_type, below_type, "r1")
+    return Brain(scripts)
+
+
+def tree(server: ScriptedOpenAIServer, depth: int) -> Any:
+    server._handler = tree_brain(depth)
+    return tree_agents(server.base_url, depth)
 
 
 def wait_for_pending(executor: DBOSAgentExecutor, session_id: str) -> list[Any]:
