@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.capability import RESERVED_CAPABILITY_NAMES, RunCapability
+from helix_dbos.compaction.policy import CompactionPolicy
 from helix_dbos.errors import DefinitionError, HelixError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.mcp.servers import MCPServer
@@ -115,6 +116,9 @@ class AgentConfig(BaseModel):
     mcp_servers: tuple[MCPServer, ...] = ()
     """MCP servers whose tools the agent can call (``{server}__{tool}``); see :mod:`helix_dbos.mcp`.
     Each run lists them in recorded steps. Not inherited, like ``capabilities``."""
+    compaction: CompactionPolicy | None = None
+    """What the model sees once the transcript is long (window, cleared tool results, summary); the
+    transcript itself is kept whole. See :mod:`helix_dbos.compaction`. Not inherited."""
 
     def get_tool(self, name: str) -> Tool | None:
         """The tool with this name, if the agent has it."""
@@ -154,6 +158,7 @@ def define_agent(
     capabilities: Sequence[RunCapability] = (),
     mcp_servers: Sequence[MCPServer] = (),
     workspace: Any = None,
+    compaction: CompactionPolicy | None = None,
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
@@ -162,7 +167,8 @@ def define_agent(
     ``skills`` is a :class:`~helix_dbos.skills.SkillProvider` or a list of ``define_skill(...)``
     results (sugar for ``in_code_skill_provider``). ``mcp_servers`` are
     :class:`~helix_dbos.mcp.MCPServerStdio` / :class:`~helix_dbos.mcp.MCPServerStreamableHTTP`
-    configs whose tools the agent calls (``docs/mcp.md``). ``workspace`` is accepted only as ``None``:
+    configs whose tools the agent calls (``docs/mcp.md``). ``compaction`` bounds what the model sees of a
+    long session (``docs/long-sessions.md``). ``workspace`` is accepted only as ``None``:
     like the seeds' DBOS runtime, helix-dbos has no workspaces and refuses one with a
     ``framework_not_supported`` :class:`HelixError` rather than run the agent without it.
     """
@@ -224,6 +230,8 @@ def define_agent(
     provider, preload = _check_skills(name, skills, preload_skills)
     own = _check_capabilities(name, capabilities)
     servers = _check_mcp_servers(name, mcp_servers)
+    if compaction is not None and not isinstance(compaction, CompactionPolicy):
+        raise DefinitionError(f"agent {name!r}: compaction must be a CompactionPolicy, got {compaction!r}")
     return AgentConfig(
         name=name,
         description=description,
@@ -242,6 +250,7 @@ def define_agent(
         preload_skills=preload,
         capabilities=own,
         mcp_servers=servers,
+        compaction=compaction,
     )
 
 

@@ -16,6 +16,8 @@ The points, in the order a run passes them (each runs in workflow code, under re
     between_steps       before the first model call and after every step; may end the run
     before_first_model_call   once, after a resume's input is appended
     before_model_call   before every model call (the step number already advanced)
+    model_messages      right before every model call: what the model sees (the transcript stays)
+    retry_model_call    after a model call that failed: whether to make it once more (compaction)
     after_model_call    after every model call, with its recorded result
     a step's tool calls, in this order:
       calls_left_pending  a continuation, before its batch is split: calls its previous run left
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     from helix_dbos.agent import AgentConfig
     from helix_dbos.messages import Message
     from helix_dbos.orchestration.tool_batch import HitlKind
-    from helix_dbos.step_result import ParsedToolCall, StepResult
+    from helix_dbos.step_result import ErrorStepResult, ParsedToolCall, StepResult
     from helix_dbos.stream.chunks import StreamChunk
     from helix_dbos.tool import Tool
 
@@ -69,7 +71,7 @@ T = TypeVar("T")
 RESERVED_CAPABILITY_NAMES = frozenset(
     {"llm", "tool", "hooks", "finalize", "approval_gate", "hitl", "child", "companion", "memory", "budget"}
     | {"remote", "skills", "fail_run", "sub_agents", "remote_sub_agents", "companions", "tool_starts"}
-    | {"mcp", "rate_limit"}
+    | {"mcp", "rate_limit", "compaction"}
 )
 """Names an agent's own capability may not take: its steps would read as a built-in step's."""
 
@@ -178,6 +180,18 @@ class RunCapability:
 
     def before_model_call(self, run: Any) -> None:
         """Before every model call (add messages the model must see in this call)."""
+
+    def model_messages(self, run: Any, messages: list[Message]) -> list[Message]:
+        """Right before every model call: the messages the model is sent (system prompt first).
+
+        Called in capability order, each seeing the previous one's list. The transcript is not
+        changed; what a feature sends instead must be rebuilt from recorded steps on replay.
+        """
+        return messages
+
+    def retry_model_call(self, run: Any, result: ErrorStepResult) -> bool:
+        """After a model call that failed: True to make the call again, once, at the same step."""
+        return False
 
     def after_model_call(self, run: Any, result: StepResult) -> None:
         """After every model call, with its recorded result (before its tools run)."""

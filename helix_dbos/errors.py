@@ -80,6 +80,7 @@ ErrorCode = Literal[
     "provider_refused",
     "provider_timeout",
     "provider_invalid_request",
+    "provider_context_window_exceeded",
     "provider_error",
     "provider_fallbacks_exhausted",
     "tool_input_invalid",

@@ -5,12 +5,14 @@ this order, and a replay must meet them the same way. Append new features; never
 (``start_calls`` / ``finish_calls``: sub-agents before remote sub-agents, as before the seam.
 Human in the loop, last, shares no point with another built-in: its steps come where the tool
 phases took them before it was a capability. MCP servers, after it, add tools in their own
-point, ``run_tools``, which no other built-in uses.)
+point, ``run_tools``, which no other built-in uses. Compaction, last, alone shapes what the model
+is sent, ``model_messages``, and asks for a failed call again, ``retry_model_call``.)
 """
 
 from __future__ import annotations
 
 from helix_dbos.capability import RunCapability
+from helix_dbos.compaction.capability import CompactionCapability
 from helix_dbos.mcp.capability import MCPCapability
 from helix_dbos.runtime.budget import BudgetCapability
 from helix_dbos.runtime.companions import CompanionsCapability
@@ -32,6 +34,7 @@ def builtin_capabilities() -> tuple[RunCapability, ...]:
         RemoteSubAgentsCapability(),
         HitlCapability(),
         MCPCapability(),
+        CompactionCapability(),
     )
 
 

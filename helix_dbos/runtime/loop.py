@@ -194,6 +194,10 @@ def _run_loop(request: RunRequest) -> RunSummary:
             return _finish(run, "interrupted", error=None, reason=out.get("interrupt_reason"))
         step_result = StepResultAdapter.validate_python(out["step_result"])
         _record_llm_usage(run, step_result, out.get("duration_ms"))
+        if isinstance(step_result, ErrorStepResult) and _retry_wanted(run, step_result):
+            out = _call_model(run, toolbox, None)  # the same step, once more (a compaction made it smaller)
+            step_result = StepResultAdapter.validate_python(out["step_result"])
+            _record_llm_usage(run, step_result, out.get("duration_ms"))
         for capability in run.capabilities:
             capability.after_model_call(run, step_result)
         ended = _process_step(run, toolbox, step_result)
@@ -207,6 +211,11 @@ def _run_loop(request: RunRequest) -> RunSummary:
         if ended is not None:
             return ended
         pending = run.pending_commit()
+
+
+def _retry_wanted(run: RunContext, failed: ErrorStepResult) -> bool:
+    """Whether a capability makes the failed call again (the first that says so; at most once a step)."""
+    return any(c.retry_model_call(run, failed) for c in run.capabilities)
 
 
 def _first_end(run: RunContext, point: Callable[[RunCapability], RunEnd | None]) -> RunSummary | None:
@@ -275,6 +284,8 @@ def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) 
     llm_messages = build_agent_messages_for_llm(
         run.agent, run.messages, run.custom_state, skills_fragment=toolbox.skills_fragment
     )
+    for capability in run.capabilities:
+        llm_messages = capability.model_messages(run, llm_messages)
     applied, run.applied_pending = run.applied_pending, []
     llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None
     out: LLMStepOutput = DBOS.run_step(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from helix_dbos.compaction.capability import COMPACTION_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
@@ -111,6 +112,13 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "result was 'running' with notify, and the parent went on)",
         "runtime/companions.py: _ended, only when a blocking wait ended on a human; awaited_companions, only "
         "in a continuation whose batch has spawn/send calls",
+    ),
+    ReplayPatch(
+        COMPACTION_PATCH,
+        "a run of an agent with a compaction policy takes a {agent}.compaction.check step before every model "
+        "call (and {agent}.compaction.compact when it compacts), and sends the model the compacted view",
+        "compaction/capability.py: CompactionCapability.model_messages, at the first model call of a run "
+        "whose agent has compaction",
     ),
 )
 """Every named patch, oldest first."""

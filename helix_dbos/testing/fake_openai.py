@@ -108,12 +108,22 @@ class ScriptedOpenAIServer:
         *,
         handler: Handler | None = None,
         rate_limit_per_second: int | None = None,
+        max_request_bytes: int | None = None,
     ) -> None:
+        """A server answering from ``script``, then from ``handler``.
+
+        ``max_request_bytes``: a context window, in request-body bytes. A larger request is
+        refused like a provider refuses one over its window (400, ``context_length_exceeded``),
+        without consuming a scripted response; its body is in :attr:`over_window`, not
+        :attr:`requests`.
+        """
         self._lock = threading.Lock()
         self._rate_limit = rate_limit_per_second
         self._arrivals: list[float] = []
         self._served: list[float] = []
         self._rejected = 0
+        self.max_request_bytes = max_request_bytes
+        self._over_window: list[dict[str, Any]] = []
         self._script: list[ScriptedResponse] = [ScriptedResponse.coerce(s) for s in script or ()]
         self._handler = handler
         self._requests: list[dict[str, Any]] = []
@@ -221,6 +231,19 @@ class ScriptedOpenAIServer:
     def _record_usage(self, usage: dict[str, Any]) -> None:
         with self._lock:
             self._usage_sent.append(dict(usage))
+
+    @property
+    def over_window(self) -> list[dict[str, Any]]:
+        """Bodies of the requests refused for exceeding ``max_request_bytes``, in arrival order."""
+        with self._lock:
+            return list(self._over_window)
+
+    def _reject_if_too_large(self, body: dict[str, Any], size: int) -> bool:
+        if self.max_request_bytes is None or size <= self.max_request_bytes:
+            return False
+        with self._lock:
+            self._over_window.append(body)
+        return True
 
     @property
     def remaining(self) -> int:
@@ -350,6 +373,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length) or b"{}")
         except json.JSONDecodeError as exc:
             self._send_error(400, f"request body is not JSON: {exc}")
+            return
+        if self.owner._reject_if_too_large(body, length):
+            limit = self.owner.max_request_bytes
+            message = (
+                f"This model's maximum context length is {limit} bytes. However, your messages resulted "
+                f"in {length} bytes. Please reduce the length of the messages."
+            )
+            self._send_json(
+                400, {"error": {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}}
+            )
             return
         try:
             response = self.owner._next_response(body, dict(self.headers.items()))

@@ -165,7 +165,7 @@ async def test_rate_limits_exhaust_the_primary_then_fail_over(serve: Any) -> Non
         (400, "bad field", "provider_invalid_request"),
         (401, "Incorrect API key provided", "provider_auth_error"),
         (403, "forbidden", "provider_auth_error"),
-        (400, "This model's maximum context length is 10 tokens. You requested 99", "provider_invalid_request"),
+        (400, "This model's maximum context length is 10 tokens. You requested 99", "provider_context_window_exceeded"),
         (400, "Your request was rejected as a result of our safety system", "provider_content_filtered"),
     ],
 )

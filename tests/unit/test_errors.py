@@ -37,6 +37,7 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "provider_refused": "provider",
     "provider_timeout": "provider",
     "provider_invalid_request": "provider",
+    "provider_context_window_exceeded": "provider",  # a helix-dbos addition (long sessions)
     "provider_error": "provider",
     "provider_fallbacks_exhausted": "provider",
     "tool_input_invalid": "tool",

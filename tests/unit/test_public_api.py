@@ -130,6 +130,8 @@ SUBPACKAGE_NAMES = {
     "generate_checkpoint_id": "helix_dbos.checkpoint",
     "parse_checkpoint_id": "helix_dbos.checkpoint",
     "CompanionMode": "helix_dbos.agent",
+    "CompactionPolicy": "helix_dbos.compaction",
+    "CompactionState": "helix_dbos.compaction",
     "CompanionTool": "helix_dbos.companion_tools",
     "CompanionType": "helix_dbos.companion_tools",
     "create_companion_tools": "helix_dbos.companion_tools",

@@ -136,7 +136,9 @@ def _by_meaning(f: _Failure) -> HelixError | None:
         )
     if _is(f.exc, ("litellm", "ContextWindowExceededError")):
         return f.error(
-            f"The request exceeds the model's context window: {f.message}", "provider_invalid_request", False
+            f"The request exceeds the model's context window: {f.message}",
+            "provider_context_window_exceeded",
+            False,
         )
     return None
 
