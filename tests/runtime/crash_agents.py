@@ -38,3 +38,27 @@ def text_agent(llm_base_url: str) -> AgentConfig:
         system_prompt="Answer.",
         llm_config={"model": "openai/fake", "api_base": llm_base_url, "api_key": "test", "max_retries": 0},
     )
+
+
+class NoteIn(BaseModel):
+    text: str
+
+
+def compaction_agent(llm_base_url: str) -> AgentConfig:
+    """Notes lines in many tool turns of one run, then finishes; its view is compacted and summarised."""
+    from helix_dbos.compaction import CompactionPolicy
+
+    return define_agent(
+        "compaction-crash-agent",
+        system_prompt="Note the lines, then submit.",
+        llm_config={"model": "openai/fake", "api_base": llm_base_url, "api_key": "test", "max_retries": 0},
+        tools=[
+            define_tool("note", input_schema=NoteIn, execute=lambda inp, ctx: {"noted": inp.text}),
+            define_tool(
+                "submit", input_schema=Answer, execute=lambda inp, ctx: {"answer": inp.answer}, finish_with=True
+            ),
+        ],
+        output_schema=Answer,
+        max_steps=30,
+        compaction=CompactionPolicy(max_input_tokens=400, keep_last_messages=6, summarize=True),
+    )

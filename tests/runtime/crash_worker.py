@@ -18,6 +18,8 @@ over the runs of a worker whose heartbeat stopped.
 
 ``--fallback`` puts the agent on a model chain (``openai/primary``, then ``openai/backup``).
 
+``--compaction`` runs an agent with a summarising compaction policy over many tool turns.
+
 Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--hitl]
        [--fallback] [--legacy-hitl-steps] [--executor-id=ID] [--takeover-after=SECONDS]
 """
@@ -126,6 +128,10 @@ if HITL:
     from tests.runtime.crash_agents import hitl_agent
 
     agent = hitl_agent(LLM_BASE_URL)
+if "--compaction" in sys.argv:
+    from tests.runtime.crash_agents import compaction_agent
+
+    agent = compaction_agent(LLM_BASE_URL)
 if "--text" in sys.argv:
     from tests.runtime.crash_agents import text_agent
 
