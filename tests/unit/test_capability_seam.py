@@ -63,7 +63,10 @@ def test_every_built_in_feature_is_a_capability() -> None:
     from helix_dbos.runtime.builtin_capabilities import builtin_capabilities
 
     names = [c.name for c in builtin_capabilities()]
-    assert names == ["skills", "budget", "memory", "companions", "sub_agents", "remote_sub_agents", "hitl", "mcp"]
+    assert names == [
+        *("skills", "budget", "memory", "companions", "sub_agents", "remote_sub_agents", "hitl", "mcp"),
+        "compaction",
+    ]
     assert all(isinstance(c, RunCapability) for c in builtin_capabilities())
 
 
