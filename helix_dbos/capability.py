@@ -31,6 +31,7 @@ The points, in the order a run passes them (each runs in workflow code, under re
                           batch (BatchStop) or hand back calls to run as tool steps (approved ones)
       after_human_calls   calls that must see the human-answered calls' outcome
       result_chunk        the chunk announcing a call's result
+    before_finish       once, as the run is about to end: may replace how it ends (an output check)
     on_finish           once, when the run ends (before the finalize step), with how it ends
 
 **Determinism is the contract.** Workflow code runs again, from the top, when DBOS recovers a run:
@@ -195,6 +196,14 @@ class RunCapability:
 
     def after_model_call(self, run: Any, result: StepResult) -> None:
         """After every model call, with its recorded result (before its tools run)."""
+
+    def before_finish(self, run: Any, end: RunEnd) -> RunEnd | None:
+        """As the run is about to end ``end``'s way: another :class:`RunEnd` to end it so instead, or ``None``.
+
+        Asked in capability order, each seeing the end the ones before it chose (e.g. an output
+        guardrail fails a run about to complete with an output it refuses).
+        """
+        return None
 
     def on_finish(self, run: Any, end: RunEnd) -> None:
         """Once, as the run ends (before the step that records the end)."""

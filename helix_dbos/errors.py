@@ -40,6 +40,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── MCPToolNameError                validation_error      an MCP server's tool names clash or cannot be tool names
     ├── MCPServerError                  tool_execution_failed, tool_timeout  an MCP server down, failing or too slow
     │                                   (a call's failure is the tool error the model sees)
+    ├── GuardrailTrippedError           guardrail_tripped     a guardrail stopped the run (``guard``, ``reason``)
     ├── RemoteSubAgentClientToolUnsupportedError  framework_not_supported  a remote sub-agent waits for a
     │                                   client-executed tool (failure_reason ``client-tool-unsupported``)
     └── ServiceResponseError            the service's code    ``helix_dbos.client``: a helix-dbos service
@@ -102,6 +103,7 @@ ErrorCode = Literal[
     "framework_internal_error",
     "framework_not_supported",
     "framework_cancelled",
+    "guardrail_tripped",
 ]
 
 ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
@@ -655,6 +657,19 @@ class MCPServerError(HelixError):
             retryable=True,
         )
         self.server = server
+
+
+class GuardrailTrippedError(HelixError):
+    """A guardrail tripped and its author chose to fail the run (:mod:`helix_dbos.guardrails`).
+
+    The run's error (``AgentResult.error``, the stream's ``error`` chunk, the run's span) is this
+    error's message, which names the guard and its reason; its code is ``guardrail_tripped``.
+    """
+
+    def __init__(self, guard: str, reason: str) -> None:
+        super().__init__(f"guardrail_tripped: guardrail {guard!r} tripped: {reason}", code="guardrail_tripped")
+        self.guard = guard
+        self.reason = reason
 
 
 class RemoteSubAgentClientToolUnsupportedError(HelixError):

@@ -473,6 +473,10 @@ def _finish(
     """
     end = RunEnd(status, output=output, error=error, reason=reason, pending_ids=list(pending_ids or []))
     for capability in run.capabilities:
+        end = capability.before_finish(run, end) or end
+    status, output, error, reason = end.status, end.output, end.error, end.reason
+    pending_ids = end.pending_ids or None
+    for capability in run.capabilities:
         capability.on_finish(run, end)
     run.flush_hooks()
     if status == "suspended_client_tool" or status == "suspended_awaiting_children":

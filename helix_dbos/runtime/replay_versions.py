@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from helix_dbos.guardrails.capability import GUARDRAILS_PATCH
 from helix_dbos.compaction.capability import COMPACTION_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
@@ -119,6 +120,13 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "call (and {agent}.compaction.compact when it compacts), and sends the model the compacted view",
         "compaction/capability.py: CompactionCapability.model_messages, at the first model call of a run "
         "whose agent has compaction",
+    ),
+    ReplayPatch(
+        GUARDRAILS_PATCH,
+        "a run of an agent with guardrails records each checked stage's verdicts in a step "
+        "({agent}.guardrails.{stage}) and acts on them (denials, approvals, rewrites, a failed run)",
+        "guardrails/capability.py: Guardrails._active, before a run's first guard step, only for an agent "
+        "given the Guardrails capability",
     ),
 )
 """Every named patch, oldest first."""

@@ -76,6 +76,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "framework_cancelled": 409,
     "framework_internal_error": 500,
     "framework_not_supported": 501,
+    "guardrail_tripped": 422,
     "tool_execution_failed": 502,
     "transport_error": 503,
     "tool_timeout": 504,

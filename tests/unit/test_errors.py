@@ -59,6 +59,7 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "framework_internal_error": "framework",
     "framework_not_supported": "framework",
     "framework_cancelled": "framework",
+    "guardrail_tripped": "framework",
 }
 
 EXPECTED_RETRYABLE = {
@@ -73,9 +74,10 @@ EXPECTED_RETRYABLE = {
 def test_error_code_set_is_the_seeds_table() -> None:
     # The seeds' 21 codes, plus helix-dbos's: an unknown agent, tool call or checkpoint (404 over
     # HTTP), a request that conflicts with the session (409) or names another agent for it (409),
-    # text that cannot be stored (422), every model of a fallback chain failing, and a request over
-    # the model's context window (a compaction policy compacts and retries on it).
-    assert len(EXPECTED_CATEGORIES) == 29
+    # text that cannot be stored (422), every model of a fallback chain failing, a request over
+    # the model's context window (a compaction policy compacts and retries on it), and a guardrail
+    # failing the run.
+    assert len(EXPECTED_CATEGORIES) == 30
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))

@@ -1,0 +1,273 @@
+"""Guardrails on the capability seam: each stage's checks in one recorded step, and what a trip does.
+
+``define_agent(..., capabilities=[Guardrails([...])])``. The points it uses:
+
+- ``between_steps`` before the first model call: the ``input`` checks on the user's message
+  (only when the run starts from one: a continuation that answers tool calls has none);
+- ``prepare_batch``: the ``tool_call`` checks on the batch's regular calls. A ``deny`` answers the
+  call with a denial (the tool does not run), an ``approve`` moves it to the batch's approvals
+  (human in the loop registers and awaits it like a ``require_approval`` call), a ``fail`` denies
+  it and fails the run after the batch;
+- ``register_calls`` / ``collect_answers`` (after the human-answered calls): the ``tool_result``
+  checks on the calls that ran. A rewrite (a redaction) replaces the result the model sees, a
+  ``deny`` replaces it with a denial, an ``approve`` asks a user (the run's human-in-the-loop
+  capability: hot wait, then parked): approved, the model sees the result; denied, the denial.
+  A batch whose approval parks stops there, like any approval;
+- ``before_finish``: the ``output`` checks on a completing run's output; and a run whose guard
+  tripped with ``fail`` ends failed, with the code ``guardrail_tripped``, whatever else ended it.
+
+Each stage's checks run concurrently in one step, ``{agent}.guardrails.{stage}``, which records
+the verdicts: a recovered run replays them and runs no check again. An agent without guardrails
+has none of this; an agent given guardrails while a run was in flight replays that run without
+them (the replay patch :data:`GUARDRAILS_PATCH`, asked before a run's first guard step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS
+
+from helix_dbos.capability import CollectedAnswers, RunCapability, RunEnd
+from helix_dbos.errors import DefinitionError, GuardrailTrippedError
+from helix_dbos.guardrails.checks import GuardStepOutput, RecordedVerdict, run_checks
+from helix_dbos.guardrails.definitions import Guardrail, GuardrailInput, GuardStage, PreviousCall
+from helix_dbos.messages import AssistantMessage, UserMessage
+from helix_dbos.orchestration.tool_batch import HitlRequest, ToolBatch
+from helix_dbos.runtime.step_outputs import ToolStepOutput, empty_tool_output
+from helix_dbos.step_result import ParsedToolCall
+from helix_dbos.stream.chunks import ErrorChunk
+from helix_dbos.tool import Tool
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.run_context import RunContext
+
+GUARDRAILS_PATCH = "helix-guardrails"
+"""Runs of agents with guardrails record a ``{agent}.guardrails.{stage}`` step per checked stage."""
+
+
+def denial_message(verdict: RecordedVerdict) -> str:
+    """What the model reads instead of a call's result when a guardrail denied it."""
+    return f"Blocked by guardrail '{verdict['guard']}': {verdict['reason']}"
+
+
+@dataclass(frozen=True)
+class _ResultReview:
+    """``register_calls`` -> ``collect_answers``: the batch's calls whose results get checked."""
+
+    calls: list[tuple[ParsedToolCall, Tool]]
+    approved_by_a_person: frozenset[str]
+
+
+class Guardrails(RunCapability):
+    """The agent's guardrails, run at their stages (see the module docstring)."""
+
+    name = "guardrails"
+    replay_patches = (GUARDRAILS_PATCH,)
+
+    def __init__(self, guardrails: Sequence[Guardrail]) -> None:
+        names = [g.name for g in guardrails]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise DefinitionError(f"two guardrails are named {twice[0]!r}")
+        self.guardrails = tuple(guardrails)
+        self.tripped: RecordedVerdict | None = None
+        self._patched: bool | None = None
+        self._input_checked = False
+
+    def for_run(self) -> Guardrails:
+        run_copy = Guardrails(self.guardrails)
+        return run_copy
+
+    # -- input ----------------------------------------------------------------------------------------
+    def between_steps(self, run: RunContext) -> RunEnd | None:
+        if self.tripped is not None:
+            return self._failed(run)
+        if run.step != 0 or self._input_checked:
+            return None
+        self._input_checked = True
+        guards = self._guards("input")
+        last = run.messages[-1] if run.messages else None
+        if not guards or not isinstance(last, UserMessage) or not self._active():
+            return None
+        given = self._input(run, "input", last.content)
+        self._trip_first(self._check(run, "input", [(g, given) for g in guards]))
+        return self._failed(run) if self.tripped is not None else None
+
+    # -- tool calls -----------------------------------------------------------------------------------
+    def prepare_batch(self, run: RunContext, batch: ToolBatch, results: dict[str, Any]) -> None:
+        checks = [
+            (g, self._input(run, "tool_call", call.arguments, call, previous=_previous_calls(run, call.id)))
+            for call, tool in batch.regular
+            for g in self._guards("tool_call", tool.name)
+        ]
+        if not checks or not self._active():
+            return
+        verdicts = self._check(run, "tool_call", checks)
+        tripped = _first_trip_per_call(verdicts)
+        keep: list[tuple[ParsedToolCall, Tool]] = []
+        for call, tool in batch.regular:
+            verdict = tripped.get(call.id)
+            if verdict is None:
+                keep.append((call, tool))
+            elif self._action(verdict) == "approve":
+                batch.hitl.append(HitlRequest(call, tool, "approval"))
+            else:
+                self._trip_if_fail(verdict)
+                results[call.id] = _denied(call, verdict)
+        batch.regular[:] = keep
+
+    def register_calls(self, run: RunContext, batch: ToolBatch, *, resuming: bool) -> _ResultReview | None:
+        calls = [*batch.regular, *((h.call, h.tool) for h in batch.hitl if h.kind == "approval")]
+        if not any(self._guards("tool_result", tool.name) for _, tool in calls):
+            return None
+        # A continuation's approved calls were approved by a person who was asked about them: a
+        # result guard that asks does not ask again (it would ask about the re-run call forever).
+        approved = frozenset(h.call.id for h in batch.hitl if h.kind == "approval") if resuming else frozenset()
+        return _ResultReview(calls, approved)
+
+    def collect_answers(self, run: RunContext, registered: object, results: dict[str, Any]) -> CollectedAnswers:
+        assert isinstance(registered, _ResultReview)
+        ran = [(c, t) for c, t in registered.calls if results.get(c.id, {}).get("success")]
+        checks = [
+            (g, self._input(run, "tool_result", results[call.id]["result"], call))
+            for call, tool in ran
+            for g in self._guards("tool_result", tool.name)
+        ]
+        if not checks or not self._active():
+            return CollectedAnswers()
+        verdicts = self._check(run, "tool_result", checks)
+        for verdict in verdicts:  # redactions first: a later denial or approval sees the rewritten result
+            call_id = verdict["tool_call_id"]
+            if verdict["rewritten"] and not verdict["tripped"] and call_id in results:
+                results[call_id] = {**results[call_id], "result": verdict["rewrite"]}
+        asking: list[HitlRequest] = []
+        tools = dict((c.id, (c, t)) for c, t in ran)
+        for call_id, verdict in _first_trip_per_call(verdicts).items():
+            call, tool = tools[call_id]
+            action = self._action(verdict)
+            if action == "approve" and call_id in registered.approved_by_a_person:
+                continue
+            if action == "approve":
+                asking.append(HitlRequest(call, tool, "approval"))
+                continue
+            self._trip_if_fail(verdict)
+            results[call_id] = _denied(call, verdict)
+        return self._ask(run, asking, results, verdicts)
+
+    def _ask(
+        self, run: RunContext, asking: list[HitlRequest], results: dict[str, Any], verdicts: list[RecordedVerdict]
+    ) -> CollectedAnswers:
+        """Put tripped results to a user through the run's human in the loop; approved ones keep their result."""
+        from helix_dbos.runtime.hitl_capability import HitlCapability  # the run's own instance waits
+
+        hitl = next((c for c in run.capabilities if isinstance(c, HitlCapability)), None)
+        if not asking:
+            return CollectedAnswers()
+        if hitl is None:  # no one to ask: deny
+            for request in asking:
+                verdict = next(v for v in verdicts if v["tool_call_id"] == request.call.id and v["tripped"])
+                results[request.call.id] = _denied(request.call, verdict)
+            return CollectedAnswers()
+        held = {r.call.id: results.pop(r.call.id) for r in asking}  # the user's answer decides what the model sees
+        registered = hitl.register_calls(run, ToolBatch(hitl=asking), resuming=False)
+        answers = hitl.collect_answers(run, registered, results)
+        if answers.stop is not None:
+            return answers
+        for call, _ in answers.run_as_steps:  # approved: the result that ran, never a second run
+            results[call.id] = held[call.id]
+        return CollectedAnswers()
+
+    # -- output ---------------------------------------------------------------------------------------
+    def before_finish(self, run: RunContext, end: RunEnd) -> RunEnd | None:
+        if self.tripped is None and end.status == "completed":
+            guards = self._guards("output")
+            if guards and self._active():
+                given = self._input(run, "output", end.output)
+                self._trip_first(self._check(run, "output", [(g, given) for g in guards]))
+        if self.tripped is None or (end.status == "failed" and end.error == self._error()):
+            return None
+        return self._failed(run)
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def _guards(self, stage: GuardStage, tool_name: str | None = None) -> list[Guardrail]:
+        return [g for g in self.guardrails if g.applies_to(stage, tool_name)]
+
+    def _active(self) -> bool:
+        """The replay patch, asked once per run, before its first guard step."""
+        if self._patched is None:
+            self._patched = DBOS.patch(GUARDRAILS_PATCH)
+        return self._patched
+
+    def _input(
+        self,
+        run: RunContext,
+        stage: GuardStage,
+        value: Any,
+        call: ParsedToolCall | None = None,
+        previous: tuple[PreviousCall, ...] = (),
+    ) -> GuardrailInput:
+        return GuardrailInput(
+            stage=stage,
+            value=value,
+            agent=run.agent.name,
+            session_id=run.who.session_id,
+            run_id=run.who.run_id,
+            tool_name=call.name if call else None,
+            tool_call_id=call.id if call else None,
+            previous_calls=previous,
+        )
+
+    def _check(
+        self, run: RunContext, stage: GuardStage, checks: list[tuple[Guardrail, GuardrailInput]]
+    ) -> list[RecordedVerdict]:
+        out: GuardStepOutput = run.record_step(self.name, stage, run_checks, checks)
+        return out["verdicts"]
+
+    def _action(self, verdict: RecordedVerdict) -> str:
+        return next(g.on_trip for g in self.guardrails if g.name == verdict["guard"])
+
+    def _trip_first(self, verdicts: list[RecordedVerdict]) -> None:
+        self.tripped = self.tripped or next((v for v in verdicts if v["tripped"]), None)
+
+    def _trip_if_fail(self, verdict: RecordedVerdict) -> None:
+        if self._action(verdict) == "fail" and self.tripped is None:
+            self.tripped = verdict
+
+    def _error(self) -> str:
+        assert self.tripped is not None
+        return GuardrailTrippedError(self.tripped["guard"], self.tripped["reason"] or "tripped").message
+
+    def _failed(self, run: RunContext) -> RunEnd:
+        error = self._error()
+        run.emit(ErrorChunk(**run.chunk_base(), error=error, code="guardrail_tripped", recoverable=False))
+        return RunEnd("failed", error=error)
+
+
+def _first_trip_per_call(verdicts: list[RecordedVerdict]) -> dict[str, RecordedVerdict]:
+    """Each call's first tripped verdict (in guard order)."""
+    first: dict[str, RecordedVerdict] = {}
+    for verdict in verdicts:
+        call_id = verdict["tool_call_id"]
+        if verdict["tripped"] and call_id is not None and call_id not in first:
+            first[call_id] = verdict
+    return first
+
+
+def _denied(call: ParsedToolCall, verdict: RecordedVerdict) -> ToolStepOutput:
+    """The result the model gets for a call a guardrail denied (no ``after_tool`` hook)."""
+    return {**empty_tool_output(call.id, call.name), "error": denial_message(verdict), "after_tool": False}
+
+
+def _previous_calls(run: RunContext, call_id: str) -> tuple[PreviousCall, ...]:
+    """The session's tool calls before ``call_id`` (from the transcript: a replay sees the same)."""
+    calls: list[PreviousCall] = []
+    for message in run.messages:
+        if isinstance(message, AssistantMessage):
+            calls.extend(PreviousCall(c.name, c.arguments) for c in message.tool_calls or [] if c.id != call_id)
+    return tuple(calls)
+
+
+__all__ = ["GUARDRAILS_PATCH", "Guardrails", "denial_message"]
