@@ -26,7 +26,7 @@ from helix_dbos.guardrails import (
     redact_secrets,
 )
 from helix_dbos.guardrails.definitions import GuardrailInput
-from helix_dbos.llm.litellm import LiteLLMAdapter
+from helix_dbos.llm.litellm import LiteLLMAdapter, import_litellm
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.stream.chunks import ErrorChunk, StreamChunk, ToolApprovalRequestChunk
@@ -46,6 +46,7 @@ class UrlIn(BaseModel):
 
 @pytest.fixture
 def server() -> Iterator[ScriptedOpenAIServer]:
+    import_litellm()  # seconds on first use; not inside a test's wait
     with ScriptedOpenAIServer() as srv:
         yield srv
 
@@ -94,7 +95,7 @@ def chunks(executor: DBOSAgentExecutor, session_id: str) -> list[StreamChunk]:
 
 
 def wait_for_open_call(executor: DBOSAgentExecutor, session_id: str) -> Any:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not (calls := executor.store.pending.open_calls(session_id)):
         assert time.monotonic() < deadline, "the run never asked for approval"
         time.sleep(0.05)
