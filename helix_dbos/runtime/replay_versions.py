@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helix_dbos.guardrails.capability import GUARDRAILS_PATCH
 from helix_dbos.compaction.capability import COMPACTION_PATCH
+from helix_dbos.guardrails.capability import GUARDRAILS_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
