@@ -53,6 +53,11 @@ class AgentHooks(BaseModel):
     on_agent_resumed: HookFn | None = None
 
 
+OutputMode = Literal["tool", "native", "prompted"]
+"""How an agent with an ``output_schema`` returns its output: the ``__finish__`` tool (``"tool"``),
+the provider's structured-output format (``"native"``), or JSON text asked for in the system prompt
+(``"prompted"``). See :mod:`helix_dbos.orchestration.output_modes`."""
+
 CompanionMode = Literal["blocking", "non-blocking"]
 """How a parent talks to a persistent companion: wait for its verdict, or be notified later."""
 
@@ -90,6 +95,9 @@ class AgentConfig(BaseModel):
     """Custom state model; every field needs a default so a new session can start from it."""
     output_schema: Any = None
     """A pydantic model, or any type pydantic can validate; enables the ``__finish__`` tool."""
+    output_mode: OutputMode = "tool"
+    """How the model returns the output: ``__finish__`` (``"tool"``), the provider's
+    ``response_format`` (``"native"``) or JSON text the system prompt asks for (``"prompted"``)."""
     tools: tuple[Tool, ...] = ()
     llm_config: LLMConfig
     max_steps: int = Field(default=20, gt=0)
@@ -146,6 +154,7 @@ def define_agent(
     description: str = "",
     state_schema: type[BaseModel] | None = None,
     output_schema: Any = None,
+    output_mode: OutputMode = "tool",
     tools: Sequence[Tool] = (),
     max_steps: int = 20,
     stop_when: Callable[[StepResult], bool] | None = None,
@@ -168,7 +177,8 @@ def define_agent(
     results (sugar for ``in_code_skill_provider``). ``mcp_servers`` are
     :class:`~helix_dbos.mcp.MCPServerStdio` / :class:`~helix_dbos.mcp.MCPServerStreamableHTTP`
     configs whose tools the agent calls (``docs/mcp.md``). ``compaction`` bounds what the model sees of a
-    long session (``docs/long-sessions.md``). ``workspace`` is accepted only as ``None``:
+    long session (``docs/long-sessions.md``). ``output_mode`` picks how an agent with an
+    ``output_schema`` returns it (``docs/finishing-agents.md``). ``workspace`` is accepted only as ``None``:
     like the seeds' DBOS runtime, helix-dbos has no workspaces and refuses one with a
     ``framework_not_supported`` :class:`HelixError` rather than run the agent without it.
     """
@@ -214,6 +224,7 @@ def define_agent(
             TypeAdapter(output_schema).json_schema()
         except Exception as exc:
             raise DefinitionError(f"agent {name!r}: output_schema is not a type pydantic can validate: {exc}") from exc
+    _check_output_mode(name, output_mode, output_schema, tool_list)
     if not isinstance(max_steps, int) or max_steps <= 0:
         raise DefinitionError(f"agent {name!r}: max_steps must be a positive integer")
     if stop_when is not None and not callable(stop_when):
@@ -238,6 +249,7 @@ def define_agent(
         system_prompt=system_prompt,
         state_schema=state_schema,
         output_schema=output_schema,
+        output_mode=output_mode,
         tools=tool_list,
         llm_config=config,
         max_steps=max_steps,
@@ -252,6 +264,26 @@ def define_agent(
         mcp_servers=servers,
         compaction=compaction,
     )
+
+
+def _check_output_mode(name: str, mode: object, output_schema: Any, tools: Sequence[Tool]) -> None:
+    """A known mode; the native and prompted modes need an output schema and no finish_with tool.
+
+    A finish_with tool is a second way to complete that the model could pick over the answer the
+    mode asks for; rather than guess which one wins, the combination is refused.
+    """
+    if mode not in ("tool", "native", "prompted"):
+        raise DefinitionError(f"agent {name!r}: output_mode must be 'tool', 'native' or 'prompted', got {mode!r}")
+    if mode == "tool":
+        return
+    if output_schema is None:
+        raise DefinitionError(f"agent {name!r}: output_mode={mode!r} needs an output_schema")
+    finishing = [t.name for t in tools if t.finish_with]
+    if finishing:
+        raise DefinitionError(
+            f"agent {name!r}: output_mode={mode!r} cannot be combined with finish_with tools {finishing}: "
+            "the output comes from the model's answer, not from a tool"
+        )
 
 
 def _check_mcp_servers(name: str, servers: Sequence[MCPServer]) -> tuple[MCPServer, ...]:
@@ -329,6 +361,11 @@ def _check_persistent_agents(name: str, configs: Sequence[PersistentAgentConfig]
             raise DefinitionError(
                 f"agent {name!r}: persistent agent {child.name!r} needs an output_schema "
                 "(a companion always completes via __finish__)"
+            )
+        if child.output_mode != "tool":
+            raise DefinitionError(
+                f"agent {name!r}: persistent agent {child.name!r} has output_mode={child.output_mode!r}; "
+                "a companion completes via __finish__ (output_mode='tool')"
             )
         if child.name == name:
             raise DefinitionError(f"agent {name!r}: an agent cannot be its own persistent companion")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.llm.files import FileKind
@@ -89,6 +89,11 @@ class LLMGenerateInput:
     callbacks: LLMStreamCallbacks | None = None
     abort_signal: AbortSignal | None = None
     """Checked between attempts and between stream chunks; an abort ends the step early."""
+    response_format: dict[str, Any] | None = None
+    """The structured output the model must answer with (native output mode):
+    ``{"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}``. An adapter that
+    honours it returns the parsed answer as a ``StructuredOutputStepResult``; one that ignores it
+    returns text, which the loop parses as in prompted mode."""
 
 
 @runtime_checkable

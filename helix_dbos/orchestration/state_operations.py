@@ -14,6 +14,7 @@ from helix_dbos.companion_tools import create_companion_tools
 from helix_dbos.errors import DefinitionError
 from helix_dbos.messages import COMMON_METADATA_KEYS, Message, UserInputMessage, UserMessage
 from helix_dbos.orchestration.message_builder import build_messages_for_llm
+from helix_dbos.orchestration.output_modes import prompted_output_section
 from helix_dbos.session import AgentInput, AgentState, SendInput
 from helix_dbos.skills.tools import create_skill_tools
 from helix_dbos.state.tracker import to_json_state
@@ -25,23 +26,27 @@ def build_effective_tools(agent: AgentConfig) -> list[Tool]:
 
     ``load_skill`` / ``read_skill_file`` come with ``skills``; companion tools with
     ``persistent_agents``; ``__finish__`` with an output schema unless a finish_with tool completes
-    the agent. Each comes from the agent's own definition, so a sub-agent or companion never
-    inherits its parent's skills or companions.
+    the agent or the output comes from the model's answer (``output_mode`` native or prompted).
+    Each comes from the agent's own definition, so a sub-agent or companion never inherits its
+    parent's skills or companions.
     """
     tools = list(agent.tools)
     tools.extend(create_skill_tools(agent.skills))
     tools.extend(create_companion_tools(agent.persistent_agents))
-    if agent.output_schema is not None and not agent.finish_with_tools:
+    if agent.output_schema is not None and not agent.finish_with_tools and agent.output_mode == "tool":
         tools.append(create_finish_tool(agent.output_schema, strict=agent.llm_config.strict_output))
     return tools
 
 
 def completion_tool_name(agent: AgentConfig) -> str | None:
-    """The tool that completes the agent: the first finish_with tool, ``__finish__``, or none."""
+    """The tool that completes the agent: the first finish_with tool, ``__finish__``, or none.
+
+    None in the native and prompted output modes: there the model's answer is the output.
+    """
     finish_with = agent.finish_with_tools
     if finish_with:
         return finish_with[0].name
-    return FINISH_TOOL_NAME if agent.output_schema is not None else None
+    return FINISH_TOOL_NAME if agent.output_schema is not None and agent.output_mode == "tool" else None
 
 
 def default_custom_state(agent: AgentConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -140,14 +145,16 @@ def build_agent_messages_for_llm(
 ) -> list[Message]:
     """:func:`build_messages_for_llm` with the agent's prompt, typed state and completion tool.
 
+    Prompted output mode adds the schema section (before the other sections: it never changes).
     ``skills_fragment`` is the run's resolved skills catalog
     (:func:`~helix_dbos.skills.resolve_skills_catalog`), appended last so everything before it,
     and it itself, stays byte-identical from step to step (the cached prefix).
     """
+    prompted = [prompted_output_section(agent.output_schema)] if agent.output_mode == "prompted" else []
     return build_messages_for_llm(
         messages,
         agent.system_prompt,
         typed_custom_state(agent, custom_state),
         completion_tool_name=completion_tool_name(agent),
-        extra_system_sections=[*extra_system_sections, skills_fragment],
+        extra_system_sections=[*prompted, *extra_system_sections, skills_fragment],
     )

@@ -34,6 +34,7 @@ from helix_dbos.orchestration.message_builder import (
     create_tool_result_message,
     synthesize_finish_tool_result,
 )
+from helix_dbos.orchestration.output_modes import create_output_correction_message, plan_direct_output
 from helix_dbos.orchestration.state_operations import (
     build_agent_messages_for_llm,
     build_effective_tools,
@@ -200,10 +201,11 @@ def _run_loop(request: RunRequest) -> RunSummary:
             _record_llm_usage(run, step_result, out.get("duration_ms"))
         for capability in run.capabilities:
             capability.after_model_call(run, step_result)
-        ended = _process_step(run, toolbox, step_result)
+        plan = _plan(run, step_result)
+        ended = _process_step(run, toolbox, step_result, plan)
         if ended is not None:
             return ended
-        if not _append_correction(run, toolbox, step_result) and should_stop_execution(
+        if not _append_correction(run, toolbox, step_result, plan) and should_stop_execution(
             step_result, run.step, toolbox.stop_config
         ):
             return _stop(run, step_result, toolbox.finish_name)
@@ -303,9 +305,20 @@ def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) 
     return out
 
 
-def _process_step(run: RunContext, toolbox: _Toolbox, step_result: StepResult) -> RunSummary | None:
+def _plan(run: RunContext, step_result: StepResult) -> StepProcessingPlan:
+    """What to do with the step: in the native / prompted output modes a final answer is the output."""
+    agent = run.agent
+    if agent.output_mode != "tool":
+        direct = plan_direct_output(step_result, agent.output_schema, run.rt.logger)
+        if direct is not None:
+            return direct
+    return plan_step_processing(step_result, output_schema=agent.output_schema, logger=run.rt.logger)
+
+
+def _process_step(
+    run: RunContext, toolbox: _Toolbox, step_result: StepResult, plan: StepProcessingPlan
+) -> RunSummary | None:
     """Apply the model's step: its message, its finish call, its tools. Ends the run when it must."""
-    plan = plan_step_processing(step_result, output_schema=run.agent.output_schema, logger=run.rt.logger)
     if plan.assistant_message_plan is not None:
         run.append(create_assistant_message(plan.assistant_message_plan))
         if isinstance(step_result, TextStepResult):
@@ -335,8 +348,17 @@ def _finish_terminal(run: RunContext, plan: StepProcessingPlan) -> RunSummary:
     return _finish(run, "completed", output=plan.output)
 
 
-def _append_correction(run: RunContext, toolbox: _Toolbox, step_result: StepResult) -> bool:
-    """Nudge an agent that must finish with a tool (cut off by max tokens, or forgot); True if it did."""
+def _append_correction(run: RunContext, toolbox: _Toolbox, step_result: StepResult, plan: StepProcessingPlan) -> bool:
+    """Nudge the model toward a valid output; True if a correction was appended.
+
+    An agent that must finish with a tool was cut off by max tokens or forgot to; or a native /
+    prompted answer was not valid output.
+    """
+    if plan.output_validation_error is not None and plan.finish_tool_call_id is None:
+        if run.step >= run.agent.max_steps:
+            return False
+        run.append(create_output_correction_message(plan.output_validation_error))
+        return True
     finish_name = toolbox.finish_name
     if not finish_name or run.step >= run.agent.max_steps:
         return False
@@ -377,6 +399,9 @@ def _stop(run: RunContext, step_result: StepResult, finish_name: str | None) -> 
         return _finish(run, "failed", error=error)
     if finish_name is not None:
         error = f"Agent {run.agent.name!r} stopped after {run.step} steps without calling {finish_name}"
+        return _finish(run, "failed", error=error)
+    if run.agent.output_schema is not None:  # native / prompted output mode, no valid answer
+        error = f"Agent {run.agent.name!r} stopped after {run.step} steps without a valid output"
         return _finish(run, "failed", error=error)
     return _finish(run, "completed", output=run.last_text)
 

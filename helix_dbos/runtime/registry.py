@@ -63,6 +63,8 @@ def agent_fingerprint(agent: AgentConfig) -> str:
     }
     if agent.capabilities:  # only then: the fingerprints of agents without any stay what they were
         payload["capabilities"] = [c.name for c in agent.capabilities]
+    if agent.output_mode != "tool":  # likewise
+        payload["output_mode"] = agent.output_mode
     if agent.mcp_servers:  # likewise
         payload["mcp_servers"] = [[s.name, s.prefix] for s in agent.mcp_servers]
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()

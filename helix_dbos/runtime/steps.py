@@ -34,6 +34,7 @@ from helix_dbos.errors import HelixError, ProcessExiting, extract_error_message
 from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
 from helix_dbos.messages import Message
 from helix_dbos.observability import run_observer as observe
+from helix_dbos.orchestration.output_modes import native_response_format
 from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.abort import durable_stop_reason
@@ -142,6 +143,7 @@ def llm_step(
         agent_type=agent.name,
         session_id=who.session_id,
         callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking),
+        response_format=native_response_format(agent.output_schema) if agent.output_mode == "native" else None,
     )
     call = LLMCallPayload(who.session_id, who.run_id, agent.name, step, messages, [t.name for t in tools])
     if hooks:

@@ -237,7 +237,13 @@ class LiteLLMAdapter:
         calls = parsed_calls(raw, request.strict_schemas)
         for call in calls[reported:]:
             await notify(callbacks.tool_call(call))
-        return step_result(raw, calls, usage)
+        return step_result(
+            raw,
+            calls,
+            usage,
+            structured_output=request.structured_output,
+            strict_output_schema=request.strict_output_schema,
+        )
 
     async def _complete(self, litellm: Any, request: LiteLLMRequest, callbacks: LLMStreamCallbacks) -> RawResponse:
         raw = raw_response_from_completion(await litellm.acompletion(**request.kwargs))

@@ -5,7 +5,8 @@ Request dicts are built explicitly, field by field, from helix messages (never
 request). Provider differences handled here: Anthropic-family models (Anthropic itself, and Claude
 served by Bedrock, Vertex AI or OpenRouter) get ``cache_control`` content blocks and their signed
 thinking blocks replayed; tools marked ``strict`` are sent in strict form only to the providers in
-``strict_providers`` (see :mod:`helix_dbos.llm.litellm`). The engine owns retries, so every request
+``strict_providers`` (see :mod:`helix_dbos.llm.litellm`), and so is a native-mode
+``response_format``. The engine owns retries, so every request
 carries ``num_retries=0`` and the config's timeout.
 
 Pure but for :func:`build_request`'s provider lookup, which goes through LiteLLM's offline tables.
@@ -182,6 +183,20 @@ class LiteLLMRequest:
     """LiteLLM's provider name for the model (``"openai"``, ``"anthropic"``); names errors."""
     strict_schemas: dict[str, dict[str, Any]]
     """Original argument schemas of the tools sent in strict form, by tool name."""
+    structured_output: bool = False
+    """The request carries a ``response_format`` (native output mode): the answer's text is the output."""
+    strict_output_schema: dict[str, Any] | None = None
+    """The original output schema when it was sent in strict form (its forced nulls are dropped)."""
+
+
+def _response_format(response_format: dict[str, Any], *, strict: bool) -> dict[str, Any]:
+    """``response_format`` as sent: strict (closed objects, ``"strict": true``) where the provider enforces it."""
+    result = copy.deepcopy(response_format)
+    spec = result.get("json_schema")
+    if strict and isinstance(spec, dict) and isinstance(spec.get("schema"), dict):
+        spec["schema"] = to_strict_json_schema(spec["schema"])
+        spec["strict"] = True
+    return result
 
 
 def _provider_options(config_options: ProviderOptions, cached: AppliedCacheResult, provider: str) -> dict[str, Any]:
@@ -245,8 +260,19 @@ def build_request(
     headers = {**(options.get("extra_headers") or {}), **cached.headers}
     if headers:
         kwargs["extra_headers"] = headers
+    strict_output_schema: dict[str, Any] | None = None
+    if input.response_format is not None:  # native output mode: the agent's format wins over options
+        kwargs["response_format"] = _response_format(input.response_format, strict=strict_ok)
+        schema = input.response_format.get("json_schema", {}).get("schema")
+        strict_output_schema = copy.deepcopy(schema) if strict_ok and isinstance(schema, dict) else None
     kwargs["num_retries"] = 0  # the engine owns retries; LiteLLM's would multiply them invisibly
     kwargs["stream"] = stream
     if stream:
         kwargs["stream_options"] = {"include_usage": True}
-    return LiteLLMRequest(kwargs=kwargs, provider=provider, strict_schemas=strict_schemas)
+    return LiteLLMRequest(
+        kwargs=kwargs,
+        provider=provider,
+        strict_schemas=strict_schemas,
+        structured_output=input.response_format is not None,
+        strict_output_schema=strict_output_schema,
+    )

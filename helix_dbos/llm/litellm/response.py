@@ -26,6 +26,7 @@ from helix_dbos.step_result import (
     ParsedToolCall,
     StepResult,
     StopReason,
+    StructuredOutputStepResult,
     TextStepResult,
     TokenUsage,
     ToolCallsStepResult,
@@ -155,13 +156,40 @@ def parsed_calls(raw: RawResponse, strict_schemas: Mapping[str, dict[str, Any]])
     return calls
 
 
-def step_result(raw: RawResponse, calls: list[ParsedToolCall], usage: TokenUsage | None = None) -> StepResult:
-    """The step's answer: text alone, or tool and sub-agent calls (split by the sub-agent prefix).
+def _structured_output(raw: RawResponse, strict_schema: dict[str, Any] | None) -> Any:
+    """The answer of a ``response_format`` request: its JSON, or the text as sent when it is not JSON.
+
+    Text that does not parse is kept, not refused: the loop repairs what it can and asks the
+    model again for the rest, which a retry of the same request here could not do.
+    """
+    try:
+        value = json.loads(raw.text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return raw.text
+    return drop_optional_nulls(value, strict_schema, strict_schema) if strict_schema is not None else value
+
+
+def step_result(
+    raw: RawResponse,
+    calls: list[ParsedToolCall],
+    usage: TokenUsage | None = None,
+    *,
+    structured_output: bool = False,
+    strict_output_schema: dict[str, Any] | None = None,
+) -> StepResult:
+    """The step's answer: text, tool and sub-agent calls, or a ``response_format`` request's output.
+
+    Calls are split into tools and sub-agents by the sub-agent prefix. With ``structured_output``
+    (native output mode) an answer without tool calls that ended its turn is the output.
 
     ``usage`` is the response's priced usage; without it, the raw usage unpriced.
     """
     stop_reason: StopReason = map_litellm_finish_reason(raw.finish_reason)
     usage, thinking = usage or token_usage(raw.usage), _thinking(raw)
+    if not calls and structured_output and raw.text.strip() and stop_reason in ("end_turn", "stop_sequence"):
+        return StructuredOutputStepResult(
+            output=_structured_output(raw, strict_output_schema), stop_reason=stop_reason, usage=usage
+        )
     if not calls:
         return TextStepResult(
             content=raw.text,
