@@ -22,7 +22,10 @@ still be replayed.
 ``StepResult.model_attempts`` (the attempts of a model chain) changes no step, no order and no
 decision of the loop; the usage rows built from it are written by the next commit, which is keyed,
 and a result recorded without it validates to an empty list, which builds the rows the older
-version built. A patch would only add a row to every run.
+version built. A patch would only add a row to every run. Nor for the output modes
+(``define_agent(output_mode=...)``): the default, ``"tool"``, takes every step and decision it took
+before (same tools, same prompt, same fingerprint), and the native and prompted modes exist only in
+definitions written after them, whose changed fingerprint tells them apart.
 """
 
 from __future__ import annotations

@@ -144,6 +144,7 @@ SUBPACKAGE_NAMES = {
     "generate_checkpoint_id": "helix_dbos.checkpoint",
     "parse_checkpoint_id": "helix_dbos.checkpoint",
     "CompanionMode": "helix_dbos.agent",
+    "OutputMode": "helix_dbos.agent",
     "CLEARED_TOOL_RESULT": "helix_dbos.compaction",
     "CompactionPolicy": "helix_dbos.compaction",
     "CompactionState": "helix_dbos.compaction",
