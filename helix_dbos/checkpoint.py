@@ -7,6 +7,7 @@ parser anchors on the fixed suffix, so they round-trip.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Any
@@ -61,15 +62,32 @@ def parse_checkpoint_id(checkpoint_id: str) -> ParsedCheckpointId | None:
     )
 
 
+STATE_SUMMARY_LIMIT = 120
+"""Characters of compact JSON a checkpoint listing shows of its custom state."""
+
+
+def summarize_state(custom_state: dict[str, Any], *, limit: int = STATE_SUMMARY_LIMIT) -> str:
+    """Compact JSON of a custom state, cut at ``limit`` characters: a history line, not the state."""
+    text = json.dumps(custom_state, separators=(",", ":"), sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 class CheckpointMeta(BaseModel):
-    """Listing view of a checkpoint."""
+    """Listing view of a checkpoint: one line of a session's state history (what ``fork`` can branch from)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str
     session_id: str
     step_count: int
     timestamp: int
+    """Milliseconds since the epoch."""
     status: AgentStatus
+    run_id: str | None = None
+    """The run whose step wrote it (a fork's own checkpoint names the source's run it branched from)."""
+    message_count: int = 0
+    """How many messages the transcript had at this checkpoint."""
+    state_summary: str = ""
+    """The custom state as compact JSON, cut at :data:`STATE_SUMMARY_LIMIT` characters."""
 
 
 class Checkpoint(BaseModel):

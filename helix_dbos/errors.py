@@ -14,6 +14,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── SessionNotFoundError            state_session_not_found
     ├── CheckpointNotFoundError         state_checkpoint_not_found  not a checkpoint of that session
     ├── ForkConflictError               state_conflict        the fork's new session id is taken by another session
+    ├── ForkEditError                   validation_error      a fork's edits contradict each other or the checkpoint
     ├── RunIdConflictError              state_conflict        a new run's id is taken by a run already recorded
     ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
@@ -312,6 +313,13 @@ class ForkConflictError(HelixError):
 
     def __init__(self, new_session_id: str, detail: str) -> None:
         super().__init__(f"Cannot fork into session {new_session_id!r}: {detail}", code="state_conflict")
+
+
+class ForkEditError(HelixError, ValueError):
+    """A fork's edits cannot apply: state and state_patch both given, or no user message to replace."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"Cannot edit the fork: {detail}", code="validation_error", retryable=False)
 
 
 class RunIdConflictError(HelixError):

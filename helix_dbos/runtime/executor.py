@@ -30,6 +30,7 @@ from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import AgentAlreadyRunningError, RunNotFinishedError, StaleStateError
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger, std_logger
+from helix_dbos.orchestration.fork_edits import ForkEdits, MessageMode
 from helix_dbos.runtime import workers
 from helix_dbos.runtime.backend import Backend
 from helix_dbos.runtime.builtin_capabilities import builtin_capabilities
@@ -311,23 +312,53 @@ class DBOSAgentExecutor:
         )
 
     def fork(
-        self, session_id: str, checkpoint_id: str | None = None, *, new_session_id: str | None = None
+        self,
+        session_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        new_session_id: str | None = None,
+        message: str | None = None,
+        message_mode: MessageMode = "replace",
+        state: dict[str, Any] | None = None,
+        state_patch: dict[str, Any] | None = None,
     ) -> ForkResult:
-        """Branch a new session from a checkpoint of ``session_id`` (the latest by default).
+        """Branch a new session from a checkpoint of ``session_id`` (the latest by default), optionally edited.
 
         The fork has its own transcript (up to the checkpoint), custom state and stream, and is idle:
         ``execute(agent, message, session_id=fork.session_id)`` continues it, ``retry(fork.session_id)``
         replays the step after the checkpoint. With ``new_session_id`` a repeat returns the same fork.
-        Rules (unknown ids, a run in flight, a taken id): :mod:`helix_dbos.runtime.forks`.
+        Time travel: ``message`` replaces the checkpoint's last user message (``message_mode="replace"``,
+        dropping what followed it) or is added after it (``"append"``), so ``retry`` runs the model
+        on the edited input; ``state`` replaces the custom state, ``state_patch`` merges into it
+        (RFC 7396). Any session forks, a sub-agent's or companion's too: the fork is standalone.
+        Rules (unknown ids, a run in flight, a taken id, edits): :mod:`helix_dbos.runtime.forks`.
         """
-        return self.client.starting.fork(session_id, checkpoint_id, new_session_id=new_session_id)
+        edits = ForkEdits(message=message, message_mode=message_mode, state=state, state_patch=state_patch)
+        return self.client.starting.fork(session_id, checkpoint_id, new_session_id=new_session_id, edits=edits)
 
     async def fork_async(
-        self, session_id: str, checkpoint_id: str | None = None, *, new_session_id: str | None = None
+        self,
+        session_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        new_session_id: str | None = None,
+        message: str | None = None,
+        message_mode: MessageMode = "replace",
+        state: dict[str, Any] | None = None,
+        state_patch: dict[str, Any] | None = None,
     ) -> ForkResult:
         """Async twin of :meth:`fork`."""
         return await asyncio.to_thread(
-            functools.partial(self.fork, session_id, checkpoint_id, new_session_id=new_session_id)
+            functools.partial(
+                self.fork,
+                session_id,
+                checkpoint_id,
+                new_session_id=new_session_id,
+                message=message,
+                message_mode=message_mode,
+                state=state,
+                state_patch=state_patch,
+            )
         )
 
     def recover_orphaned_runs(self, *, page_size: int = 500) -> list[str]:

@@ -15,6 +15,13 @@ The seeds name branching among what checkpoints are for, and give it a ``stream_
   reader attached to the fork learns where it came from and is not left waiting.
 - **Idempotent by ``new_session_id``.** A repeat returns the same fork (``created`` False), whatever
   ran in it since; an id taken by any other session is a :class:`ForkConflictError`.
+- **Edits** (:mod:`helix_dbos.orchestration.fork_edits`): a replaced or added user message, a
+  replaced or merge-patched custom state. With an edited message the fork's transcript ends with it,
+  so ``retry`` on the fork runs the model on the edited input ("time travel").
+- **Any session forks, a child too.** A sub-agent's (``{parent}-sub-{call}``) or a companion's
+  (``{root}-agent-{name}``) fork is a standalone session: no parent, no root, so nothing of the
+  source's tree (its parent's child refs, pending calls, stream mirroring) reaches or waits for it.
+  Its fork metadata records the source's ``parent_session_id`` and ``root_session_id``.
 - **A run in flight on the source** does not stop a fork from a named checkpoint: a checkpoint never
   changes once written. Without a checkpoint id such a session is refused
   (:class:`AgentAlreadyRunningError`), since "the latest" would be whichever step committed last.
@@ -22,8 +29,11 @@ The seeds name branching among what checkpoints are for, and give it a ``stream_
 
 from __future__ import annotations
 
+from typing import Any
+
 from helix_dbos._clock import now_ms
 from helix_dbos.errors import AgentAlreadyRunningError, CheckpointNotFoundError, ForkConflictError, SessionNotFoundError
+from helix_dbos.orchestration.fork_edits import ForkEdits, check_edits, edited_state, edited_transcript
 from helix_dbos.orchestration.message_builder import close_unpaired_for_fork
 from helix_dbos.runtime.ids import new_session_id as fresh_session_id
 from helix_dbos.runtime.streaming import RunStreams
@@ -42,11 +52,21 @@ def fork_session(
     checkpoint_id: str | None = None,
     *,
     new_session_id: str | None = None,
+    edits: ForkEdits | None = None,
 ) -> ForkResult:
-    """Branch a new session from ``checkpoint_id`` of ``session_id`` (the latest by default)."""
-    check_text(session_id=session_id, checkpoint_id=checkpoint_id, new_session_id=new_session_id)
+    """Branch a new session from ``checkpoint_id`` of ``session_id`` (the latest by default), edited."""
+    edits = edits or ForkEdits()
+    check_text(
+        session_id=session_id,
+        checkpoint_id=checkpoint_id,
+        new_session_id=new_session_id,
+        message=edits.message,
+        state=edits.state,
+        state_patch=edits.state_patch,
+    )
+    check_edits(edits)
     target = new_session_id or fresh_session_id()
-    repeat = _repeat(store, target, session_id, checkpoint_id)
+    repeat = _repeat(store, target, session_id, checkpoint_id, edits)
     if repeat is not None:
         _open_stream(streams, repeat)
         return repeat
@@ -64,13 +84,18 @@ def fork_session(
     if checkpoint is None or checkpoint.session_id != session_id:
         raise CheckpointNotFoundError(session_id, checkpoint_id)
     status: SessionStatus = "failed" if checkpoint.state.status == "failed" else "completed"
+    kept, edited_messages = edited_transcript(checkpoint.state.messages, edits)
+    closing = close_unpaired_for_fork(checkpoint.state.messages[:kept])
     result = store.fork_session(
         ForkSession(
             source_session_id=session_id,
             checkpoint_id=checkpoint.id,
             new_session_id=target,
             status=status,
-            extra_messages=list(close_unpaired_for_fork(checkpoint.state.messages)),
+            keep_message_count=kept,
+            extra_messages=[*closing, *edited_messages],
+            custom_state=edited_state(checkpoint.state.custom_state, edits),
+            provenance=_provenance(source.parent_session_id, source.root_session_id, edits),
             now_ms=now_ms(),
         )
     )
@@ -78,7 +103,21 @@ def fork_session(
     return result
 
 
-def _repeat(store: SessionStore, target: str, session_id: str, checkpoint_id: str | None) -> ForkResult | None:
+def _provenance(parent_session_id: str | None, root_session_id: str | None, edits: ForkEdits) -> dict[str, Any]:
+    """What the fork's metadata adds to its source ids: the source's place in its tree, and the edits."""
+    provenance: dict[str, Any] = {}
+    if parent_session_id is not None:
+        provenance["source_parent_session_id"] = parent_session_id
+    if root_session_id is not None:
+        provenance["source_root_session_id"] = root_session_id
+    if not edits.is_empty():
+        provenance["edits"] = edits.recorded()
+    return provenance
+
+
+def _repeat(
+    store: SessionStore, target: str, session_id: str, checkpoint_id: str | None, edits: ForkEdits
+) -> ForkResult | None:
     """The fork an identical earlier request made, or ``None`` when ``target`` is free."""
     existing = store.load_session(target)
     if existing is None:
@@ -88,8 +127,9 @@ def _repeat(store: SessionStore, target: str, session_id: str, checkpoint_id: st
         source is None
         or source.get("session_id") != session_id
         or (checkpoint_id is not None and source.get("checkpoint_id") != checkpoint_id)
+        or source.get("edits", {}) != edits.recorded()
     ):
-        raise ForkConflictError(target, "that session exists and is not a fork of this session at this checkpoint")
+        raise ForkConflictError(target, "that session exists and is not this fork (source, checkpoint, edits)")
     return ForkResult(
         session=existing,
         source_session_id=session_id,

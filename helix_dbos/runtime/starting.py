@@ -33,6 +33,7 @@ from helix_dbos.errors import (
 from helix_dbos.llm.base import check_input_files
 from helix_dbos.llm.files import check_files, message_files
 from helix_dbos.messages import Message, UserMessage
+from helix_dbos.orchestration.fork_edits import ForkEdits
 from helix_dbos.orchestration.state_operations import input_messages, normalize_agent_input
 from helix_dbos.runtime import forks, starts
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
@@ -226,10 +227,17 @@ class RunStarter:
         )
 
     def fork(
-        self, session_id: str, checkpoint_id: str | None = None, *, new_session_id: str | None = None
+        self,
+        session_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        new_session_id: str | None = None,
+        edits: ForkEdits | None = None,
     ) -> ForkResult:
-        """A new idle session branched from a checkpoint (rules: :mod:`helix_dbos.runtime.forks`)."""
-        return forks.fork_session(self._store, self._streams, session_id, checkpoint_id, new_session_id=new_session_id)
+        """A new idle session branched from a checkpoint, edited (rules: :mod:`helix_dbos.runtime.forks`)."""
+        return forks.fork_session(
+            self._store, self._streams, session_id, checkpoint_id, new_session_id=new_session_id, edits=edits
+        )
 
     def start_next_run(
         self,

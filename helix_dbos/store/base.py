@@ -259,8 +259,15 @@ class ForkSession(_Data):
     new_session_id: str
     status: SessionStatus = "completed"
     """The fork's status: idle, so ``execute`` (``completed``) or ``retry`` (``failed``) continues it."""
+    keep_message_count: int | None = None
+    """How many of the checkpoint's messages to copy (an edited input drops the last user message and what
+    followed it); ``None``: all of them."""
     extra_messages: list[Message] = Field(default_factory=list)
-    """Appended after the copied transcript (results closing calls the checkpoint left unanswered)."""
+    """Appended after the copied transcript (results closing unanswered calls, an edited user message)."""
+    custom_state: dict[str, Any] | None = None
+    """The fork's custom state when edited; ``None``: the checkpoint's."""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    """More of where the fork came from, recorded in its fork metadata (the source's parent and root, edits)."""
     now_ms: int
 
 

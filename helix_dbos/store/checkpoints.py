@@ -13,7 +13,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
-from helix_dbos.checkpoint import Checkpoint, CheckpointMeta
+from helix_dbos.checkpoint import Checkpoint, CheckpointMeta, summarize_state
 from helix_dbos.session import AgentState
 from helix_dbos.store.base import PaginatedCheckpoints
 from helix_dbos.store.engine import begin_read
@@ -94,6 +94,9 @@ def list_checkpoints(engine: Engine, session_id: str, *, offset: int = 0, limit:
                 checkpoints.c.step_count,
                 checkpoints.c.created_at,
                 checkpoints.c.status,
+                checkpoints.c.run_id,
+                checkpoints.c.message_count,
+                checkpoints.c.custom_state,
             )
             .where(checkpoints.c.session_id == session_id)
             .order_by(*_NEWEST_FIRST)
@@ -107,6 +110,9 @@ def list_checkpoints(engine: Engine, session_id: str, *, offset: int = 0, limit:
             step_count=row.step_count,
             timestamp=row.created_at,
             status=row.status,
+            run_id=row.run_id,
+            message_count=row.message_count,
+            state_summary=summarize_state(row.custom_state or {}),
         )
         for row in rows
     ]

@@ -58,11 +58,15 @@ def fork_session(engine: Engine, dialect: SqlDialect, request: ForkSession) -> F
         fork_checkpoint_id = generate_checkpoint_id(
             request.new_session_id, checkpoint.step_count, timestamp_ms=request.now_ms
         )
-        message_count = checkpoint.message_count + len(request.extra_messages)
+        kept = checkpoint.message_count
+        if request.keep_message_count is not None:
+            kept = min(request.keep_message_count, kept)
+        message_count = kept + len(request.extra_messages)
+        custom_state = checkpoint.custom_state if request.custom_state is None else request.custom_state
         values = new_session_values(
             request.new_session_id,
             agent_type=source.agent_type,
-            custom_state=checkpoint.custom_state,
+            custom_state=custom_state,
             now_ms=request.now_ms,
             parent_session_id=None,
             root_session_id=None,
@@ -71,6 +75,7 @@ def fork_session(engine: Engine, dialect: SqlDialect, request: ForkSession) -> F
                     "session_id": request.source_session_id,
                     "checkpoint_id": request.checkpoint_id,
                     "fork_checkpoint_id": fork_checkpoint_id,
+                    **request.provenance,
                 }
             },
         )
@@ -90,13 +95,13 @@ def fork_session(engine: Engine, dialect: SqlDialect, request: ForkSession) -> F
             if existing is None:
                 raise ForkConflictError(request.new_session_id, "a session with this id was created concurrently")
             return existing
-        _copy_prefix(conn, request, checkpoint.message_count)
+        _copy_prefix(conn, request, kept)
         insert_messages(
             conn,
             request.new_session_id,
             None,
             checkpoint.step_count,
-            checkpoint.message_count,
+            kept,
             request.extra_messages,
             request.now_ms,
         )
@@ -109,7 +114,7 @@ def fork_session(engine: Engine, dialect: SqlDialect, request: ForkSession) -> F
                 step_count=checkpoint.step_count,
                 created_at=request.now_ms,
                 status=fork_status,
-                custom_state=checkpoint.custom_state,
+                custom_state=custom_state,
                 output=checkpoint.output,
                 error=checkpoint.error,
                 message_count=message_count,

@@ -211,3 +211,80 @@ def test_a_fork_has_its_own_stream_that_says_where_it_came_from(
     executor.streams.flush()
     assert len(background_loop.run(streams.read_records("fork-stream-f"))) == 1
     assert background_loop.run(streams.read_records("fork-stream")) == source_records
+
+
+def test_edited_state_in_a_fork_a_merge_patch_or_a_replacement(
+    make_executor: ExecutorFactory, streams: SqlStreamManager
+) -> None:
+    model = MockLLMAdapter([_note("a1", "a"), _note("b1", "b"), _done("done"), _note("z1", "z"), _done("patched")])
+    executor = make_executor(model, [agent], stream_manager=streams)
+    assert executor.execute(agent, "Take notes.", session_id="fork-state").result().status == "completed"
+    before = executor.store.load_state("fork-state")
+    turn_1 = _checkpoint_at(executor, "fork-state", 1)
+
+    history = {c.id: c for c in executor.list_checkpoints("fork-state").items}
+    assert (history[turn_1].message_count, history[turn_1].state_summary) == (3, '{"notes":["a"]}')
+
+    patched = executor.fork("fork-state", turn_1, new_session_id="fork-state-p", state_patch={"notes": ["x"], "k": 1})
+    assert executor.store.load_state(patched.session_id).custom_state == {"notes": ["x"], "k": 1}  # type: ignore[union-attr]
+    deleted = executor.fork("fork-state", turn_1, state_patch={"notes": None})
+    assert executor.store.load_state(deleted.session_id).custom_state == {}  # type: ignore[union-attr]
+    replaced = executor.fork("fork-state", turn_1, new_session_id="fork-state-r", state={"notes": ["r"]})
+    fork_checkpoint = executor.store.get_checkpoint(replaced.fork_checkpoint_id)
+    assert fork_checkpoint is not None and fork_checkpoint.state.custom_state == {"notes": ["r"]}
+    result = executor.retry("fork-state-r").result()  # the next step runs on the edited state
+    assert result.status == "completed"
+    assert executor.store.load_state("fork-state-r").custom_state == {"notes": ["r", "z"]}  # type: ignore[union-attr]
+    assert executor.store.load_state("fork-state") == before
+
+
+def test_fork_a_sub_agents_run_with_an_added_message(make_executor: ExecutorFactory) -> None:
+    from helix_dbos import create_sub_agent_tool
+
+    class Topic(BaseModel):
+        topic: str
+
+    class Findings(BaseModel):
+        summary: str
+
+    researcher = define_agent(
+        "fork-researcher", system_prompt="Research.", output_schema=Findings, llm_config="openai/gpt-4o-mini"
+    )
+    planner = define_agent(
+        "fork-planner",
+        system_prompt="Delegate.",
+        tools=[create_sub_agent_tool(researcher, Topic, timeout_ms=60_000)],
+        llm_config="openai/gpt-4o-mini",
+    )
+    finish = {"type": "tool_calls", "tool_calls": [{"id": "f1", "name": "__finish__", "arguments": {"summary": "s"}}]}
+    model = MockLLMAdapter(
+        [
+            {
+                "type": "tool_calls",
+                "tool_calls": [{"id": "r1", "name": "subagent__fork-researcher", "arguments": {"topic": "t"}}],
+            },
+            finish,
+            _done("planned"),
+            {
+                "type": "tool_calls",
+                "tool_calls": [{"id": "f2", "name": "__finish__", "arguments": {"summary": "deeper"}}],
+            },
+        ]
+    )
+    executor = make_executor(model, [planner])
+    assert executor.execute(planner, "plan", session_id="fork-plan").result(timeout_seconds=30).output == "planned"
+    child = "fork-plan-sub-1.1-r1"
+    parent_messages = executor.store.get_messages("fork-plan", limit=100).messages
+    child_messages = executor.store.get_messages(child, limit=100).messages
+    refs = executor.store.get_sub_session_refs("fork-plan")
+
+    fork = executor.fork(child, new_session_id="fork-sub-f", message="Go deeper.", message_mode="append")
+    session = executor.store.load_session("fork-sub-f")
+    assert session is not None and session.parent_session_id is None
+    assert session.forked_from is not None and session.forked_from["source_parent_session_id"] == "fork-plan"
+    result = executor.retry(fork.session_id).result(timeout_seconds=30)
+    assert (result.status, result.output) == ("completed", Findings(summary="deeper"))
+    assert model.inputs[-1].messages[-1].content == "Go deeper."  # type: ignore[union-attr]
+    assert executor.store.get_messages("fork-plan", limit=100).messages == parent_messages
+    assert executor.store.get_messages(child, limit=100).messages == child_messages
+    assert executor.store.get_sub_session_refs("fork-plan") == refs
