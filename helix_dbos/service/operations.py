@@ -42,7 +42,7 @@ from helix_dbos.service.schemas import (
     ToolResultAccepted,
 )
 from helix_dbos.session import SubmitToolResult
-from helix_dbos.store.base import PaginatedMessages, RunRecord, SessionRecord
+from helix_dbos.store.base import PaginatedCheckpoints, PaginatedMessages, RunRecord, SessionRecord
 
 T = TypeVar("T")
 
@@ -121,7 +121,15 @@ class ServiceOperations:
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
     def fork(self, session_id: str, body: ForkRequest) -> ForkView:
-        result = self.executor.fork(session_id, body.checkpoint_id, new_session_id=body.new_session_id)
+        result = self.executor.fork(
+            session_id,
+            body.checkpoint_id,
+            new_session_id=body.new_session_id,
+            message=body.message,
+            message_mode=body.message_mode,
+            state=body.state,
+            state_patch=body.state_patch,
+        )
         return ForkView(
             session_id=result.session_id,
             created=result.created,
@@ -174,6 +182,10 @@ class ServiceOperations:
     def messages(self, session_id: str, offset: int, limit: int) -> PaginatedMessages:
         self.require_session(session_id)
         return self.executor.reads.get_messages(session_id, offset=offset, limit=limit)
+
+    def checkpoints(self, session_id: str, offset: int, limit: int) -> PaginatedCheckpoints:
+        self.require_session(session_id)
+        return self.executor.list_checkpoints(session_id, offset=offset, limit=limit)
 
     def runs(self, session_id: str) -> list[RunView]:
         self.require_session(session_id)

@@ -76,6 +76,14 @@ class ForkRequest(_Request):
     """Default: the latest checkpoint (refused while a run is in flight: name one then)."""
     new_session_id: SessionId | None = None
     """The fork's id; a repeat with the same id answers with the same fork. Default: a new id."""
+    message: Annotated[str, Field(min_length=1)] | None = None
+    """Edited input: replaces the checkpoint's last user message (and what followed it), or is added."""
+    message_mode: Literal["replace", "append"] = "replace"
+    """``replace`` the last user message at the checkpoint, or ``append`` after it."""
+    state: dict[str, Any] | None = None
+    """Edited custom state: replaces the checkpoint's."""
+    state_patch: dict[str, Any] | None = None
+    """Edited custom state: a JSON merge patch (RFC 7396) over the checkpoint's (``null`` deletes a key)."""
 
 
 class InterruptRequest(_Request):

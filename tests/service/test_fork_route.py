@@ -72,3 +72,38 @@ async def test_the_fork_route_is_documented(client: httpx.AsyncClient) -> None:
     assert set(operation["responses"]) >= {"200", "401", "404", "409", "413", "422", "500", "503"}
     codes_404 = schema["components"]["schemas"]
     assert "ForkView" in codes_404 and "ForkRequest" in codes_404
+
+
+async def test_state_history_then_a_fork_with_an_edited_input_and_state(client: httpx.AsyncClient) -> None:
+    await completed_echo(client, "http-tt-src")
+    messages_before = (await client.get("/v1/sessions/http-tt-src/messages")).json()
+    history = (await client.get("/v1/sessions/http-tt-src/checkpoints")).json()
+    assert history["total"] == len(history["items"]) >= 2
+    latest = history["items"][0]  # newest first
+    assert latest["session_id"] == "http-tt-src" and latest["run_id"] and latest["status"] == "completed"
+    assert latest["message_count"] == 2 and latest["state_summary"] == "{}" and latest["timestamp"] > 0
+    assert_error(await client.get("/v1/sessions/http-tt-none/checkpoints"), 404, "state_session_not_found")
+
+    body = {
+        "checkpoint_id": latest["id"],
+        "new_session_id": "http-tt-fork",
+        "message": "hello again",
+        "state_patch": {"mood": "edited"},
+    }
+    response = await client.post("/v1/sessions/http-tt-src/fork", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["message_count"] == 1  # the replaced input; the reply after it is dropped
+    retried = await client.post("/v1/sessions/http-tt-fork/retry", json={})
+    assert retried.status_code == 202, retried.text
+    result = (await client.get("/v1/sessions/http-tt-fork/result", params={"timeout_seconds": 10})).json()
+    assert result["status"] == "completed" and "hello again" in str(result["output"])
+    state = (await client.get("/v1/sessions/http-tt-fork/state")).json()
+    assert state["state"] == {"mood": "edited"}
+    assert (await client.get("/v1/sessions/http-tt-src/messages")).json() == messages_before
+
+    conflicting = {"checkpoint_id": latest["id"], "state": {}, "state_patch": {}}
+    assert_error(await client.post("/v1/sessions/http-tt-src/fork", json=conflicting), 422, "validation_error")
+    other_edit = {**body, "message": "something else"}
+    assert_error(await client.post("/v1/sessions/http-tt-src/fork", json=other_edit), 409, "state_conflict")
+    bad_mode = {"message": "x", "message_mode": "insert"}
+    assert_error(await client.post("/v1/sessions/http-tt-src/fork", json=bad_mode), 422, "validation_error")

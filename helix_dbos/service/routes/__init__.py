@@ -14,6 +14,7 @@ Route                                        Seeds' operation / executor call
 ``POST /v1/sessions/{id}/retry``             ``retry`` (seed 002 ``RetryOptions``)
 ``POST /v1/sessions/{id}/interrupt``         ``/interrupt``: ``interrupt``
 ``POST /v1/sessions/{id}/abort``             ``/abort``: ``abort``
+``GET  /v1/sessions/{id}/checkpoints``       ``list_checkpoints`` (the state history)  (forks)
 ``POST /v1/sessions/{id}/fork``              ``fork`` (a session branched from a checkpoint)  (forks)
 ``POST /v1/sessions/{id}/tool-results``      ``/submit-tool-result``: ``submit_tool_result`` (hitl)
 ``POST /v1/chat``                            chat handler ``POST /chat``                 (chat)
