@@ -46,14 +46,20 @@ def test_fork_at_a_checkpoint_then_repeat_it(cli_sessions: str) -> None:
             "helix-dbos sessions show cli-done lists its checkpoints",
         ),
         (
+            ["cli-done", "--state", "{}", "--state-patch", "{}"],
+            "helix-dbos: Cannot edit the fork: give state= (a replacement) or state_patch= (a merge patch), not both",
+        ),
+        (["cli-done", "--state-patch", "[1]"], "helix-dbos: --state-patch must be a JSON object"),
+        (["cli-done", "--append"], "helix-dbos: --append adds --message: give the message too"),
+        (
             ["cli-waiting"],
             "helix-dbos: Session 'cli-waiting' already has a run in flight (status 'active'); "
             "name the checkpoint to fork from (--checkpoint), or wait for it to finish",
         ),
         (
             ["cli-done", "--new-session", "cli-waiting"],
-            "helix-dbos: Cannot fork into session 'cli-waiting': that session exists and is not a fork of this "
-            "session at this checkpoint",
+            "helix-dbos: Cannot fork into session 'cli-waiting': that session exists and is not this fork "
+            "(source, checkpoint, edits)",
         ),
     ],
 )
@@ -69,3 +75,27 @@ def test_a_session_with_a_run_in_flight_forks_from_a_named_checkpoint(cli_sessio
     assert proc.returncode == 0, proc.stderr
     fork = json.loads(proc.stdout)
     assert fork["created"] and fork["status"] == "completed" and fork["message_count"] == 3  # + the closing result
+
+
+def test_history_then_a_fork_with_an_edited_input_and_state(cli_sessions: str) -> None:
+    with SqlSessionStore(cli_sessions) as store:
+        before = store.get_messages("cli-done", limit=100).messages
+    listed = run_cli("sessions", "history", "cli-done", "--json", "--database-url", cli_sessions)
+    assert listed.returncode == 0, listed.stderr
+    history = json.loads(listed.stdout)
+    assert history["total"] == len(history["checkpoints"]) >= 2
+    step_1 = next(c for c in history["checkpoints"] if c["step_count"] == 1)
+    assert step_1["message_count"] == 3 and step_1["run_id"] and step_1["time"].endswith("Z")
+
+    args = ["fork", "cli-done", "--checkpoint", step_1["id"], "--new-session", "cli-tt", "--json"]
+    edits = ["--message", "Edited question", "--state-patch", '{"edited": true}']
+    made = run_cli(*args, *edits, "--database-url", cli_sessions)
+    assert made.returncode == 0, made.stdout + made.stderr
+    fork = json.loads(made.stdout)
+    assert fork["forked_from"]["edits"] == {"message": "Edited question", "state_patch": {"edited": True}}
+    with SqlSessionStore(cli_sessions) as store:
+        messages = store.get_messages("cli-tt", limit=100).messages
+        state = store.load_state("cli-tt")
+        assert [m.role for m in messages] == ["user"] and messages[0].content == "Edited question"  # type: ignore[union-attr]
+        assert state is not None and state.custom_state["edited"] is True
+        assert store.get_messages("cli-done", limit=100).messages == before
