@@ -1,6 +1,7 @@
 // The inspector: a sessions list and a session page, driven by the hash (#/ and #/s/<id>).
 import { api, ApiError, setToken, token } from "./api.js";
 import { badge, cost, duration, h, json, message, time } from "./render.js";
+import { openForkDialog } from "./fork.js";
 import { follow } from "./sse.js";
 
 const $ = (id) => document.getElementById(id);
@@ -470,16 +471,23 @@ function renderTimeline(page, parts, timeline) {
   for (const run of timeline.runs) {
     rows.push(h("tr", { class: "run-row" }, h("th", { scope: "row", colspan: 2 }, `turn ${run.turn} · ${run.mode}`),
       h("td", {}, badge(run.status), run.waiting_for_rate_limit ? h("span", { class: "rate-wait" }, ` waiting for rate limit ${run.waiting_for_rate_limit}`) : null), h("td", { class: "num" }, duration(run.duration_ms)),
-      h("td", { class: "num" }, run.totals.input_tokens + run.totals.output_tokens), h("td", { class: "num" }, cost(run.totals.cost_usd))));
+      h("td", { class: "num" }, run.totals.input_tokens + run.totals.output_tokens), h("td", { class: "num" }, cost(run.totals.cost_usd)), h("td")));
     for (const step of run.steps) {
-      if (step.checkpoint_id) checkpoints.push([step.checkpoint_id, `turn ${run.turn} step ${step.step}`]);
+      const label = `turn ${run.turn} step ${step.step}`;
+      if (step.checkpoint_id) checkpoints.push([step.checkpoint_id, label]);
+      // Time travel: a fork at this step's checkpoint, with an edited input or state (fork.js).
+      const forkHere = step.checkpoint_id ? h("button", { type: "button", class: "small", "aria-label": `Fork from ${label}`, onclick: () =>
+        openForkDialog({ sessionId: page.id, checkpointId: step.checkpoint_id, label,
+          onForked: (fork) => { notice(`Forked ${fork.session_id} from ${label}.`, "info"); location.hash = `#/s/${encodeURIComponent(fork.session_id)}`; },
+          onError: showError }) }, "Fork from here") : null;
       rows.push(h("tr", { class: "step-row" },
         h("td", { class: "nowrap" }, `step ${step.step}`),
         h("td", {}, [step.model || "", ...step.tool_calls.map((t) => ` ${t.name}${t.success ? "" : " ✗"}`)].join("")),
         h("td", {}, stepStatus(step.status)),
         h("td", { class: "num" }, duration(step.duration_ms)),
         h("td", { class: "num" }, step.input_tokens + step.output_tokens),
-        h("td", { class: "num" }, cost(step.cost_usd))));
+        h("td", { class: "num" }, cost(step.cost_usd)),
+        h("td", {}, forkHere)));
     }
   }
   page.checkpoints = checkpoints;
@@ -490,9 +498,9 @@ function renderTimeline(page, parts, timeline) {
   }
   const t = timeline.totals;
   parts.timeline.replaceChildren(h("table", { "aria-label": "Step timeline" },
-    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Status", "Took", "Tokens", "Cost"].map((x, i) => h("th", { scope: "col", class: i >= 3 ? "num" : "" }, x)))),
-    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No steps yet."))),
-    h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: 4 }, "Total"), h("td", { class: "num" }, t.input_tokens + t.output_tokens), h("td", { class: "num" }, cost(t.cost_usd)))),
+    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Status", "Took", "Tokens", "Cost", "Time travel"].map((x, i) => h("th", { scope: "col", class: i >= 3 && i <= 5 ? "num" : "" }, x)))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No steps yet."))),
+    h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: 4 }, "Total"), h("td", { class: "num" }, t.input_tokens + t.output_tokens), h("td", { class: "num" }, cost(t.cost_usd)), h("td"))),
   ));
 }
 
