@@ -146,7 +146,7 @@ def test_operator_runs_approves_denies_and_watches_it_complete(page: Any, inspec
     page.locator("#checkpoint option", has_text="turn 1 step 1").wait_for(state="attached")
     page.get_by_label("Checkpoint for retry or fork").select_option(label="turn 1 step 1")
     page.once("dialog", lambda dialog: dialog.accept())
-    page.get_by_role("button", name="Fork").click()
+    page.get_by_role("button", name="Fork", exact=True).click()
     page.locator("h1 code").filter(has_not_text=session_id).wait_for()
     assert page.locator("h1 code").inner_text() != session_id
     expect_text(page.locator("#session-status"), "completed")
