@@ -29,10 +29,19 @@ The seeds name branching among what checkpoints are for, and give it a ``stream_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from helix_dbos._clock import now_ms
-from helix_dbos.errors import AgentAlreadyRunningError, CheckpointNotFoundError, ForkConflictError, SessionNotFoundError
+from helix_dbos.errors import (
+    AgentAlreadyRunningError,
+    CheckpointNotFoundError,
+    ForkConflictError,
+    ForkEditError,
+    SessionNotFoundError,
+)
 from helix_dbos.orchestration.fork_edits import ForkEdits, check_edits, edited_state, edited_transcript
 from helix_dbos.orchestration.message_builder import close_unpaired_for_fork
 from helix_dbos.runtime.ids import new_session_id as fresh_session_id
@@ -53,8 +62,13 @@ def fork_session(
     *,
     new_session_id: str | None = None,
     edits: ForkEdits | None = None,
+    state_schema_of: Callable[[str], type[BaseModel] | None] | None = None,
 ) -> ForkResult:
-    """Branch a new session from ``checkpoint_id`` of ``session_id`` (the latest by default), edited."""
+    """Branch a new session from ``checkpoint_id`` of ``session_id`` (the latest by default), edited.
+
+    ``state_schema_of`` names the state schema of an agent type, when the caller knows its agents:
+    an edited state that does not fit it is refused here rather than failing the fork's first run.
+    """
     edits = edits or ForkEdits()
     check_text(
         session_id=session_id,
@@ -85,6 +99,13 @@ def fork_session(
         raise CheckpointNotFoundError(session_id, checkpoint_id)
     status: SessionStatus = "failed" if checkpoint.state.status == "failed" else "completed"
     kept, edited_messages = edited_transcript(checkpoint.state.messages, edits)
+    custom_state = edited_state(checkpoint.state.custom_state, edits)
+    schema = state_schema_of(source.agent_type) if state_schema_of is not None else None
+    if custom_state is not None and schema is not None:
+        try:
+            schema.model_validate(custom_state)
+        except ValidationError as exc:
+            raise ForkEditError(f"the edited state does not fit {source.agent_type}'s state schema: {exc}") from None
     closing = close_unpaired_for_fork(checkpoint.state.messages[:kept])
     result = store.fork_session(
         ForkSession(
@@ -94,7 +115,7 @@ def fork_session(
             status=status,
             keep_message_count=kept,
             extra_messages=[*closing, *edited_messages],
-            custom_state=edited_state(checkpoint.state.custom_state, edits),
+            custom_state=custom_state,
             provenance=_provenance(source.parent_session_id, source.root_session_id, edits),
             now_ms=now_ms(),
         )

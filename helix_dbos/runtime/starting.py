@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandle
+from pydantic import BaseModel
 
 from helix_dbos._clock import now_ms
 from helix_dbos.agent import AgentConfig, AgentHooks
@@ -236,8 +237,19 @@ class RunStarter:
     ) -> ForkResult:
         """A new idle session branched from a checkpoint, edited (rules: :mod:`helix_dbos.runtime.forks`)."""
         return forks.fork_session(
-            self._store, self._streams, session_id, checkpoint_id, new_session_id=new_session_id, edits=edits
+            self._store,
+            self._streams,
+            session_id,
+            checkpoint_id,
+            new_session_id=new_session_id,
+            edits=edits,
+            state_schema_of=self._state_schema_of,
         )
+
+    def _state_schema_of(self, agent_type: str) -> type[BaseModel] | None:
+        """The registered agent's state schema (``None`` for an agent this process does not serve)."""
+        agent = self._registry.get(agent_type)
+        return agent.state_schema if agent is not None else None
 
     def start_next_run(
         self,

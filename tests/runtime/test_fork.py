@@ -23,7 +23,7 @@ from helix_dbos import (
     define_agent,
     define_tool,
 )
-from helix_dbos.errors import CheckpointNotFoundError, ForkConflictError
+from helix_dbos.errors import CheckpointNotFoundError, ForkConflictError, ForkEditError
 from helix_dbos.orchestration.message_builder import NOT_ANSWERED_IN_FORK_MESSAGE
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.stream.chunks import StreamResyncChunk
@@ -235,6 +235,8 @@ def test_edited_state_in_a_fork_a_merge_patch_or_a_replacement(
     result = executor.retry("fork-state-r").result()  # the next step runs on the edited state
     assert result.status == "completed"
     assert executor.store.load_state("fork-state-r").custom_state == {"notes": ["r", "z"]}  # type: ignore[union-attr]
+    with pytest.raises(ForkEditError, match="state schema"):  # Notes.notes is a list of text
+        executor.fork("fork-state", turn_1, state_patch={"notes": 5})
     assert executor.store.load_state("fork-state") == before
 
 
