@@ -57,7 +57,7 @@ def list_tools_step(server: MCPServer) -> MCPListingStepOutput:
 
 
 async def call_server_tool(server: MCPServer, tool_name: str, arguments: dict[str, Any]) -> MCPCallResult:
-    """Call a tool of the server on a fresh session (runs inside the tool's step)."""
+    """Call a tool of the server on this process's open session to it (runs inside the tool's step)."""
     from helix_dbos.mcp import connection
 
     return await connection.call_tool(server, tool_name, arguments)

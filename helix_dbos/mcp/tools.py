@@ -63,7 +63,8 @@ class MCPCallResult(BaseModel):
 
 
 CallFn = Callable[[MCPServer, str, dict[str, Any]], Awaitable[MCPCallResult]]
-"""Calls one tool of a server by its own name (the I/O edge, :func:`helix_dbos.mcp.connection.call_tool`)."""
+"""Calls one tool of a server by its own name (the I/O edge, :func:`helix_dbos.mcp.connection.call_tool`);
+whether the tool is retry-safe is the server config's (:meth:`MCPServer.is_retry_safe`)."""
 
 
 def exposed_name(server: MCPServer, tool_name: str) -> str:
@@ -89,6 +90,7 @@ def build_server_tools(server: MCPServer, listed: Sequence[ListedTool], call: Ca
             )
         origin[name] = item.name
         gated = server.gates(item.name)
+        retry_safe = server.is_retry_safe(item.name)
         schema = dict(item.input_schema)
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
@@ -99,6 +101,8 @@ def build_server_tools(server: MCPServer, listed: Sequence[ListedTool], call: Ca
                 execute=_bound_call(server, item.name, call),
                 require_approval=gated,
                 timeout_ms=server.approval_timeout_ms if gated else None,
+                retry_safe=retry_safe,
+                unknown_outcome="ask" if retry_safe else server.unknown_outcome,
                 parameters_schema=schema,
             )
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -23,6 +23,7 @@ class BackgroundLoop:
         self._name = name
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._closers: list[Callable[[], Awaitable[None]]] = []
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -56,6 +57,33 @@ class BackgroundLoop:
             coro.close()
             raise RuntimeError("BackgroundLoop.run() called from its own loop; await the coroutine instead")
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Have :meth:`close_resources` await ``closer()`` (registered by the module that owns it).
+
+        For what lives on this loop across runs (MCP sessions) and must not outlive ``shutdown()``.
+        """
+        with self._lock:
+            if closer not in self._closers:
+                self._closers.append(closer)
+
+    def close_resources(self, timeout_seconds: float = 10.0) -> None:
+        """Await every registered closer on the loop (``shutdown()`` calls this); errors are ignored."""
+        with self._lock:
+            closers = list(self._closers)
+            loop = self._loop
+        if not closers or loop is None or loop.is_closed():
+            return
+
+        async def _close_all() -> None:
+            await asyncio.wait_for(
+                asyncio.gather(*(closer() for closer in closers), return_exceptions=True), timeout_seconds
+            )
+
+        try:
+            self.run(_close_all())
+        except Exception:  # a resource that will not close must not keep the process from stopping
+            return
 
 
 background_loop = BackgroundLoop()

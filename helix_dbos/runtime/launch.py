@@ -459,4 +459,5 @@ def shutdown(
         if isinstance(manager, SqlStreamManager):
             background_loop.run(manager.aclose())
         executor.store.close()
+    background_loop.close_resources()  # sessions kept across runs (MCP) end with the runtime
     return left

@@ -37,16 +37,9 @@ def calls_of(log: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in server_log(log) if e["kind"] == kind]
 
 
-def listing_sessions(log: Path) -> int:
-    """Stdio sessions that only listed tools: the listing steps that ran.
-
-    Each stdio session is its own server process (``pid``). A call's session lists too (the SDK
-    reads the tool's output schema before it validates the result), but it also calls.
-    """
-    by_pid: dict[int, set[str]] = {}
-    for entry in server_log(log):
-        by_pid.setdefault(entry["pid"], set()).add(entry["kind"])
-    return sum(1 for kinds in by_pid.values() if kinds == {"list"})
+def server_pids(log: Path) -> list[int]:
+    """The server processes that answered anything, in the order they first did (stdio: one per session)."""
+    return list(dict.fromkeys(entry["pid"] for entry in server_log(log)))
 
 
 def free_port() -> int:

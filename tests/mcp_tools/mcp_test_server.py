@@ -5,7 +5,9 @@ serves streamable HTTP at ``http://127.0.0.1:PORT/mcp`` with uvicorn. Every list
 is appended (one JSON line, flushed) to the file named by ``MCP_TEST_LOG`` before it is answered,
 so a test counts what the server saw across processes and crashes. ``slow`` writes its line, then
 waits until the file named by ``MCP_TEST_RELEASE`` exists: a test can kill the worker while a
-call is in flight.
+call is in flight. A server process started once that release file exists also offers ``late``:
+a test sees whether a recovered run listed the tools again (it would offer ``late``) or replayed
+its recorded listing.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ def slow(tag: str) -> str:
     while release and not os.path.exists(release) and time.monotonic() < deadline:
         time.sleep(0.05)
     return f"slow done: {tag}"
+
+
+if os.environ.get("MCP_TEST_RELEASE") and os.path.exists(os.environ["MCP_TEST_RELEASE"]):
+
+    @server.tool()
+    def late() -> str:
+        """Only offered by servers started after the release."""
+        return "late"
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.mcp import MCPServer, MCPServerStreamableHTTP
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.testing.fake_openai import ScriptedOpenAIServer
-from tests.mcp_tools.fixtures import calls_of, free_port, http_server, listing_sessions, stdio_server
+from tests.mcp_tools.fixtures import calls_of, free_port, http_server, server_pids, stdio_server
 from tests.runtime.conftest import ExecutorFactory
 
 pytestmark = pytest.mark.postgres
@@ -64,7 +64,7 @@ def test_a_run_lists_and_calls_a_stdio_servers_tools(make_executor: ExecutorFact
     assert offered["calc__add"]["parameters"]["required"] == ["a", "b"]
     (answer,) = tool_results(executor, handle.session_id)
     assert answer.tool_call_id == "a1" and json.loads(answer.content) == {"result": 5}
-    assert listing_sessions(log) == 1
+    assert len(calls_of(log, "list")) == 1 and len(server_pids(log)) == 1  # listed and called on one session
     assert [c["arguments"] for c in calls_of(log, "call")] == [{"a": 2, "b": 3}]
     assert steps_of(handle.workflow_id) == [
         "DBOS.patch-helix-mcp-tool-listing",

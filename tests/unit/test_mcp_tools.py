@@ -79,6 +79,28 @@ def test_approval_gates_a_whole_server_or_the_tools_it_names() -> None:
     assert [t.timeout_ms for t in limited] == [None, 5000]  # how long the gated call waits for its decision
 
 
+def test_retry_safety_covers_a_whole_server_or_names_the_tools_that_may_run_again() -> None:
+    default = build_server_tools(_server(), _listed("read", "pay"), _never)
+    assert [(t.retry_safe, t.unknown_outcome) for t in default] == [(True, "ask"), (True, "ask")]
+    none = build_server_tools(_server(retry_safe=False, unknown_outcome="report"), _listed("read", "pay"), _never)
+    assert [(t.retry_safe, t.unknown_outcome) for t in none] == [(False, "report"), (False, "report")]
+    # A set names the tools that may run again: one the server adds later counts as not retry-safe.
+    named = build_server_tools(_server(retry_safe=["read"]), _listed("read", "pay", "added_later"), _never)
+    assert [t.retry_safe for t in named] == [True, False, False]
+    assert [t.unknown_outcome for t in named] == ["ask", "ask", "ask"]
+
+
+def test_configs_that_reach_the_same_server_share_a_connection_key() -> None:
+    base = _server()
+    renamed = _server(name="other", tool_prefix="", require_approval=True, retry_safe=False, keep_alive_seconds=1)
+    assert renamed.connection_key() == base.connection_key()  # naming and gates are not the connection
+    assert _server(args=["--root", "/tmp"]).connection_key() != base.connection_key()
+    assert _server(env={"TOKEN": "a"}).connection_key() != _server(env={"TOKEN": "b"}).connection_key()
+    web = MCPServerStreamableHTTP(name="files", url="http://127.0.0.1:1/mcp")
+    assert web.connection_key() != base.connection_key()
+    assert web.connection_key() != web.model_copy(update={"headers": {"Authorization": "x"}}).connection_key()
+
+
 def test_the_model_sees_the_structured_result_else_the_text_else_the_blocks() -> None:
     text = {"type": "text", "text": "hello"}
     image = {"type": "image", "data": "AA==", "mimeType": "image/png"}
@@ -89,7 +111,15 @@ def test_the_model_sees_the_structured_result_else_the_text_else_the_blocks() ->
 
 @pytest.mark.parametrize(
     "options",
-    [{"name": "has space"}, {"name": ""}, {"tool_prefix": "a.b"}, {"timeout_seconds": 0}, {"surprise": 1}],
+    [
+        {"name": "has space"},
+        {"name": ""},
+        {"tool_prefix": "a.b"},
+        {"timeout_seconds": 0},
+        {"surprise": 1},
+        {"keep_alive_seconds": -1},
+        {"unknown_outcome": "retry"},
+    ],
 )
 def test_a_bad_server_config_is_refused(options: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
