@@ -1,9 +1,12 @@
-"""What a fresh MCP session per call costs, next to calls on one open session.
+"""What an MCP tool call costs: a fresh session per call, this process's cached session, and the SDK's bare session.
 
-helix-dbos opens a session for every MCP listing and call (``helix_dbos.mcp.connection``), so no
-connection is part of a run's durable state. This prints, side by side, the median time of one
-tool call through that path and of one call on a session kept open (what a per-process session
-cache would cost per call), for the test MCP server over stdio and over streamable HTTP.
+helix-dbos keeps no connection in a run's durable state; each listing and call leases this
+process's open session to its server (``helix_dbos.mcp.sessions``). This prints, side by side, the
+median time of one tool call through ``helix_dbos.mcp.connection.call_tool`` with
+``keep_alive_seconds=0`` (a fresh session per call, for stdio a process start), through the same
+call with the default keep-alive (the cached session: the first call opens it, the median is the
+reuse), and of one call on a session held open with the SDK directly (the floor), for the test MCP
+server over stdio and over streamable HTTP.
 
 Usage: python scripts/bench_mcp_calls.py [--calls 10]
 """
@@ -22,10 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helix_dbos.mcp import MCPServer
 from helix_dbos.mcp.connection import call_tool, open_session
+from helix_dbos.runtime.aio import background_loop
 from tests.mcp_tools.fixtures import http_server, stdio_server
 
 
-async def _fresh(server: MCPServer, calls: int) -> list[float]:
+async def _through_call_tool(server: MCPServer, calls: int) -> list[float]:
     times = []
     for i in range(calls):
         started = time.perf_counter()
@@ -44,6 +48,14 @@ async def _open(server: MCPServer, calls: int) -> list[float]:
     return times
 
 
+def _row(label: str, server: MCPServer, calls: int) -> None:
+    fresh = asyncio.run(_through_call_tool(server.model_copy(update={"keep_alive_seconds": 0}), calls))
+    cached = asyncio.run(_through_call_tool(server, calls))
+    background_loop.close_resources()
+    bare = asyncio.run(_open(server, calls))
+    print(f"{label:18} {_ms(fresh):>24} {_ms(cached):>22} {_ms(bare):>22}")
+
+
 def _ms(times: list[float]) -> str:
     return f"{statistics.median(times) * 1000:8.1f} ms"
 
@@ -53,16 +65,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10)
     calls = parser.parse_args().calls
     log = Path(tempfile.mkdtemp()) / "mcp.log"
-    print(f"{'median of ' + str(calls) + ' calls':26} {'fresh session per call':>24} {'one open session':>18}")
-    stdio = stdio_server(log)
-    _row("stdio (process per call)", asyncio.run(_fresh(stdio, calls)), asyncio.run(_open(stdio, calls)))
+    heading = f"median of {calls} calls"
+    print(f"{heading:18} {'fresh session per call':>24} {'cached session':>22} {'SDK session held open':>22}")
+    _row("stdio", stdio_server(log), calls)
     with http_server(log) as process:
-        web = process.config()
-        _row("streamable HTTP", asyncio.run(_fresh(web, calls)), asyncio.run(_open(web, calls)))
-
-
-def _row(label: str, fresh: list[float], kept: list[float]) -> None:
-    print(f"{label:26} {_ms(fresh):>24} {_ms(kept):>18}")
+        _row("streamable HTTP", process.config(), calls)
 
 
 if __name__ == "__main__":

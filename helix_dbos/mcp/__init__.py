@@ -1,8 +1,9 @@
 """MCP servers as tool sources of an agent: ``define_agent(..., mcp_servers=[...])``.
 
 An agent lists MCP servers (:class:`MCPServerStdio`, :class:`MCPServerStreamableHTTP`); each run
-lists their tools in recorded steps and calls them as ordinary tool steps, with a fresh session
-per listing and per call (see :mod:`helix_dbos.mcp.capability` and ``docs/mcp.md``).
+lists their tools in recorded steps and calls them as ordinary tool steps, on the process's open
+session to each server (see :mod:`helix_dbos.mcp.capability`, :mod:`helix_dbos.mcp.sessions` and
+``docs/mcp.md``).
 
 This package imports the ``mcp`` SDK only where it talks to a server; building a server config
 without the ``mcp`` extra fails at once naming it (``pip install 'helix-dbos[mcp]'``).
