@@ -33,7 +33,9 @@ ADD_THEN_ANSWER = [
 
 
 def _pending_call(executor: Any, session_id: str) -> Any:
-    deadline = time.monotonic() + 30
+    # Generous: the first run of a test process imports LiteLLM and starts the server while the
+    # crash tests' workers load the same 2 cores (seen at 29-31 s under ``-n 2``); it returns early.
+    deadline = time.monotonic() + 90
     while True:
         pending = executor.list_pending_tool_calls(session_id)
         if pending:
