@@ -523,7 +523,7 @@ class DBOSAgentExecutor:
         return self.reads.get_session(session_id)
 
     def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
-        """The session's checkpoints, oldest first: the points :meth:`fork` can branch from."""
+        """The session's checkpoints, newest first: the points :meth:`fork` can branch from."""
         return self.reads.list_checkpoints(session_id, offset=offset, limit=limit)
 
     def list_pending_tool_calls(self, session_id: str) -> list[PendingToolCall]:

@@ -98,7 +98,7 @@ class RunReads:
         return self._store.get_checkpoint(checkpoint_id)
 
     def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
-        """The session's checkpoints, oldest first: the points ``fork`` can branch from."""
+        """The session's checkpoints, newest first: the points ``fork`` can branch from."""
         return self._store.list_checkpoints(session_id, offset=offset, limit=limit)
 
     def list_pending_tool_calls(self, session_id: str) -> list[PendingToolCall]:
