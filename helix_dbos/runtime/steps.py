@@ -19,6 +19,7 @@ make a recorded run unreadable; :mod:`helix_dbos.runtime.step_outputs` types the
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 import time
@@ -39,6 +40,7 @@ from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.attempt_resync import ResyncPoint, announce_dead_attempt
 from helix_dbos.runtime.exiting import process_exiting, raise_if_exiting
 from helix_dbos.runtime.hooks import (
     LLMCallPayload,
@@ -70,7 +72,6 @@ from helix_dbos.stream.chunks import (
     CheckpointCreatedChunk,
     OutputChunk,
     StreamChunk,
-    StreamResyncChunk,
     TextDeltaChunk,
     ThinkingChunk,
 )
@@ -111,9 +112,11 @@ def llm_step(
             return {"commit": commit, "interrupted": True, "interrupt_reason": result.interrupt_reason}
     agent = who.agent
     mirrored = 0
+    streamed = False  # the current attempt wrote a delta: its failure must void it
 
     async def write(chunk: StreamChunk) -> None:
-        nonlocal mirrored
+        nonlocal mirrored, streamed
+        streamed = True
         await rt.streams.write_async(who.stream_id, chunk)
         if who.parent_stream_id is not None:
             # Keyed by position in this step: an attempt that re-streams the step (after a crash
@@ -135,6 +138,39 @@ def llm_step(
             )
         )
 
+    async def on_error(error: BaseException) -> None:
+        """An attempt failed and another follows: tell readers to drop what it streamed.
+
+        The parent's copy gets its own resync, under the next mirror key: the retry's copies are
+        keyed after it, so none is mistaken for a failed attempt's copy already stored.
+        """
+        nonlocal mirrored, streamed
+        if not streamed:
+            return
+        streamed = False
+        point = await asyncio.to_thread(_resync_point, rt, who, step, commit, pending)
+        await announce_dead_attempt(
+            rt.streams,
+            who.stream_id,
+            after_sequence=who.stream_start_sequence,
+            run_id=who.run_id,
+            agent_type=agent.name,
+            step=step,
+            point=point,
+        )
+        if who.parent_stream_id is not None:
+            mirrored += 1
+            await announce_dead_attempt(
+                rt.streams,
+                who.parent_stream_id,
+                after_sequence=0,
+                run_id=who.run_id,
+                agent_type=agent.name,
+                step=step,
+                point=point,
+                dedupe_key=f"{who.run_id}:llm:{step}:{mirrored}",
+            )
+
     request = LLMGenerateInput(
         messages=messages,
         tools=tools,
@@ -142,7 +178,7 @@ def llm_step(
         agent_id=who.run_id,
         agent_type=agent.name,
         session_id=who.session_id,
-        callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking),
+        callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking, on_error=on_error),
         response_format=native_response_format(agent.output_schema) if agent.output_mode == "native" else None,
     )
     call = LLMCallPayload(who.session_id, who.run_id, agent.name, step, messages, [t.name for t in tools])
@@ -218,33 +254,31 @@ def _dump_step_result(step_result: StepResult) -> dict[str, Any]:
 
 
 def _announce_resync(who: RunIdentity, step: int, checkpoint_id: str, pending: StepCommit) -> None:
-    rt = services.current()
-
-    async def _dead_attempt_start() -> int | None:
-        records = await rt.streams.manager.read_records(who.stream_id, who.stream_start_sequence)
-        dead = [
-            r.sequence
-            for r in records
-            if r.chunk.agent_id == who.run_id and r.chunk.step == step and r.chunk.type in ("text_delta", "thinking")
-        ]
-        return min(dead) - 1 if dead else None
-
-    from_sequence = background_loop.run(_dead_attempt_start())
-    if from_sequence is None:
-        return
-    rt.streams.write(
-        who.stream_id,
-        StreamResyncChunk(
-            agent_id=who.run_id,
+    """The step's own commit was already there: an earlier execution died in it, maybe mid-stream."""
+    point = ResyncPoint(checkpoint_id, step - 1, pending.first_sequence + len(pending.messages))
+    background_loop.run(
+        announce_dead_attempt(
+            services.current().streams,
+            who.stream_id,
+            after_sequence=who.stream_start_sequence,
+            run_id=who.run_id,
             agent_type=who.agent.name,
             step=step,
-            checkpoint_id=checkpoint_id,
-            step_count=step - 1,
-            message_count=pending.first_sequence + len(pending.messages),
-            from_sequence=from_sequence,
-            reason="crash_recovery",
-        ),
+            point=point,
+        )
     )
+
+
+def _resync_point(
+    rt: RuntimeServices, who: RunIdentity, step: int, commit: CommitOutput | None, pending: StepCommit | None
+) -> ResyncPoint:
+    """The state a failed attempt's step started from: this step's commit, else the session's latest checkpoint."""
+    if commit is not None and pending is not None:
+        return ResyncPoint(commit["checkpoint_id"], step - 1, pending.first_sequence + len(pending.messages))
+    latest = rt.store.get_latest_checkpoint(who.session_id)
+    if latest is None:
+        return ResyncPoint("", step - 1, 0)
+    return ResyncPoint(latest.id, latest.step_count, latest.message_count)
 
 
 # --- tool step ------------------------------------------------------------------------------------
