@@ -21,12 +21,13 @@ attempt of the step died; the step streams again), and a seed client knows no ot
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from helix_dbos.runtime.streaming import RunStreams
-from helix_dbos.stream.chunks import StreamResyncChunk
+from helix_dbos.stream.base import ChunkRecord, StreamManager
+from helix_dbos.stream.chunks import StreamChunk, StreamResyncChunk
 
-__all__ = ["ResyncPoint", "announce_dead_attempt", "dead_attempt_start"]
+__all__ = ["DeadAttempt", "ResyncPoint", "announce_dead_attempt", "dead_attempt_start"]
 
 _STREAMED_TYPES = ("text_delta", "thinking")
 """What an LLM step streams while the call is in flight (tool calls are reported only when it succeeded)."""
@@ -42,15 +43,22 @@ class ResyncPoint:
     message_count: int
 
 
-async def dead_attempt_start(
-    streams: RunStreams, stream_id: str, after_sequence: int, run_id: str, step: int
-) -> int | None:
+@dataclass(frozen=True)
+class DeadAttempt:
+    """Whose attempt died: the run and step its deltas carry, and what the resync names."""
+
+    run_id: str
+    agent_type: str
+    step: int
+    point: ResyncPoint
+
+
+def dead_attempt_start(records: list[ChunkRecord], run_id: str, step: int) -> int | None:
     """The sequence just before the first delta of the step's latest attempt, or ``None`` if it streamed none.
 
     Deltas before an earlier resync of the same step were voided by it already; only those after
     the last one belong to the attempt that just died.
     """
-    records = await streams.manager.read_records(stream_id, after_sequence)
     start: int | None = None
     for record in records:
         chunk = record.chunk
@@ -64,33 +72,33 @@ async def dead_attempt_start(
 
 
 async def announce_dead_attempt(
-    streams: RunStreams,
+    manager: StreamManager,
     stream_id: str,
+    write: Callable[[StreamChunk], Awaitable[None]],
+    dead: DeadAttempt,
     *,
     after_sequence: int,
-    run_id: str,
-    agent_type: str,
-    step: int,
-    point: ResyncPoint,
-    dedupe_key: str | None = None,
 ) -> bool:
     """Write a ``stream_resync`` for the step's dead attempt to ``stream_id``; ``False`` when it streamed nothing.
 
-    ``stream_id`` may be a parent's stream holding a sub-agent's mirrored chunks: the chunk is
-    then written under ``dedupe_key``, like the copies it voids.
+    ``stream_id`` is read (the manager flushes what is queued first) to find the dead attempt's
+    deltas; ``write`` writes the chunk to it. It may be a parent's stream holding a sub-agent's
+    mirrored chunks: ``write`` then keys the chunk like the copies it voids. The runtime's stream
+    facade is not imported here, which keeps this module at the bottom of the runtime's imports.
     """
-    from_sequence = await dead_attempt_start(streams, stream_id, after_sequence, run_id, step)
+    records = await manager.read_records(stream_id, after_sequence)
+    from_sequence = dead_attempt_start(records, dead.run_id, dead.step)
     if from_sequence is None:
         return False
     chunk = StreamResyncChunk(
-        agent_id=run_id,
-        agent_type=agent_type,
-        step=step,
-        checkpoint_id=point.checkpoint_id,
-        step_count=point.step_count,
-        message_count=point.message_count,
+        agent_id=dead.run_id,
+        agent_type=dead.agent_type,
+        step=dead.step,
+        checkpoint_id=dead.point.checkpoint_id,
+        step_count=dead.point.step_count,
+        message_count=dead.point.message_count,
         from_sequence=from_sequence,
         reason="crash_recovery",
     )
-    await streams.write_async(stream_id, chunk, dedupe_key)
+    await write(chunk)
     return True

@@ -40,7 +40,7 @@ from helix_dbos.orchestration.step_processor import validate_output
 from helix_dbos.runtime import services
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.attempt_resync import ResyncPoint, announce_dead_attempt
+from helix_dbos.runtime.attempt_resync import DeadAttempt, ResyncPoint, announce_dead_attempt
 from helix_dbos.runtime.exiting import process_exiting, raise_if_exiting
 from helix_dbos.runtime.hooks import (
     LLMCallPayload,
@@ -149,27 +149,22 @@ def llm_step(
             return
         streamed = False
         point = await asyncio.to_thread(_resync_point, rt, who, step, commit, pending)
-        await announce_dead_attempt(
-            rt.streams,
-            who.stream_id,
-            after_sequence=who.stream_start_sequence,
-            run_id=who.run_id,
-            agent_type=agent.name,
-            step=step,
-            point=point,
-        )
-        if who.parent_stream_id is not None:
+
+        async def own(chunk: StreamChunk) -> None:
+            await rt.streams.write_async(who.stream_id, chunk)
+
+        manager = rt.streams.manager
+        dead = DeadAttempt(who.run_id, agent.name, step, point)
+        await announce_dead_attempt(manager, who.stream_id, own, dead, after_sequence=who.stream_start_sequence)
+        parent_stream_id = who.parent_stream_id
+        if parent_stream_id is not None:
             mirrored += 1
-            await announce_dead_attempt(
-                rt.streams,
-                who.parent_stream_id,
-                after_sequence=0,
-                run_id=who.run_id,
-                agent_type=agent.name,
-                step=step,
-                point=point,
-                dedupe_key=f"{who.run_id}:llm:{step}:{mirrored}",
-            )
+            key = f"{who.run_id}:llm:{step}:{mirrored}"
+
+            async def mirror(chunk: StreamChunk) -> None:
+                await rt.streams.write_async(parent_stream_id, chunk, key)
+
+            await announce_dead_attempt(manager, parent_stream_id, mirror, dead, after_sequence=0)
 
     request = LLMGenerateInput(
         messages=messages,
@@ -256,15 +251,18 @@ def _dump_step_result(step_result: StepResult) -> dict[str, Any]:
 def _announce_resync(who: RunIdentity, step: int, checkpoint_id: str, pending: StepCommit) -> None:
     """The step's own commit was already there: an earlier execution died in it, maybe mid-stream."""
     point = ResyncPoint(checkpoint_id, step - 1, pending.first_sequence + len(pending.messages))
+    streams = services.current().streams
+
+    async def write(chunk: StreamChunk) -> None:
+        await streams.write_async(who.stream_id, chunk)
+
     background_loop.run(
         announce_dead_attempt(
-            services.current().streams,
+            streams.manager,
             who.stream_id,
+            write,
+            DeadAttempt(who.run_id, who.agent.name, step, point),
             after_sequence=who.stream_start_sequence,
-            run_id=who.run_id,
-            agent_type=who.agent.name,
-            step=step,
-            point=point,
         )
     )
 
