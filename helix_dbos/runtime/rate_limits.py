@@ -47,16 +47,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from dbos import DBOS, SetWorkflowID
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from sqlalchemy.engine import Engine
 
 from helix_dbos.capability import RunCapability, RunEnd
 from helix_dbos.errors import HelixError
+from helix_dbos.llm.send_slot import SendSlotClaim, send_slots
 from helix_dbos.observability import run_observer as observe
+from helix_dbos.runtime.send_gate import SendWindow, send_gate_for
 from helix_dbos.step_result import StepResult
+from helix_dbos.store.capabilities import SharedEngine
 
 ADMISSION_WORKFLOW_NAME = "helix_dbos.model_admission"
 """The DBOS workflow a run enqueues on a limit's queue before a model call (a persisted name)."""
@@ -64,6 +69,11 @@ ADMITTED_EVENT = "helix.admitted"
 """Set by the admission workflow as soon as it is dequeued: the run waiting on it may call the model."""
 RELEASE_TOPIC = "helix.release"
 """What a run sends its admission workflow after the model call, to free a concurrency slot."""
+RATE_EXACT_PATCH = "helix-rate-exact"
+"""The DBOS replay patch under which an ``exact`` limit's call is admitted by a rolling count and
+gated at the send (no held slot, no release step). Asked once per run, right after
+:data:`RATE_LIMITS_PATCH`, only when the matching limit is ``exact``: a run recorded while the
+default was ``strict`` answers ``False`` and keeps holding its slot and sending its release."""
 RATE_LIMITS_PATCH = "helix-rate-limits"
 """The DBOS replay patch under which a run's model calls wait for admission on a limit's queue.
 
@@ -74,6 +84,7 @@ QUEUE_PREFIX = "helix-rate-"
 CONCURRENCY_QUEUE_PREFIX = "helix-conc-"
 DEFAULT_POLLING_INTERVAL_S = 0.02
 DEFAULT_HOLD_TIMEOUT_S = 600.0
+DEFAULT_SEND_MARGIN_S = 0.05
 _WAIT_SLICE_S = 300.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
@@ -107,12 +118,22 @@ class ProviderRateLimit(BaseModel):
     """How long a slot stays taken by a run that never releases it (cancelled or failed mid-call)."""
     polling_interval_s: float = Field(default=DEFAULT_POLLING_INTERVAL_S, gt=0, le=60)
     """How often each worker looks for admissions to grant (the floor of an admission's latency)."""
-    mode: Literal["strict", "rolling"] = "strict"
-    """How ``requests`` are counted. ``strict``: a call's slot is held from its admission until
+    mode: Literal["exact", "strict", "rolling"] = "strict"
+    """How ``requests`` are counted. ``exact`` (opt-in): the queue admits at the limit's rate (a rolling count
+    of admissions), and each send claims a slot in the database just before the request leaves
+    (:mod:`helix_dbos.runtime.send_gate`): at most ``requests`` sends in any ``period_s +
+    send_margin_s``, so the provider never sees more than ``requests`` in a period, at nearly the
+    full rate, as long as every send leaves within ``send_margin_s`` of its claim (on a loaded
+    machine a send can leave later, and the provider then sees a few calls too many; see
+    ``docs/scaling.md``). ``strict``: a call's slot is held from its admission until
     ``period_s`` after the call returned, so the provider never sees more than ``requests`` in a
     period, however late a call is sent after its admission; a slot is busy for the period plus the
     call's latency. ``rolling``: DBOS's limiter counts admissions in a rolling period (the full
     rate), and a call sent late after its admission can meet the next period's calls at the provider."""
+
+    send_margin_s: float = Field(default=DEFAULT_SEND_MARGIN_S, ge=0, le=60)
+    """``exact`` mode: how late after its claim a send may leave and still be counted in its window.
+    The window is ``period_s + send_margin_s``, so the rate is ``requests`` per that."""
 
     @model_validator(mode="after")
     def _needs_a_cap(self) -> ProviderRateLimit:
@@ -135,12 +156,30 @@ class ProviderRateLimit(BaseModel):
         """The DBOS queue of this limit's ``concurrency`` (each slot held for the call)."""
         return CONCURRENCY_QUEUE_PREFIX + self.limit_name
 
-    def admissions(self) -> list[Admission]:
-        """The slots a call takes, in the order it takes them: requests first, then concurrency."""
+    @property
+    def gated_at_send(self) -> bool:
+        """Whether each send claims a slot of the exact gate (an ``exact`` limit of ``requests``)."""
+        return self.mode == "exact" and self.requests is not None
+
+    @property
+    def send_window_s(self) -> float:
+        """The window the exact gate counts ``requests`` in: ``period_s + send_margin_s``."""
+        return self.period_s + self.send_margin_s
+
+    def admissions(self, *, held: bool | None = None) -> list[Admission]:
+        """The slots a call takes, in the order it takes them: requests first, then concurrency.
+
+        ``held``: whether the requests slot is held until ``period_s`` after the call (``strict``);
+        by default as :attr:`mode` says. An ``exact`` run recorded before :data:`RATE_EXACT_PATCH`
+        replays held slots.
+        """
         found: list[Admission] = []
         if self.requests is not None:
-            strict = self.mode == "strict"
-            found.append(Admission("rate", self.queue_name, self.requests, self.period_s, rolling=not strict))
+            if held if held is not None else self.mode == "strict":
+                found.append(Admission("rate", self.queue_name, self.requests, self.period_s))
+            else:
+                period = self.send_window_s if self.gated_at_send else self.period_s
+                found.append(Admission("rate", self.queue_name, self.requests, period, rolling=True))
         if self.concurrency is not None:
             found.append(Admission("conc", self.concurrency_queue_name, self.concurrency, 0.0))
         return found
@@ -154,14 +193,15 @@ class ProviderRateLimit(BaseModel):
         """One limit from ``MATCH:key=value,...``, for the command line and ``HELIX_RATE_LIMITS``.
 
         Keys: ``requests`` (``N`` or ``N/SECONDS``), ``period`` (seconds), ``concurrency``,
-        ``name``, ``mode`` (``strict`` or ``rolling``), ``hold`` (seconds) and ``poll`` (seconds); e.g.
+        ``name``, ``mode`` (``exact``, ``strict`` or ``rolling``), ``margin`` (the send margin, seconds),
+        ``hold`` (seconds) and ``poll`` (seconds); e.g.
         ``openai/:requests=500/60,concurrency=20``.
         """
         head, sep, tail = spec.strip().rpartition(":")
         match, rest = (head, tail) if sep and "=" in tail else (spec.strip(), "")
         values: dict[str, Any] = {"match": match}
         keys = {"period": "period_s", "concurrency": "concurrency", "name": "name", "mode": "mode"}
-        keys |= {"hold": "hold_timeout_s", "poll": "polling_interval_s"}
+        keys |= {"hold": "hold_timeout_s", "poll": "polling_interval_s", "margin": "send_margin_s"}
         for item in filter(None, (part.strip() for part in rest.split(","))):
             key, eq, value = item.partition("=")
             if not eq:
@@ -174,7 +214,8 @@ class ProviderRateLimit(BaseModel):
             elif key in keys:
                 values[keys[key]] = value
             else:
-                raise _bad(spec, f"unknown option {key!r} (requests, period, concurrency, name, mode, hold, poll)")
+                known = "requests, period, concurrency, name, mode, margin, hold, poll"
+                raise _bad(spec, f"unknown option {key!r} ({known})")
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
@@ -274,6 +315,12 @@ def _admit(limit: ProviderRateLimit, admission: Admission, ticket: str, step: in
             pass  # each slice is one recorded wait; a long backlog costs a row per slice, no spinning
 
 
+def _store_engine(run: Any) -> Engine | None:
+    """The engine of the run's store when it has one (PostgreSQL: the gate's claims are shared there)."""
+    store = run.rt.store
+    return store.engine if isinstance(store, SharedEngine) else None
+
+
 def rate_limit_waits(lister: Any, run_ids: Sequence[str]) -> dict[str, str]:
     """The runs of ``run_ids`` whose model call waits for admission now, with the limit it waits for.
 
@@ -304,12 +351,14 @@ class RateLimitCapability(RunCapability):
     """Admits a run's model calls through the limit their model matches (none: no steps at all)."""
 
     name: ClassVar[str] = "rate_limit"
-    replay_patches: ClassVar[tuple[str, ...]] = (RATE_LIMITS_PATCH,)
+    replay_patches: ClassVar[tuple[str, ...]] = (RATE_LIMITS_PATCH, RATE_EXACT_PATCH)
 
     def __init__(self, limits: Sequence[ProviderRateLimit] = ()) -> None:
         self.limits = tuple(check_rate_limits(limits))
         self._patched: bool | None = None
+        self._exact_patched: bool | None = None
         self._held: list[str] = []
+        self._send_slots = ExitStack()
 
     def for_run(self) -> RateLimitCapability:
         """A fresh instance per run: the slots it holds are the run's own."""
@@ -324,12 +373,31 @@ class RateLimitCapability(RunCapability):
             self._patched = bool(DBOS.patch(RATE_LIMITS_PATCH))
         if not self._patched:
             return
+        exact = False
+        if limit.gated_at_send:
+            if self._exact_patched is None:
+                self._exact_patched = bool(DBOS.patch(RATE_EXACT_PATCH))
+            exact = self._exact_patched
         workflow_id = str(DBOS.workflow_id)
-        for admission in limit.admissions():
+        for admission in limit.admissions(held=not exact if limit.gated_at_send else None):
             ticket = admission_id(workflow_id, admission.kind, run.step)
             _admit(limit, admission, ticket, run.step)
             if admission.held:
                 self._held.append(ticket)
+        if exact:
+            self._send_slots.enter_context(send_slots(self._claim_for(_store_engine(run))))
+
+    def _claim_for(self, engine: Engine | None) -> SendSlotClaim:
+        """The claim the model step's sends make: a slot of the exact limit their model matches."""
+        gate = send_gate_for(engine)
+
+        async def claim(model: str) -> None:
+            limit = limit_for(self.limits, model)
+            if limit is not None and limit.gated_at_send and limit.requests is not None:
+                window = SendWindow(limit.limit_name, limit.requests, limit.send_window_s)
+                await gate.claim(window)
+
+        return claim
 
     def after_model_call(self, run: Any, result: StepResult) -> None:
         """Free the concurrency slot as soon as the call is over."""
@@ -340,6 +408,7 @@ class RateLimitCapability(RunCapability):
         self._release()
 
     def _release(self) -> None:
+        self._send_slots.close()
         held, self._held = self._held, []
         for ticket in held:
             DBOS.send(ticket, None, RELEASE_TOPIC)
@@ -350,6 +419,7 @@ __all__ = [
     "ADMITTED_EVENT",
     "CONCURRENCY_QUEUE_PREFIX",
     "QUEUE_PREFIX",
+    "RATE_EXACT_PATCH",
     "RATE_LIMITS_PATCH",
     "RELEASE_TOPIC",
     "Admission",

@@ -37,7 +37,7 @@ from helix_dbos.guardrails.capability import GUARDRAILS_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
-from helix_dbos.runtime.rate_limits import RATE_LIMITS_PATCH
+from helix_dbos.runtime.rate_limits import RATE_EXACT_PATCH, RATE_LIMITS_PATCH
 from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
 from helix_dbos.runtime.unknown_outcomes import UNKNOWN_OUTCOMES_PATCH
 
@@ -130,6 +130,13 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "({agent}.guardrails.{stage}) and acts on them (denials, approvals, rewrites, a failed run)",
         "guardrails/capability.py: Guardrails._active, before a run's first guard step, only for an agent "
         "given the Guardrails capability",
+    ),
+    ReplayPatch(
+        RATE_EXACT_PATCH,
+        "an exact limit's call is admitted by the queue's rolling count and claims its send slot inside the "
+        "model step (no held slot, no release step after the call); before it, a held slot and a release",
+        "runtime/rate_limits.py: RateLimitCapability.before_model_call, right after the rate-limits patch, "
+        "only when the matching limit's mode is exact",
     ),
 )
 """Every named patch, oldest first."""

@@ -41,7 +41,7 @@ from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
 
-SCHEMA_REVISION = "0010"
+SCHEMA_REVISION = "0011"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -321,6 +321,15 @@ locks = sa.Table(
     sa.Column("expires_at", sa.BigInteger(), nullable=False),
 )
 
+rate_sends = sa.Table(
+    "helix_rate_sends",
+    metadata,
+    # One row per model call a provider rate limit let go, stamped with the database's clock in
+    # epoch seconds (``helix_dbos.runtime.send_gate``); pruned past the limit's window (0011).
+    sa.Column("limit_name", sa.String(), primary_key=True),
+    sa.Column("claimed_at", sa.Float(), primary_key=True),
+)
+
 ALL_TABLES: tuple[sa.Table, ...] = (
     sessions,
     messages,
@@ -334,6 +343,7 @@ ALL_TABLES: tuple[sa.Table, ...] = (
     workers,
     memories,
     locks,
+    rate_sends,
 )
 """Every helix table (the alembic version table excluded)."""
 

@@ -13,6 +13,7 @@ from helix_dbos.runtime.rate_limits import (
     limit_for,
     parse_rate_limits,
 )
+from helix_dbos.runtime.send_gate import SendWindow, wait_before_claim
 from helix_dbos.settings import HelixSettings
 
 
@@ -84,3 +85,20 @@ def test_each_run_gets_its_own_held_slots() -> None:
     assert isinstance(one, RateLimitCapability) and isinstance(two, RateLimitCapability)
     one._held.append("x")
     assert two._held == [] and one.limits == two.limits
+
+
+def test_exact_mode_and_its_margin_are_spelled_in_a_spec() -> None:
+    limit = ProviderRateLimit.parse("openai/:requests=10/1,mode=exact,margin=0.1")
+    assert limit.mode == "exact" and limit.send_margin_s == 0.1 and limit.gated_at_send
+    assert limit.send_window_s == pytest.approx(1.1)
+    (admission,) = limit.admissions()
+    assert admission.rolling and admission.after_release_s == pytest.approx(1.1)  # admitted at the gate's rate
+    assert limit.admissions(held=True)[0].held  # a run recorded before the exact patch keeps its held slot
+
+
+def test_a_claim_waits_for_the_oldest_claim_of_a_full_window_to_leave_it() -> None:
+    window = SendWindow("x", 2, 1.0)
+    assert wait_before_claim([], 10.0, window) == 0.0
+    assert wait_before_claim([8.5, 9.5], 10.0, window) == 0.0  # 8.5 is out of (9, 10]
+    assert wait_before_claim([9.2, 9.5], 10.0, window) == pytest.approx(0.2)
+    assert wait_before_claim([9.2, 9.5, 9.9], 10.0, window) == pytest.approx(0.5)

@@ -41,6 +41,7 @@ from helix_dbos.llm.litellm.response import (
 )
 from helix_dbos.llm.litellm.streaming import CallbackFailed, StreamAccumulator, notify, stream_was_cut
 from helix_dbos.llm.retry import Move, next_move, retry_delay_seconds
+from helix_dbos.llm.send_slot import claim_send_slot
 from helix_dbos.step_result import AttemptOutcome, ErrorStepResult, ModelAttempt, StepResult, TokenUsage
 
 __all__ = ["LITELLM_INSTALL_HINT", "LiteLLMAdapter", "import_litellm"]
@@ -246,6 +247,7 @@ class LiteLLMAdapter:
         )
 
     async def _complete(self, litellm: Any, request: LiteLLMRequest, callbacks: LLMStreamCallbacks) -> RawResponse:
+        await claim_send_slot(str(request.kwargs.get("model", "")))
         raw = raw_response_from_completion(await litellm.acompletion(**request.kwargs))
         if raw.reasoning:
             await notify(callbacks.thinking(raw.reasoning, False))
@@ -262,6 +264,7 @@ class LiteLLMAdapter:
         callbacks: LLMStreamCallbacks,
     ) -> tuple[RawResponse, int]:
         """Consume a stream, reporting deltas live; returns the response and how many calls were reported."""
+        await claim_send_slot(str(request.kwargs.get("model", "")))
         stream = await litellm.acompletion(**request.kwargs)
         accumulator = StreamAccumulator(callbacks, request.strict_schemas)
         try:
