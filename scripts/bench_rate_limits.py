@@ -5,11 +5,14 @@ server (``serve --no-execute``) and three workers, each run making one LiteLLM c
 provider that answers ``429`` once ``N`` requests were served in the second before. Rows:
 
 - ``strict``: ``--rate-limit openai/:requests=N/1`` (each slot held until a second after its call);
+- ``exact``: ``--rate-limit openai/:requests=N/1,mode=exact`` (admitted by DBOS's limiter, each send
+  claims a slot in PostgreSQL just before it leaves: ``N`` per ``1 + margin`` seconds);
 - ``rolling``: ``--rate-limit openai/:requests=N/1,mode=rolling`` (DBOS's limiter counts admissions);
 - ``none``: no limit (the provider's 429s are retried by the LiteLLM adapter).
 
 Prints, per row: runs, N, completed/failed, requests the provider saw and refused, the most it saw
 in any one-second window (its own clock), throughput (requests / (last - first + 1 s)) against N,
+the throughput of the steady middle (the arrivals between 20 % and 80 % of them) against N,
 and p50/p95 admission wait (enqueued -> dequeued, from DBOS's rows).
 
 Usage: python scripts/bench_rate_limits.py [--runs 200] [--limit 10] [--database-url URL]
@@ -42,6 +45,7 @@ def _row(label: str, f: LoadFigures, n: int) -> str:
     return (
         f"{label:<8} {f.runs:>5} {n:>4} {f.completed:>5}/{f.failed:<4} {f.requests:>6} {f.rejected:>6} "
         f"{f.max_per_second:>8} {f.throughput:>8.2f} {100 * f.throughput / n:>6.0f}% "
+        f"{100 * f.steady_throughput / n:>6.0f}% "
         f"{_ms(f.admission_wait_p50_ms):>8} {_ms(f.admission_wait_p95_ms):>8} {f.seconds:>6.1f}"
     )
 
@@ -56,10 +60,10 @@ def main() -> None:
     server_url = args.database_url or (cluster.url if cluster else "")
     print(
         f"{'limit':<8} {'runs':>5} {'N':>4} {'ok/fail':>10} {'seen':>6} {'429s':>6} {'max/1s':>8} "
-        f"{'req/s':>8} {'of N':>7} {'wait p50':>8} {'p95 ms':>8} {'secs':>6}"
+        f"{'req/s':>8} {'of N':>7} {'steady':>7} {'wait p50':>8} {'p95 ms':>8} {'secs':>6}"
     )
     try:
-        for label, mode in (("strict", "strict"), ("rolling", "rolling"), ("none", None)):
+        for label, mode in (("strict", "strict"), ("exact", "exact"), ("rolling", "rolling"), ("none", None)):
             url = create_database(server_url, unique_name(f"bench_rl_{label}"))
             upgrade(url)
             rate_limit_load.LIMIT_MODE = mode or "strict"

@@ -16,9 +16,17 @@ from __future__ import annotations
 
 import os
 
+import sqlalchemy as sa
+
 from helix_dbos import LLMConfig, define_agent
-from helix_dbos._litellm_import import import_litellm_offline
+from helix_dbos.llm.base import LLMGenerateInput
+from helix_dbos.llm.litellm import LiteLLMAdapter
+from helix_dbos.llm.send_slot import SendSlotClaim, send_slots
+from helix_dbos.messages import UserMessage
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.rate_limits import DEFAULT_SEND_MARGIN_S
+from helix_dbos.runtime.send_gate import PostgresSendGate, SendWindow
+from helix_dbos.store.engine import to_sqlalchemy_url
 
 WARM_UP = "warm-up"
 _API_BASE = os.environ.get("HELIX_RATE_TEST_API_BASE")
@@ -30,10 +38,40 @@ caller = define_agent(
 )
 agents = [caller]
 
-if _API_BASE and os.environ.get("HELIX_EXECUTOR_ID", "").startswith("w"):
-    # On the loop the runs' model calls use, so the async client it builds is the one they reuse.
+
+def _warm_up() -> None:
+    """One streamed call through the adapter the runs use, on the loop their calls use.
+
+    So the async client it builds is the one they reuse and the streamed code path is warm: a send
+    that leaves seconds after its claim (a cold SDK) is what no limit counted before it can hold.
+    """
     background_loop.run(
-        import_litellm_offline().acompletion(
-            model="openai/fake", api_base=_API_BASE, api_key="test", messages=[{"role": "user", "content": WARM_UP}]
+        LiteLLMAdapter().generate_step(
+            LLMGenerateInput(
+                messages=[UserMessage(content=WARM_UP)],
+                tools=[],
+                config=caller.llm_config,
+                agent_id="warm-up",
+                agent_type="caller",
+            )
         )
     )
+
+
+def _warm_up_claim(gate: str | None) -> SendSlotClaim | None:
+    """The deployment's exact gate (``"N,database url"``), when it has one: the provider counts the warm-up too."""
+    if not gate:
+        return None
+    requests, _, url = gate.partition(",")
+    window = SendWindow("openai", int(requests), 1.0 + DEFAULT_SEND_MARGIN_S)
+    send_gate = PostgresSendGate(sa.create_engine(to_sqlalchemy_url(url)))
+
+    async def claim(model: str) -> None:
+        await send_gate.claim(window)
+
+    return claim
+
+
+if _API_BASE and os.environ.get("HELIX_EXECUTOR_ID", "").startswith("w"):
+    with send_slots(_warm_up_claim(os.environ.get("HELIX_RATE_TEST_GATE"))):
+        _warm_up()
