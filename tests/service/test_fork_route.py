@@ -83,6 +83,9 @@ async def test_state_history_then_a_fork_with_an_edited_input_and_state(client: 
     assert latest["session_id"] == "http-tt-src" and latest["run_id"] and latest["status"] == "completed"
     assert latest["message_count"] == 2 and latest["state_summary"] == "{}" and latest["timestamp"] > 0
     assert_error(await client.get("/v1/sessions/http-tt-none/checkpoints"), 404, "state_session_not_found")
+    # An offset past what the database can hold is refused at the edge (it was a 500: bigint out of range).
+    huge = "697902570947760277935882240"
+    assert_error(await client.get(f"/v1/sessions/http-tt-src/checkpoints?offset={huge}"), 422, "validation_error")
 
     body = {
         "checkpoint_id": latest["id"],

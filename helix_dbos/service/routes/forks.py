@@ -16,7 +16,7 @@ from fastapi import Query
 from fastapi.routing import APIRouter
 
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import NOT_FOUND, RouteContext, SessionIdPath
+from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
 from helix_dbos.service.schemas import ForkRequest, ForkView
 from helix_dbos.store.base import PaginatedCheckpoints
 
@@ -38,7 +38,7 @@ def forks_router(ctx: RouteContext) -> APIRouter:
     )
     async def list_checkpoints(
         session_id: SessionIdPath,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_SEQUENCE)] = 0,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> PaginatedCheckpoints:
         return await service.call(service.checkpoints, session_id, offset, limit)
