@@ -449,7 +449,7 @@ async def test_retries_exhausted_returns_error_step(server: ScriptedOpenAIServer
         (
             400,
             "This model's maximum context length is 10 tokens. However, you requested 99",
-            "provider_invalid_request",
+            "provider_context_window_exceeded",
             False,
         ),
         (
