@@ -12,27 +12,36 @@
   checks on the calls that ran. A rewrite (a redaction) replaces the result the model sees, a
   ``deny`` replaces it with a denial, an ``approve`` asks a user (the run's human-in-the-loop
   capability: hot wait, then parked): approved, the model sees the result; denied, the denial.
-  A batch whose approval parks stops there, like any approval;
+  A batch whose approval parks stops there, like any approval; the result that ran is held with
+  the run (the workflow event :data:`HELD_RESULTS_EVENT`), and the continuation that the answer
+  starts reads it back (``{agent}.guardrails.held_results``): the call never runs a second time;
 - ``before_finish``: the ``output`` checks on a completing run's output; and a run whose guard
   tripped with ``fail`` ends failed, with the code ``guardrail_tripped``, whatever else ended it.
 
 Each stage's checks run concurrently in one step, ``{agent}.guardrails.{stage}``, which records
 the verdicts: a recovered run replays them and runs no check again. An agent without guardrails
 has none of this; an agent given guardrails while a run was in flight replays that run without
-them (the replay patch :data:`GUARDRAILS_PATCH`, asked before a run's first guard step).
+them (the replay patch :data:`GUARDRAILS_PATCH`, asked before a run's first guard step). Runs
+recorded before results were held across a park replay as they ran (:data:`HELD_RESULTS_PATCH`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
 from helix_dbos.capability import CollectedAnswers, RunCapability, RunEnd
 from helix_dbos.errors import DefinitionError, GuardrailTrippedError
-from helix_dbos.guardrails.checks import GuardStepOutput, RecordedVerdict, run_checks
+from helix_dbos.guardrails.checks import (
+    AppliedStepOutput,
+    GuardStepOutput,
+    HeldResultsStepOutput,
+    RecordedVerdict,
+    run_checks,
+)
 from helix_dbos.guardrails.definitions import Guardrail, GuardrailInput, GuardStage, PreviousCall
 from helix_dbos.messages import AssistantMessage, UserMessage
 from helix_dbos.orchestration.tool_batch import HitlRequest, ToolBatch
@@ -42,10 +51,18 @@ from helix_dbos.stream.chunks import ErrorChunk
 from helix_dbos.tool import Tool
 
 if TYPE_CHECKING:
+    from helix_dbos.runtime.hitl_capability import HitlCapability
     from helix_dbos.runtime.run_context import RunContext
 
 GUARDRAILS_PATCH = "helix-guardrails"
 """Runs of agents with guardrails record a ``{agent}.guardrails.{stage}`` step per checked stage."""
+
+HELD_RESULTS_PATCH = "helix-guardrails-held-results"
+"""A run that asks a person about tool results records them (:data:`HELD_RESULTS_EVENT`), and the
+continuation of such a parked question reads them back instead of running the calls again."""
+
+HELD_RESULTS_EVENT = "helix.guardrails.held_results"
+"""The workflow event (call id -> tool step output) of the results a run's open question is about."""
 
 
 def denial_message(verdict: RecordedVerdict) -> str:
@@ -65,7 +82,7 @@ class Guardrails(RunCapability):
     """The agent's guardrails, run at their stages (see the module docstring)."""
 
     name = "guardrails"
-    replay_patches = (GUARDRAILS_PATCH,)
+    replay_patches = (GUARDRAILS_PATCH, HELD_RESULTS_PATCH)
 
     def __init__(self, guardrails: Sequence[Guardrail]) -> None:
         names = [g.name for g in guardrails]
@@ -75,6 +92,7 @@ class Guardrails(RunCapability):
         self.guardrails = tuple(guardrails)
         self.tripped: RecordedVerdict | None = None
         self._patched: bool | None = None
+        self._held_patched: bool | None = None
         self._input_checked = False
 
     def for_run(self) -> Guardrails:
@@ -98,6 +116,7 @@ class Guardrails(RunCapability):
 
     # -- tool calls -----------------------------------------------------------------------------------
     def prepare_batch(self, run: RunContext, batch: ToolBatch, results: dict[str, Any]) -> None:
+        self._carry_held_results(run, batch)
         checks = [
             (g, self._input(run, "tool_call", call.arguments, call, previous=_previous_calls(run, call.id)))
             for call, tool in batch.regular
@@ -120,13 +139,42 @@ class Guardrails(RunCapability):
         batch.regular[:] = keep
 
     def register_calls(self, run: RunContext, batch: ToolBatch, *, resuming: bool) -> _ResultReview | None:
-        calls = [*batch.regular, *((h.call, h.tool) for h in batch.hitl if h.kind == "approval")]
+        # A held result was checked before a person was asked about it: it is not checked again.
+        calls = [
+            *batch.regular,
+            *((h.call, h.tool) for h in batch.hitl if h.kind == "approval" and h.held_result is None),
+        ]
         if not any(self._guards("tool_result", tool.name) for _, tool in calls):
             return None
-        # A continuation's approved calls were approved by a person who was asked about them: a
-        # result guard that asks does not ask again (it would ask about the re-run call forever).
-        approved = frozenset(h.call.id for h in batch.hitl if h.kind == "approval") if resuming else frozenset()
+        # A continuation recorded before results were held re-ran its approved calls and did not ask
+        # about their results again (it would have asked about the re-run call forever); it replays so.
+        # Otherwise an approval of a call is not an approval of its result: a tripped result asks.
+        old = resuming and self._held_patched is False
+        approved = frozenset(h.call.id for h in batch.hitl if h.kind == "approval") if old else frozenset()
         return _ResultReview(calls, approved)
+
+    def _carry_held_results(self, run: RunContext, batch: ToolBatch) -> None:
+        """A continuation: give each approval of a result its previous run held that result.
+
+        The question was registered by the run that ran the call (the row's ``workflow_id`` in the
+        continuation's first check); its event holds the result, read in one recorded step. An
+        approval without a held result (a ``require_approval`` call) stays a call to run.
+        """
+        hitl = _hitl_of(run)
+        first_check = hitl.first_check if hitl is not None else None
+        asked = [h for h in batch.hitl if h.kind == "approval" and self._guards("tool_result", h.tool.name)]
+        rows = first_check["rows"] if first_check is not None else {}
+        workflows = sorted({str(rows[h.call.id]["workflow_id"]) for h in asked if h.call.id in rows})
+        if not workflows:
+            return
+        self._held_patched = DBOS.patch(HELD_RESULTS_PATCH)
+        if not self._held_patched:
+            return
+        held = run.record_step(self.name, "held_results", read_held_results, workflows)["results"]
+        batch.hitl[:] = [
+            replace(h, held_result=held[h.call.id]) if h.kind == "approval" and h.call.id in held else h
+            for h in batch.hitl
+        ]
 
     def collect_answers(self, run: RunContext, registered: object, results: dict[str, Any]) -> CollectedAnswers:
         assert isinstance(registered, _ResultReview)
@@ -161,9 +209,7 @@ class Guardrails(RunCapability):
         self, run: RunContext, asking: list[HitlRequest], results: dict[str, Any], verdicts: list[RecordedVerdict]
     ) -> CollectedAnswers:
         """Put tripped results to a user through the run's human in the loop; approved ones keep their result."""
-        from helix_dbos.runtime.hitl_capability import HitlCapability  # the run's own instance waits
-
-        hitl = next((c for c in run.capabilities if isinstance(c, HitlCapability)), None)
+        hitl = _hitl_of(run)
         if not asking:
             return CollectedAnswers()
         if hitl is None:  # no one to ask: deny
@@ -172,11 +218,22 @@ class Guardrails(RunCapability):
                 results[request.call.id] = _denied(request.call, verdict)
             return CollectedAnswers()
         held = {r.call.id: results.pop(r.call.id) for r in asking}  # the user's answer decides what the model sees
+        holding = DBOS.patch(HELD_RESULTS_PATCH)
+        if holding:  # kept with the run: a continuation of a parked question reads them, never re-runs
+            DBOS.set_event(HELD_RESULTS_EVENT, held)
+            # A call a person approved in this run has that answer in its row: the question about its
+            # result must not find it as its own answer, so the call's answer is applied first.
+            approved_calls = [r.call.id for r in asking if r.call.id in run.applied_pending]
+            if approved_calls:
+                run.record_step(self.name, "applied", mark_answers_applied, run.who.session_id, approved_calls)
+            asking = [replace(r, held_result=held[r.call.id]) for r in asking]
         registered = hitl.register_calls(run, ToolBatch(hitl=asking), resuming=False)
         answers = hitl.collect_answers(run, registered, results)
         if answers.stop is not None:
             return answers
-        for call, _ in answers.run_as_steps:  # approved: the result that ran, never a second run
+        if holding:  # answered hot: no later question of this run may find these results
+            DBOS.set_event(HELD_RESULTS_EVENT, {})
+        for call, _ in answers.run_as_steps:  # recorded before the patch: approved, the result that ran
             results[call.id] = held[call.id]
         return CollectedAnswers()
 
@@ -246,6 +303,29 @@ class Guardrails(RunCapability):
         return RunEnd("failed", error=error)
 
 
+def _hitl_of(run: RunContext) -> HitlCapability | None:
+    """The run's human-in-the-loop capability (its own instance: it holds the run's first check)."""
+    from helix_dbos.runtime.hitl_capability import HitlCapability
+
+    return next((c for c in run.capabilities if isinstance(c, HitlCapability)), None)
+
+
+def mark_answers_applied(session_id: str, tool_call_ids: list[str]) -> AppliedStepOutput:
+    """The step body: the calls' approvals are used (the calls ran); their rows can hold a new question."""
+    from helix_dbos.runtime import services
+
+    services.current().store.pending.mark_applied(session_id, tool_call_ids)
+    return {"tool_call_ids": tool_call_ids}
+
+
+def read_held_results(workflow_ids: list[str]) -> HeldResultsStepOutput:
+    """The step body: the results the runs that asked held (their :data:`HELD_RESULTS_EVENT`)."""
+    held: dict[str, Any] = {}
+    for workflow_id in workflow_ids:
+        held.update(DBOS.get_event(workflow_id, HELD_RESULTS_EVENT, timeout_seconds=0) or {})
+    return {"results": held}
+
+
 def _first_trip_per_call(verdicts: list[RecordedVerdict]) -> dict[str, RecordedVerdict]:
     """Each call's first tripped verdict (in guard order)."""
     first: dict[str, RecordedVerdict] = {}
@@ -270,4 +350,4 @@ def _previous_calls(run: RunContext, call_id: str) -> tuple[PreviousCall, ...]:
     return tuple(calls)
 
 
-__all__ = ["GUARDRAILS_PATCH", "Guardrails", "denial_message"]
+__all__ = ["GUARDRAILS_PATCH", "HELD_RESULTS_EVENT", "HELD_RESULTS_PATCH", "Guardrails", "denial_message"]

@@ -36,6 +36,18 @@ class GuardStepOutput(TypedDict):
     verdicts: list[RecordedVerdict]
 
 
+class HeldResultsStepOutput(TypedDict):
+    """``{agent}.guardrails.held_results``: the tool results a parked question was about, by call id."""
+
+    results: dict[str, Any]
+
+
+class AppliedStepOutput(TypedDict):
+    """``{agent}.guardrails.applied``: approved calls whose answers were used before their results were asked about."""
+
+    tool_call_ids: list[str]
+
+
 def run_checks(checks: list[tuple[Guardrail, GuardrailInput]]) -> GuardStepOutput:
     """The step body: run every check concurrently and record each verdict."""
     verdicts = background_loop.run(_gather(checks))
@@ -82,4 +94,4 @@ def _recorded(guard: Guardrail, given: GuardrailInput, verdict: GuardrailVerdict
     }
 
 
-__all__ = ["GuardStepOutput", "RecordedVerdict", "run_checks"]
+__all__ = ["AppliedStepOutput", "GuardStepOutput", "HeldResultsStepOutput", "RecordedVerdict", "run_checks"]

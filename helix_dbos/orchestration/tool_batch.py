@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from helix_dbos.companion_tools import CompanionTool
 from helix_dbos.remote_sub_agent import RemoteSubAgentTool
@@ -40,6 +40,9 @@ class HitlRequest:
     call: ParsedToolCall
     tool: Tool
     kind: HitlKind
+    held_result: dict[str, Any] | None = None
+    """The result the call already produced, when a person is asked about that result (a guardrail's
+    ``approve``): approved, it is the call's result and the call does not run again."""
 
 
 @dataclass

@@ -193,6 +193,9 @@ def _answers_to_results(
 ) -> list[tuple[ParsedToolCall, Tool]]:
     """Turn recorded answers into tool results; returns the approved calls, which must now run.
 
+    An approved call that carries its ``held_result`` (a result a person was asked about) gets that
+    result instead: it ran before the question was put, and never runs twice.
+
     A denied ``rerun`` keeps the call's "outcome unknown" result (``key_of`` gives its idempotency key).
     """
     approved: list[tuple[ParsedToolCall, Tool]] = []
@@ -206,7 +209,10 @@ def _answers_to_results(
         elif h.kind == "client":
             results[h.call.id] = _client_result(h.call, submission)
         elif submission.get("approved") and submission.get("arguments_digest") in (None, row["arguments_digest"]):
-            approved.append((h.call, h.tool))
+            if h.held_result is not None:  # the person approved a result: the call ran already
+                results[h.call.id] = h.held_result
+            else:
+                approved.append((h.call, h.tool))
         elif h.kind == "rerun":
             results[h.call.id] = outcome_unknown_output(h.call, h.tool.name, key_of(h.call))
         else:

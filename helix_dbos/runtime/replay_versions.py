@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helix_dbos.compaction.capability import COMPACTION_PATCH
-from helix_dbos.guardrails.capability import GUARDRAILS_PATCH
+from helix_dbos.guardrails.capability import GUARDRAILS_PATCH, HELD_RESULTS_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
@@ -137,6 +137,15 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "model step (no held slot, no release step after the call); before it, a held slot and a release",
         "runtime/rate_limits.py: RateLimitCapability.before_model_call, right after the rate-limits patch, "
         "only when the matching limit's mode is exact",
+    ),
+    ReplayPatch(
+        HELD_RESULTS_PATCH,
+        "a run that asks a person about tool results a guardrail flagged records them (the workflow event "
+        "helix.guardrails.held_results); the continuation of a parked question reads them in a "
+        "{agent}.guardrails.held_results step and never runs those calls again, and asks about the result "
+        "of an approved require_approval call that a guard flags",
+        "guardrails/capability.py: Guardrails._ask, before the question is registered; "
+        "Guardrails._carry_held_results, in a continuation whose open approvals are of guarded tools",
     ),
 )
 """Every named patch, oldest first."""
