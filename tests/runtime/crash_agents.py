@@ -44,8 +44,11 @@ class NoteIn(BaseModel):
     text: str
 
 
-def compaction_agent(llm_base_url: str) -> AgentConfig:
-    """Notes lines in many tool turns of one run, then finishes; its view is compacted and summarised."""
+def compaction_agent(llm_base_url: str, *, with_policy: bool = True) -> AgentConfig:
+    """Notes lines in many tool turns of one run, then finishes; its view is compacted and summarised.
+
+    ``with_policy=False``: the same agent as it was before it had a compaction policy.
+    """
     from helix_dbos.compaction import CompactionPolicy
 
     return define_agent(
@@ -60,5 +63,7 @@ def compaction_agent(llm_base_url: str) -> AgentConfig:
         ],
         output_schema=Answer,
         max_steps=30,
-        compaction=CompactionPolicy(max_input_tokens=400, keep_last_messages=6, summarize=True),
+        compaction=CompactionPolicy(max_input_tokens=400, keep_last_messages=6, summarize=True)
+        if with_policy
+        else None,
     )

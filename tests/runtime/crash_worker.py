@@ -18,7 +18,8 @@ over the runs of a worker whose heartbeat stopped.
 
 ``--fallback`` puts the agent on a model chain (``openai/primary``, then ``openai/backup``).
 
-``--compaction`` runs an agent with a summarising compaction policy over many tool turns.
+``--compaction`` runs an agent with a summarising compaction policy over many tool turns
+(``--no-compaction-policy``: the same agent before it had one).
 
 Usage: python crash_worker.py DATABASE_URL LLM_BASE_URL SIDE_EFFECT_FILE SESSION_ID [--start] [--hitl]
        [--fallback] [--legacy-hitl-steps] [--executor-id=ID] [--takeover-after=SECONDS]
@@ -131,7 +132,7 @@ if HITL:
 if "--compaction" in sys.argv:
     from tests.runtime.crash_agents import compaction_agent
 
-    agent = compaction_agent(LLM_BASE_URL)
+    agent = compaction_agent(LLM_BASE_URL, with_policy="--no-compaction-policy" not in sys.argv)
 if "--text" in sys.argv:
     from tests.runtime.crash_agents import text_agent
 

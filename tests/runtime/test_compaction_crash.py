@@ -112,3 +112,46 @@ def test_the_recovered_step_sends_the_bytes_the_killed_one_sent(
         ]
     finally:
         store.close()
+
+
+def test_a_run_recorded_before_its_agent_had_a_policy_replays_as_recorded(
+    new_migrated_database: Callable[[str], str], tmp_path: Path
+) -> None:
+    """The ``helix-compaction`` replay patch: a worker whose agent has no policy is killed mid-run; a
+    worker whose agent has one recovers the run. Where the first worker recorded a model call, the
+    second must not record a compaction step (DBOS would refuse it), so the whole run goes on
+    without compaction: the held request is re-sent as it was, and nothing is summarised."""
+    url = new_migrated_database("compactpatch")
+    session = f"compact-{unique_name('p')}"
+    model = Model()
+    server = ScriptedOpenAIServer(handler=model)
+    base_url = server.start()
+    args = [url, base_url, str(tmp_path / "effects.txt"), session, "--compaction"]
+    first = start_worker(WORKER, [*args, "--no-compaction-policy", "--start"])
+    try:
+        _wait_for(model.held.is_set, 60, first)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert first.returncode == -signal.SIGKILL
+        held_index = len(server.requests) - 1
+        held = server.requests[held_index]
+        second = start_worker(WORKER, args)  # the agent has its policy now
+        out, _ = second.communicate(timeout=90)
+        assert second.returncode == 0, out
+        assert "finished completed" in out, out
+    finally:
+        if first.poll() is None:
+            first.kill()
+        server.stop()
+    after = server.requests[held_index + 1 :]
+    assert after[0] == held  # the recovered step re-sends the recorded, uncompacted request
+    assert not any(is_summary(b) for b in server.requests)
+    assert not any(m["content"].startswith(SUMMARY_HEADER) for b in after for m in b["messages"] if m.get("content"))
+    assert len(after[-1]["messages"]) > 2 * NOTES  # the last call still saw the whole transcript
+    store = SqlSessionStore(url)
+    try:
+        state = store.load_state(session)
+        assert state is not None and state.status == "completed"
+        assert find_unpaired_tool_call_ids(state.messages) == []
+    finally:
+        store.close()
