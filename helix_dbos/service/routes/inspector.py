@@ -22,6 +22,7 @@ from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import SessionRecord
+from helix_dbos.views.model_view import ModelView, model_view
 from helix_dbos.views.timeline import build_timeline, totals
 from helix_dbos.views.usage_view import summarise
 
@@ -219,6 +220,23 @@ def inspector_router(ctx: RouteContext) -> APIRouter:
     )
     async def get_timeline(session_id: SessionIdPath) -> TimelineView:
         return await service.call(session_timeline, service, session_id)
+
+    @router.get(
+        "/sessions/{session_id}/model-view",
+        response_model=ModelView,
+        tags=["sessions"],
+        description="What the model saw at one step of a run (after its system prompt): the compacted "
+        "messages (the summary and cleared tool results marked) and what became of each transcript message "
+        "(seen, dropped, cleared). `run_id` and `step` are a timeline step's; a step without a model call is "
+        "`state_checkpoint_not_found`.",
+        responses=error_responses(NOT_FOUND, "state_checkpoint_not_found"),
+    )
+    async def get_model_view(
+        session_id: SessionIdPath,
+        run_id: Annotated[str, Query(min_length=1, max_length=400)],
+        step: Annotated[int, Query(ge=0, le=MAX_SEQUENCE)],
+    ) -> ModelView:
+        return await service.call(model_view, service.executor.reads, session_id, run_id, step)
 
     @router.get(
         "/sessions/{session_id}/state",
