@@ -1,5 +1,5 @@
 """What the model saw at a step, beside the transcript: ``GET /v1/sessions/{id}/model-view`` and
-:func:`helix_dbos.views.model_view.model_view`, checked against the requests the scripted
+:func:`helix_dbos.compaction.model_view`, checked against the requests the scripted
 OpenAI-compatible server really received (real DBOS on PostgreSQL, the real LiteLLM adapter)."""
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import httpx
 import pytest
 
 from helix_dbos import LiteLLMAdapter, define_agent
-from helix_dbos.compaction import SUMMARY_HEADER, CompactionPolicy
+from helix_dbos.compaction import SUMMARY_HEADER, CompactionPolicy, model_view
 from helix_dbos.errors import CheckpointNotFoundError, SessionNotFoundError
 from helix_dbos.llm.litellm import import_litellm
 from helix_dbos.service import create_app
 from helix_dbos.testing import ScriptedOpenAIServer
-from helix_dbos.views.model_view import model_view
 from tests.runtime.conftest import ExecutorFactory
 from tests.service.conftest import AUTH, TOKEN
 from tests.service.test_routes import assert_error

@@ -15,6 +15,7 @@ from fastapi import Query
 from fastapi.routing import APIRouter
 from pydantic import BaseModel, ConfigDict
 
+from helix_dbos.compaction import ModelView, model_view
 from helix_dbos.errors import public_error_message
 from helix_dbos.runtime.rate_limits import rate_limit_waits
 from helix_dbos.service.errors import error_responses
@@ -22,7 +23,6 @@ from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import SessionRecord
-from helix_dbos.views.model_view import ModelView, model_view
 from helix_dbos.views.timeline import build_timeline, totals
 from helix_dbos.views.usage_view import summarise
 

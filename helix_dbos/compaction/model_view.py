@@ -3,8 +3,8 @@
 Compaction never rewrites the transcript (see :mod:`helix_dbos.compaction`): what the model was sent
 instead is rebuilt from the transcript and the recorded ``CompactionState``. An operator debugging a
 long session needs both side by side (the transcript says what happened, the view says what the
-model knew), so the Python read, ``GET /v1/sessions/{id}/model-view?step=N`` and the inspector's
-"what the model saw" panel all come from :func:`model_view`.
+model knew), so the Python read and ``GET /v1/sessions/{id}/model-view?run_id=...&step=N`` both come
+from :func:`model_view`.
 
 Where a step's view comes from:
 
