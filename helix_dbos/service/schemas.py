@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from helix_dbos.messages import UserInputMessage
 from helix_dbos.session import AgentInput, RunStatus, SessionStatus
@@ -70,7 +70,13 @@ class RetryRequest(_Request):
 
 
 class ForkRequest(_Request):
-    """``POST /v1/sessions/{id}/fork``: branch a new session from a checkpoint of this one."""
+    """``POST /v1/sessions/{id}/fork``: branch a new session from a checkpoint of this one.
+
+    ``state`` and ``state_patch`` exclude each other, and the schema says so (``not`` both
+    required), so a client generated from it never sends a body the route must refuse.
+    """
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": {"required": ["state", "state_patch"]}})
 
     checkpoint_id: Annotated[str, Field(min_length=1, max_length=400)] | None = None
     """Default: the latest checkpoint (refused while a run is in flight: name one then)."""
@@ -84,6 +90,12 @@ class ForkRequest(_Request):
     """Edited custom state: replaces the checkpoint's."""
     state_patch: dict[str, Any] | None = None
     """Edited custom state: a JSON merge patch (RFC 7396) over the checkpoint's (``null`` deletes a key)."""
+
+    @model_validator(mode="after")
+    def _one_state_edit(self) -> ForkRequest:
+        if {"state", "state_patch"} <= self.model_fields_set:
+            raise ValueError("give state (a replacement) or state_patch (a merge patch), not both")
+        return self
 
 
 class InterruptRequest(_Request):
