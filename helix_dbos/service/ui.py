@@ -32,6 +32,7 @@ UI_FILES = {
     "sse.js": "text/javascript; charset=utf-8",
     "render.js": "text/javascript; charset=utf-8",
     "fork.js": "text/javascript; charset=utf-8",
+    "model_view.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 """Every file the inspector is made of, with its media type: nothing else under ``/ui`` is served."""

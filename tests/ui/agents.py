@@ -5,6 +5,11 @@
 reports what each answered. Its model decides from the transcript alone, so any server process
 that continues the run answers the same way. Its state records each tool it ran, so the page has
 patches to show.
+
+``compactor`` looks two cities up per turn (two tool-calling model turns, then an answer) under a
+compaction policy small enough that a few turns compact: the older turns summarised, the older
+tool results cleared. Its scripted summariser writes HTML-looking text, as model text may be, so
+the page is seen to show it as text.
 """
 
 from __future__ import annotations
@@ -13,7 +18,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from helix_dbos import LLMGenerateInput, MockLLMAdapter, ToolContext, ToolResultMessage, define_agent, define_tool
+from helix_dbos import (
+    LLMGenerateInput,
+    MockLLMAdapter,
+    SystemMessage,
+    ToolContext,
+    ToolResultMessage,
+    UserMessage,
+    define_agent,
+    define_tool,
+)
+from helix_dbos.compaction import DEFAULT_SUMMARY_INSTRUCTIONS, CompactionPolicy
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
 
@@ -66,7 +81,33 @@ locator = define_agent(
 
 echo = define_agent("echo", system_prompt="Repeat what the user says.", llm_config="scripted/echo")
 
-agents = [gatekeeper, locator, echo]
+
+COMPACTOR_MAX_TOKENS = 250
+"""Small enough that ``compactor``'s third turn compacts."""
+
+SUMMARY_TEXT = "Earlier the user asked about <b>Lima</b> & <i>Oslo</i>."
+"""What ``compactor``'s summariser answers (HTML-looking on purpose)."""
+
+
+class CityIn(BaseModel):
+    city: str
+
+
+def lookup(inp: CityIn, ctx: ToolContext) -> dict[str, Any]:
+    return {"city": inp.city, "weather": f"sunny in {inp.city}"}
+
+
+compactor = define_agent(
+    "compactor",
+    system_prompt="Look each city up, then answer.",
+    llm_config="scripted/compactor",
+    tools=[define_tool("lookup", description="The weather of a city", input_schema=CityIn, execute=lookup)],
+    compaction=CompactionPolicy(
+        max_input_tokens=COMPACTOR_MAX_TOKENS, keep_last_messages=6, clear_tool_results_after_turns=1, summarize=True
+    ),
+)
+
+agents = [gatekeeper, locator, echo, compactor]
 
 PLAN_TEXT = "Planning: remove /tmp/cache, then deploy to production."
 
@@ -74,6 +115,8 @@ PLAN_TEXT = "Planning: remove /tmp/cache, then deploy to production."
 def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
     """``gatekeeper``: ask for both tools first; once both answered, report them (denials included).
     ``locator``: ask the client where the user is, then say it."""
+    if inp.agent_type == "compactor":
+        return decide_compactor(inp)
     if inp.agent_type == "echo":
         return TextStepResult(content=f"echo: {inp.messages[-1].content}", should_stop=True, stop_reason="end_turn")
     if inp.agent_type == "locator":
@@ -96,6 +139,25 @@ def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
             ParsedToolCall(id=f"rm-{n}", name="remove", arguments={"path": "/tmp/cache"}),
             ParsedToolCall(id=f"dep-{n}", name="deploy", arguments={"target": "production"}),
         ],
+        stop_reason="tool_use",
+    )
+
+
+def decide_compactor(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
+    """Summarise when the compaction asks; else look up the turn's two cities, then answer."""
+    first = inp.messages[0]
+    if isinstance(first, SystemMessage) and first.content == DEFAULT_SUMMARY_INSTRUCTIONS:
+        return TextStepResult(content=SUMMARY_TEXT, should_stop=True, stop_reason="end_turn")
+    asked = max(i for i, m in enumerate(inp.messages) if isinstance(m, UserMessage))
+    looked_up = [m for m in inp.messages[asked:] if isinstance(m, ToolResultMessage)]
+    if len(looked_up) >= 2:
+        return TextStepResult(
+            content=f"Both looked up: {len(looked_up)} results.", should_stop=True, stop_reason="end_turn"
+        )
+    city = ("Lima", "Oslo")[len(looked_up)]
+    return ToolCallsStepResult(
+        content=f"Looking up {city}.",
+        tool_calls=[ParsedToolCall(id=f"city-{len(inp.messages)}", name="lookup", arguments={"city": city})],
         stop_reason="tool_use",
     )
 

@@ -233,8 +233,8 @@ def test_the_start_form_offers_the_served_agents(page: Any, inspector_url: str, 
     agent = page.get_by_label("Agent", exact=True)
     page.locator("#run-agent option[value=echo]").wait_for(state="attached", timeout=5_000)
     offered = [o.get_attribute("value") for o in page.locator("#run-agent option").all()]
-    # The served agents, after a choice that starts none: three agents, so none is preselected.
-    assert offered == ["", "echo", "gatekeeper", "locator"], offered
+    # The served agents, after a choice that starts none: several agents, so none is preselected.
+    assert offered == ["", "compactor", "echo", "gatekeeper", "locator"], offered
     assert agent.input_value() == ""
     page.get_by_label("Message", exact=True).fill("hello")
     page.get_by_role("button", name="Start").click()

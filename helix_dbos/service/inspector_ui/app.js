@@ -2,6 +2,7 @@
 import { api, ApiError, setToken, token } from "./api.js";
 import { badge, cost, duration, h, json, message, time } from "./render.js";
 import { openForkDialog } from "./fork.js";
+import { showModelView } from "./model_view.js";
 import { follow } from "./sse.js";
 
 const $ = (id) => document.getElementById(id);
@@ -188,8 +189,9 @@ function section(id, title, ...body) {
   return h("section", { class: "card", id, "aria-labelledby": `${id}-title` }, h("h2", { id: `${id}-title` }, title), ...body);
 }
 
-async function sessionPage(id) {
-  const page = { id, stream: null, timer: null, patches: [], text: "", refreshes: 0 };
+// #/s/<id>?run=<run_id>&step=<n> opens the session with "What the model saw" at that step shown.
+async function sessionPage(id, params) {
+  const page = { id, stream: null, timer: null, patches: [], text: "", refreshes: 0, timeline: null };
   current = page;
   const live = h("div", { id: "live-text", "aria-live": "polite" });
   const liveEvents = h("ul", { class: "live-events", id: "live-events" });
@@ -202,6 +204,9 @@ async function sessionPage(id) {
     transcript: h("ol", { class: "transcript", id: "transcript" }),
     state: h("div", { id: "state" }),
     timeline: h("div", { id: "timeline-body", class: "scroll" }),
+    modelView: h("div", { id: "model-view-body" }, h("p", { class: "muted" },
+      "Choose \u201cWhat the model saw\u201d on a timeline step: the messages its model call was sent, "
+      + "which differ from the transcript once a compaction dropped, summarised or cleared some.")),
   };
   page.parts = parts;
   view.replaceChildren(
@@ -215,6 +220,7 @@ async function sessionPage(id) {
         section("live", "Live", h("p", {}, "Stream: ", streamState), live, liveEvents),
         section("messages", "Transcript", parts.transcript)),
       h("div", {},
+        section("model-view", "What the model saw", parts.modelView),
         section("custom-state", "Custom state", parts.state))),
     section("timeline", "Timeline", parts.timeline),
   );
@@ -223,6 +229,13 @@ async function sessionPage(id) {
   if (current !== page) return;
   renderSession(page, parts, snap);
   await refresh(page, parts, snap);
+  if (current !== page) return;
+  const linkedRun = params.get("run");
+  const linkedStep = Number(params.get("step"));
+  if (linkedRun && Number.isInteger(linkedStep)) {
+    const run = page.timeline && page.timeline.runs.find((r) => r.run_id === linkedRun);
+    openModelView(page, parts, linkedRun, linkedStep, run ? `turn ${run.turn} step ${linkedStep}` : `step ${linkedStep} of run ${linkedRun}`, false);
+  }
 
   const start = snap.current_run ? snap.current_run.stream_start_sequence : 0;
   const onEvent = (event) => {
@@ -465,13 +478,27 @@ function stepStatus(status) {
   return status === "running" ? "committed" : status;
 }
 
+// The panel beside the transcript; the URL says which step it shows (a link to share, kept on reload)
+// without a hashchange, which would rebuild the page.
+function openModelView(page, parts, runId, step, label, moveFocus = true) {
+  const query = new URLSearchParams({ run: runId, step: String(step) });
+  history.replaceState(null, "", `#/s/${encodeURIComponent(page.id)}?${query}`);
+  const shown = showModelView(parts.modelView, { sessionId: page.id, runId, step, label });
+  if (moveFocus) {
+    const title = document.getElementById("model-view-title");
+    if (title) { title.scrollIntoView({ block: "start" }); title.focus({ preventScroll: true }); }
+  }
+  shown.catch((err) => { if (current === page) showError(err); });
+}
+
 function renderTimeline(page, parts, timeline) {
+  page.timeline = timeline;
   const rows = [];
   const checkpoints = [];
   for (const run of timeline.runs) {
     rows.push(h("tr", { class: "run-row" }, h("th", { scope: "row", colspan: 2 }, `turn ${run.turn} · ${run.mode}`),
       h("td", {}, badge(run.status), run.waiting_for_rate_limit ? h("span", { class: "rate-wait" }, ` waiting for rate limit ${run.waiting_for_rate_limit}`) : null), h("td", { class: "num" }, duration(run.duration_ms)),
-      h("td", { class: "num" }, run.totals.input_tokens + run.totals.output_tokens), h("td", { class: "num" }, cost(run.totals.cost_usd)), h("td")));
+      h("td", { class: "num" }, run.totals.input_tokens + run.totals.output_tokens), h("td", { class: "num" }, cost(run.totals.cost_usd)), h("td"), h("td")));
     for (const step of run.steps) {
       const label = `turn ${run.turn} step ${step.step}`;
       if (step.checkpoint_id) checkpoints.push([step.checkpoint_id, label]);
@@ -480,6 +507,9 @@ function renderTimeline(page, parts, timeline) {
         openForkDialog({ sessionId: page.id, checkpointId: step.checkpoint_id, label,
           onForked: (fork) => { notice(`Forked ${fork.session_id} from ${label}.`, "info"); location.hash = `#/s/${encodeURIComponent(fork.session_id)}`; },
           onError: showError }) }, "Fork from here") : null;
+      // Step 0 is the run's start: no model call, nothing the model saw.
+      const sawHere = step.step >= 1 ? h("button", { type: "button", class: "small", "aria-label": `What the model saw at ${label}`,
+        onclick: () => openModelView(page, parts, run.run_id, step.step, label) }, "What the model saw") : null;
       rows.push(h("tr", { class: "step-row" },
         h("td", { class: "nowrap" }, `step ${step.step}`),
         h("td", {}, [step.model || "", ...step.tool_calls.map((t) => ` ${t.name}${t.success ? "" : " ✗"}`)].join("")),
@@ -487,7 +517,8 @@ function renderTimeline(page, parts, timeline) {
         h("td", { class: "num" }, duration(step.duration_ms)),
         h("td", { class: "num" }, step.input_tokens + step.output_tokens),
         h("td", { class: "num" }, cost(step.cost_usd)),
-        h("td", {}, forkHere)));
+        h("td", {}, forkHere),
+        h("td", {}, sawHere)));
     }
   }
   page.checkpoints = checkpoints;
@@ -498,9 +529,9 @@ function renderTimeline(page, parts, timeline) {
   }
   const t = timeline.totals;
   parts.timeline.replaceChildren(h("table", { "aria-label": "Step timeline" },
-    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Status", "Took", "Tokens", "Cost", "Time travel"].map((x, i) => h("th", { scope: "col", class: i >= 3 && i <= 5 ? "num" : "" }, x)))),
-    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No steps yet."))),
-    h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: 4 }, "Total"), h("td", { class: "num" }, t.input_tokens + t.output_tokens), h("td", { class: "num" }, cost(t.cost_usd)), h("td"))),
+    h("thead", {}, h("tr", {}, ["Step", "Model / tools", "Status", "Took", "Tokens", "Cost", "Time travel", "Model view"].map((x, i) => h("th", { scope: "col", class: i >= 3 && i <= 5 ? "num" : "" }, x)))),
+    h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No steps yet."))),
+    h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: 4 }, "Total"), h("td", { class: "num" }, t.input_tokens + t.output_tokens), h("td", { class: "num" }, cost(t.cost_usd)), h("td"), h("td"))),
   ));
 }
 
@@ -518,7 +549,10 @@ async function route() {
   const hash = location.hash || "#/";
   const onSession = hash.startsWith("#/s/");
   try {
-    if (onSession) await sessionPage(decodeURIComponent(hash.slice(4)));
+    if (onSession) {
+      const [path, query] = hash.slice(4).split("?");
+      await sessionPage(decodeURIComponent(path), new URLSearchParams(query || ""));
+    }
     else await listPage(new URLSearchParams(hash.split("?")[1] || ""), mine);
   } catch (err) {
     if (mine !== routed) return; // a newer page shows by now
