@@ -78,8 +78,12 @@ def test_a_compacted_step_shows_the_summary_the_cleared_result_and_the_dropped_m
     expect_text(cleared.locator(".role"), "cleared")
     expect_text(cleared, CLEARED_TOOL_RESULT)
     index = int(cleared.get_attribute("data-transcript-index") or "-1")
-    transcript = page.locator("#transcript > li")
-    expect_text(transcript.nth(index), "sunny in")
+    in_transcript = page.locator(f"#transcript > li[data-transcript-index='{index}']")
+    expect_text(in_transcript.locator(".role"), f"#{index} ")
+    expect_text(in_transcript, "sunny in")
+
+    # docs/inspector-model-view.png: the view beside the transcript.
+    page.locator("main .grid").screenshot(path=str(tmp_path / "model-view-beside-transcript.png"))
 
     # What was dropped: the earlier turns, the first user message among them.
     dropped = view["transcript_marks"].count("dropped")

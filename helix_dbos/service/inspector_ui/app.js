@@ -1,6 +1,6 @@
 // The inspector: a sessions list and a session page, driven by the hash (#/ and #/s/<id>).
 import { api, ApiError, setToken, token } from "./api.js";
-import { badge, cost, duration, h, json, message, time } from "./render.js";
+import { badge, cost, duration, h, json, message, numbered, time } from "./render.js";
 import { openForkDialog } from "./fork.js";
 import { showModelView } from "./model_view.js";
 import { follow } from "./sse.js";
@@ -329,7 +329,7 @@ async function refresh(page, parts, snap) {
     api(`/sessions/${id}/timeline`),
   ]);
   if (current !== page) return;
-  parts.transcript.replaceChildren(...messages.messages.map(message));
+  parts.transcript.replaceChildren(...messages.messages.map((m, i) => numbered(message(m), messages.offset + i)));
   const patches = page.patches.slice(-5).map((p) => h("pre", { class: "patch" }, json(p)));
   parts.state.replaceChildren(h("pre", {}, json(state.state)),
     patches.length ? h("div", {}, h("h3", {}, "Latest patches"), ...patches) : "");

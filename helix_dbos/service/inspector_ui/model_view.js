@@ -3,7 +3,7 @@
 // (older turns dropped or summarised, old tool results cleared), and debugging an answer needs
 // both. Every text goes in through h() (textContent): model text is never parsed as HTML.
 import { api, ApiError } from "./api.js";
-import { h, message } from "./render.js";
+import { h, message, numbered } from "./render.js";
 
 const REASONS = {
   tokens: (c) => `the view counted ${c.tokens_before} tokens, over the policy's limit`,
@@ -31,11 +31,9 @@ function sentMessage(item, dropped) {
         ` of ${dropped} earlier message(s)`),
       h("div", { class: "content" }, item.message.content));
   }
-  const li = message(item.message);
+  const li = numbered(message(item.message), item.transcript_index);
   li.dataset.kind = item.kind;
-  li.dataset.transcriptIndex = String(item.transcript_index);
   const role = li.querySelector(".role");
-  role.prepend(h("span", { class: "index" }, `#${item.transcript_index} `));
   if (item.kind === "cleared_tool_result") {
     li.classList.add("msg-cleared");
     role.append(" ", mark("cleared", "The model saw this placeholder instead of the tool's result"));
@@ -68,12 +66,7 @@ function droppedList(sessionId, indices) {
       const limit = Math.min(500, indices[indices.length - 1] + 1);
       const page = await api(`/sessions/${encodeURIComponent(sessionId)}/messages`, { query: { offset: 0, limit } });
       const wanted = new Set(indices);
-      const items = page.messages.map((m, i) => [m, i]).filter(([, i]) => wanted.has(i)).map(([m, i]) => {
-        const li = message(m);
-        li.dataset.transcriptIndex = String(i);
-        li.querySelector(".role").prepend(h("span", { class: "index" }, `#${i} `));
-        return li;
-      });
+      const items = page.messages.map((m, i) => [m, i]).filter(([, i]) => wanted.has(i)).map(([m, i]) => numbered(message(m), i));
       const more = indices.length - items.length;
       if (more > 0) items.push(h("li", { class: "muted" }, `and ${more} more (past the first 500 messages)`));
       list.replaceChildren(...items);

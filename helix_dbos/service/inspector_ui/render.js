@@ -61,3 +61,11 @@ export function message(m) {
   }
   return h("li", { class: `msg msg-${role}` }, parts);
 }
+
+/** A rendered message labelled with its position in the transcript (#0 is the first), so a
+ * message in "What the model saw" can be found in the transcript beside it. */
+export function numbered(li, index) {
+  li.dataset.transcriptIndex = String(index);
+  li.querySelector(".role").prepend(h("span", { class: "index" }, `#${index} `));
+  return li;
+}
