@@ -1,4 +1,5 @@
-// The inspector: a sessions list and a session page, driven by the hash (#/ and #/s/<id>).
+// The inspector: a sessions list and a session page, driven by the hash (#/ and #/s/<id>, with
+// ?run=<run_id>&step=<n> when the page shows "What the model saw" at that step).
 import { api, ApiError, setToken, token } from "./api.js";
 import { badge, cost, duration, h, json, message, numbered, time } from "./render.js";
 import { openForkDialog } from "./fork.js";
