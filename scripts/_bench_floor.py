@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -75,6 +76,14 @@ _FINISH = sa.text(
 _engine: sa.Engine | None = None
 
 
+def _instant() -> float:
+    return 0.0
+
+
+model_latency: Callable[[], float] = _instant
+"""Seconds the model step sleeps (``bench_capacity.py`` sets it for its load; instant otherwise)."""
+
+
 def install(url: str) -> None:
     """Create the floor's tables and its engine (psycopg, as helix-dbos's store uses)."""
     global _engine
@@ -118,6 +127,9 @@ def _commit(run_id: str, i: int, reply: dict[str, Any]) -> None:
 
 @DBOS.step(name="floor.llm")
 def floor_llm(run_id: str, i: int) -> dict[str, Any]:
+    latency = model_latency()
+    if latency:
+        time.sleep(latency)
     reply: dict[str, Any] = (
         {"type": "tool_calls", "tool_calls": [{"id": f"c{i}", "name": "noop", "arguments": {"i": i}}]}
         if i < TOOL_CALLS
@@ -145,13 +157,18 @@ def floor_workflow(run_id: str) -> str:
     return "unreachable"
 
 
-def run_floor() -> float:
-    """One run, as the caller sees it: the run's row, the workflow, its result. Returns milliseconds."""
+def start_run(run_id: str) -> None:
+    """The caller's part of a start: the run's row and the user's message, in one statement."""
     assert _engine is not None
-    started = time.perf_counter()
-    run_id = f"floor-{uuid.uuid4().hex}"
     with _engine.begin() as conn:
         conn.execute(_START, {"run": run_id, "now": _now(), "message": '{"role": "user", "content": "go"}'})
+
+
+def run_floor() -> float:
+    """One run, as the caller sees it: the run's row, the workflow, its result. Returns milliseconds."""
+    started = time.perf_counter()
+    run_id = f"floor-{uuid.uuid4().hex}"
+    start_run(run_id)
     with SetWorkflowID(run_id):
         handle = DBOS.start_workflow(floor_workflow, run_id)
     assert handle.get_result() == "done"

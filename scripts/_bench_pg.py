@@ -38,6 +38,16 @@ class Snapshot:
     xact_commit: int
     xid_horizon: int
     taken_at: float
+    rows_written: int = 0
+    """Rows inserted, updated and deleted (``pg_stat_database``; flushed like ``xact_commit``)."""
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Background rates measured while idle, per second."""
+
+    xact_commit: float
+    rows_written: float
 
 
 class ServerCounters:
@@ -67,9 +77,11 @@ class ServerCounters:
             conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
             row = conn.exec_driver_sql(
                 "SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),"
-                " pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+                " pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
+                " (SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database"
+                "  WHERE datname = current_database())"
             ).one()
-        return Snapshot(int(row[0]), int(row[1]), time.perf_counter())
+        return Snapshot(int(row[0]), int(row[1]), time.perf_counter(), int(row[2]))
 
     def calibrate(self) -> float:
         """Measure the idle rate of committed transactions (per second); later deltas subtract it."""
@@ -81,6 +93,20 @@ class ServerCounters:
     def commits_between(self, before: Snapshot, after: Snapshot) -> float:
         """Committed transactions between two waited snapshots, less the background over that time."""
         return after.xact_commit - before.xact_commit - self.background_rate * (after.taken_at - before.taken_at)
+
+    @staticmethod
+    def rate_between(before: Snapshot, after: Snapshot) -> Rates:
+        """Committed transactions and written rows per second between two idle snapshots."""
+        seconds = max(after.taken_at - before.taken_at, 1e-9)
+        return Rates(
+            (after.xact_commit - before.xact_commit) / seconds, (after.rows_written - before.rows_written) / seconds
+        )
+
+    @staticmethod
+    def delta(before: Snapshot, after: Snapshot, background_per_s: float, field: str = "xact_commit") -> float:
+        """``field``'s growth between two waited snapshots, less ``background_per_s`` over that time."""
+        grown = float(getattr(after, field) - getattr(before, field))
+        return grown - background_per_s * (after.taken_at - before.taken_at)
 
     def reset_statements(self) -> None:
         if self.statements:

@@ -1,0 +1,492 @@
+"""Capacity: many agent runs at once on one process, helix-dbos beside the bare DBOS engines under it.
+
+The load of issue 32: ``--runs`` runs (default 200) started at once, each 10 model calls of
+``--latency`` seconds (an in-process model that sleeps) and 9 instant tool calls, so the ideal is
+every run done in ``10 x latency`` and ``runs / (10 x latency)`` runs per second. The stacks:
+
+- ``bare-sync``: a sync DBOS workflow making 19 sync steps (the model step sleeps in its thread);
+- ``bare-async``: an async DBOS workflow making 19 async steps (the model step awaits a sleep);
+- ``helix``: helix-dbos as ``launch()`` builds it on PostgreSQL (durable stream), with an async model;
+- ``floor``: bare-sync plus the least durable bookkeeping helix-dbos's contract needs
+  (``scripts/_bench_floor.py``): the yardstick of what any engine keeping a transcript pays.
+
+Each stack runs in its own child process (so peak RSS, peak threads and CPU are that stack's),
+one after the other, alternated over ``--rounds`` rounds, on the same throw-away PostgreSQL
+(``tests/pg.py``), whose figures are medians over the rounds. A child launches its stack, warms it
+up, measures ``--sequential`` runs one at a time with an instant model (the sequential latency),
+then the load. It prints, per stack: runs per second, latency over the ideal (p50 / p99, each run
+from its start call to its workflow's completion as DBOS recorded it), client CPU per run (every
+thread of the child), committed PostgreSQL transactions and written rows (inserted + updated +
+deleted) per run from ``pg_stat_database`` (read after an idle wait so every backend has flushed
+its counters, the child's idle rate subtracted: see scripts/_bench_pg.py), peak RSS and peak
+threads; then helix-dbos's ratios to each bare engine and the targets of issue 32, pass or fail.
+
+Usage:  python scripts/bench_capacity.py [--runs 200] [--latency 1.0] [--rounds 2] [--sequential 20]
+        [--stacks bare-sync,bare-async,helix,floor] [--flush-wait 11] [--database-url URL]
+Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster.
+``--flush-wait 0`` skips the idle waits (quick, but the transaction counts are then approximate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODEL_CALLS = 10
+TOOL_CALLS = MODEL_CALLS - 1
+STACKS = ("bare-sync", "bare-async", "helix", "floor")
+RESULT_PREFIX = "CAPACITY-RESULT "
+
+
+# -- the child: one stack ------------------------------------------------------------------------
+
+
+class Clock:
+    """The model latency, switched off for the warm-up and the sequential runs."""
+
+    seconds = 0.0
+
+
+class ThreadPeak:
+    """Samples the process's OS thread count (``/proc/self/status``) every 20 ms; keeps the peak."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="thread-peak")
+        self._thread.start()
+
+    @staticmethod
+    def now() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+        return threading.active_count()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self.now())
+
+    def reset(self) -> None:
+        self.peak = self.now()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class Stack:
+    """One stack in its child: start one run (returns its workflow id), wait for it, stop the stack."""
+
+    start: Callable[[], str]
+    wait: Callable[[str], None]
+    close: Callable[[], None]
+
+
+def bare_sync_stack(url: str) -> Stack:
+    from dbos import DBOS, SetWorkflowID
+
+    from scripts._bench_setup import configure_dbos
+
+    @DBOS.step(name="bare.llm")
+    def bare_llm(i: int) -> dict[str, Any]:
+        if Clock.seconds:
+            time.sleep(Clock.seconds)
+        if i < TOOL_CALLS:
+            return {"type": "tool_calls", "tool_calls": [{"id": f"c{i}", "name": "noop", "arguments": {"i": i}}]}
+        return {"type": "text", "content": "done"}
+
+    @DBOS.step(name="bare.tool")
+    def bare_tool(i: int) -> dict[str, Any]:
+        return {"ok": True, "i": i}
+
+    @DBOS.workflow(name="bare.agent")
+    def bare_workflow() -> str:
+        for i in range(MODEL_CALLS):
+            out = bare_llm(i)
+            if out["type"] == "text":
+                return str(out["content"])
+            bare_tool(i)
+        return "unreachable"
+
+    configure_dbos(url)
+    DBOS.launch()
+    handles: dict[str, Any] = {}
+
+    def start() -> str:
+        workflow_id = f"bare-{uuid.uuid4().hex}"
+        with SetWorkflowID(workflow_id):
+            handles[workflow_id] = DBOS.start_workflow(bare_workflow)
+        return workflow_id
+
+    def wait(workflow_id: str) -> None:
+        assert handles.pop(workflow_id).get_result() == "done"
+
+    return Stack(start, wait, DBOS.destroy)
+
+
+def bare_async_stack(url: str) -> Stack:
+    from dbos import DBOS, SetWorkflowID
+
+    from scripts._bench_setup import configure_dbos
+
+    @DBOS.step(name="bare.llm")
+    async def bare_llm(i: int) -> dict[str, Any]:
+        if Clock.seconds:
+            await asyncio.sleep(Clock.seconds)
+        if i < TOOL_CALLS:
+            return {"type": "tool_calls", "tool_calls": [{"id": f"c{i}", "name": "noop", "arguments": {"i": i}}]}
+        return {"type": "text", "content": "done"}
+
+    @DBOS.step(name="bare.tool")
+    async def bare_tool(i: int) -> dict[str, Any]:
+        return {"ok": True, "i": i}
+
+    @DBOS.workflow(name="bare.agent")
+    async def bare_workflow() -> str:
+        for i in range(MODEL_CALLS):
+            out = await bare_llm(i)
+            if out["type"] == "text":
+                return str(out["content"])
+            await bare_tool(i)
+        return "unreachable"
+
+    configure_dbos(url)
+    DBOS.launch()
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True, name="bench-client-loop")
+    runner.start()
+    handles: dict[str, Any] = {}
+
+    async def start_one(workflow_id: str) -> Any:
+        with SetWorkflowID(workflow_id):
+            return await DBOS.start_workflow_async(bare_workflow)
+
+    def start() -> str:
+        workflow_id = f"bare-{uuid.uuid4().hex}"
+        handles[workflow_id] = asyncio.run_coroutine_threadsafe(start_one(workflow_id), loop).result()
+        return workflow_id
+
+    def wait(workflow_id: str) -> None:
+        handle = handles.pop(workflow_id)
+        assert asyncio.run_coroutine_threadsafe(handle.get_result(), loop).result() == "done"
+
+    def close() -> None:
+        DBOS.destroy()
+        loop.call_soon_threadsafe(loop.stop)
+
+    return Stack(start, wait, close)
+
+
+def helix_stack(url: str) -> Stack:
+    from helix_dbos import LLMGenerateInput, StepResult, define_agent, define_tool, launch, shutdown
+    from helix_dbos.messages import ToolResultMessage
+    from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
+
+    class SleepingModel:
+        """Sleeps the model latency (awaiting, as a network call would), then scripts the next turn."""
+
+        async def generate_step(self, input: LLMGenerateInput) -> StepResult:
+            if Clock.seconds:
+                await asyncio.sleep(Clock.seconds)
+            seen = sum(isinstance(m, ToolResultMessage) for m in input.messages)
+            if seen < TOOL_CALLS:
+                return ToolCallsStepResult(
+                    tool_calls=[ParsedToolCall(id=f"c{seen}", name="noop", arguments={"i": seen})],
+                    stop_reason="tool_use",
+                )
+            return TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
+
+    agent = define_agent(
+        "bench",
+        system_prompt="benchmark",
+        llm_config="openai/none",
+        tools=[define_tool("noop", execute=lambda inp, ctx: {"ok": True, "i": inp.get("i")})],
+        max_steps=MODEL_CALLS + 5,
+    )
+    executor = launch(url, agents=[agent], llm_adapter=SleepingModel(), takeover_after_seconds=None)
+    handles: dict[str, Any] = {}
+
+    def start() -> str:
+        handle = executor.execute(agent, "go", session_id=f"c-{uuid.uuid4().hex}")
+        handles[handle.workflow_id] = handle
+        return handle.workflow_id
+
+    def wait(workflow_id: str) -> None:
+        result = handles.pop(workflow_id).result()
+        assert result.status == "completed", result
+
+    return Stack(start, wait, lambda: shutdown(executor))
+
+
+def floor_stack(url: str) -> Stack:
+    from dbos import DBOS, SetWorkflowID
+
+    from scripts import _bench_floor
+    from scripts._bench_setup import configure_dbos
+
+    _bench_floor.model_latency = lambda: Clock.seconds
+    configure_dbos(url)
+    _bench_floor.install(url)
+    DBOS.launch()
+    handles: dict[str, Any] = {}
+
+    def start() -> str:
+        workflow_id = f"floor-{uuid.uuid4().hex}"
+        _bench_floor.start_run(workflow_id)
+        with SetWorkflowID(workflow_id):
+            handles[workflow_id] = DBOS.start_workflow(_bench_floor.floor_workflow, workflow_id)
+        return workflow_id
+
+    def wait(workflow_id: str) -> None:
+        assert handles.pop(workflow_id).get_result() == "done"
+
+    def close() -> None:
+        _bench_floor.close()
+        DBOS.destroy()
+
+    return Stack(start, wait, close)
+
+
+def run_child(stack_name: str, url: str, runs: int, latency: float, sequential: int, flush_wait: float) -> None:
+    """Measure one stack in this process and print its figures as one JSON line."""
+    from dbos import DBOS
+
+    from scripts._bench_pg import ServerCounters
+
+    threads = ThreadPeak()
+    stack = {"bare-sync": bare_sync_stack, "bare-async": bare_async_stack, "helix": helix_stack, "floor": floor_stack}[
+        stack_name
+    ](url)
+    for _ in range(3):  # warm up every path
+        stack.wait(stack.start())
+    sequential_ms = []
+    for _ in range(sequential):
+        began = time.perf_counter()
+        stack.wait(stack.start())
+        sequential_ms.append((time.perf_counter() - began) * 1000)
+    counters = ServerCounters(url, flush_wait=flush_wait)
+    idle_from = counters.snapshot()
+    before = counters.snapshot()
+    background = counters.rate_between(idle_from, before)
+    Clock.seconds = latency
+    threads.reset()
+    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+    started_at: dict[str, float] = {}
+    first = time.time()
+    for _ in range(runs):
+        submitted = time.time()
+        started_at[stack.start()] = submitted
+    for workflow_id in started_at:
+        stack.wait(workflow_id)
+    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    peak_threads = threads.peak
+    after = counters.snapshot()
+    statuses = DBOS.list_workflows(workflow_ids=list(started_at), load_input=False, load_output=False)
+    finished = {s.workflow_id: (s.updated_at or 0) / 1000 for s in statuses}
+    latencies = sorted(finished[w] - started_at[w] for w in started_at)
+    cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    result = {
+        "stack": stack_name,
+        "runs": runs,
+        "wall_s": max(finished.values()) - first,
+        "latency_s": latencies,
+        "cpu_ms_per_run": cpu / runs * 1000,
+        "xacts_per_run": counters.delta(before, after, background.xact_commit) / runs,
+        "rows_per_run": counters.delta(before, after, background.rows_written, field="rows_written") / runs,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_threads": peak_threads,
+        "sequential_ms": statistics.median(sequential_ms) if sequential_ms else None,
+    }
+    counters.close()
+    threads.stop()
+    stack.close()
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    os._exit(0)  # the stacks' daemon threads are not waited for: the figures are out
+
+
+# -- the parent: alternate the stacks, print the table -------------------------------------------
+
+
+def measure_stack(stack: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        stack,
+        "--database-url",
+        url,
+        "--runs",
+        str(args.runs),
+        "--latency",
+        str(args.latency),
+        "--sequential",
+        str(args.sequential),
+        "--flush-wait",
+        str(args.flush_wait),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.child_timeout)
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return dict(json.loads(line[len(RESULT_PREFIX) :]))
+    raise SystemExit(f"{stack} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+
+
+@dataclass
+class Figures:
+    """One stack's medians over the rounds."""
+
+    runs_per_s: float
+    p50_over_s: float
+    p99_over_s: float
+    cpu_ms: float
+    xacts: float
+    rows: float
+    rss_mb: float
+    threads: float
+    sequential_ms: float | None
+
+    @staticmethod
+    def of(results: list[dict[str, Any]], ideal_s: float) -> Figures:
+        def med(values: list[float]) -> float:
+            return statistics.median(values)
+
+        def pct(latencies: list[float], q: float) -> float:
+            return latencies[min(len(latencies) - 1, int(q * len(latencies)))] - ideal_s
+
+        sequential = [r["sequential_ms"] for r in results if r["sequential_ms"] is not None]
+        return Figures(
+            runs_per_s=med([r["runs"] / r["wall_s"] for r in results]),
+            p50_over_s=med([pct(r["latency_s"], 0.5) for r in results]),
+            p99_over_s=med([pct(r["latency_s"], 0.99) for r in results]),
+            cpu_ms=med([r["cpu_ms_per_run"] for r in results]),
+            xacts=med([r["xacts_per_run"] for r in results]),
+            rows=med([r["rows_per_run"] for r in results]),
+            rss_mb=med([r["peak_rss_mb"] for r in results]),
+            threads=med([r["peak_threads"] for r in results]),
+            sequential_ms=med(sequential) if sequential else None,
+        )
+
+    def row(self, name: str) -> str:
+        sequential = f"{self.sequential_ms:7.1f}" if self.sequential_ms is not None else "      -"
+        return (
+            f"  {name:10s} {self.runs_per_s:7.1f} {self.p50_over_s:+8.2f} {self.p99_over_s:+8.2f} "
+            f"{self.cpu_ms:8.1f} {self.xacts:7.1f} {self.rows:7.1f} {self.rss_mb:7.0f} {self.threads:7.0f} {sequential}"
+        )
+
+
+HEADER = (
+    "  stack       runs/s  p50+ideal p99+ideal  CPU ms/run xacts/run rows/run  RSS MB threads  seq ms\n"
+    "  ---------- ------- -------- -------- -------- ------- ------- ------- ------- -------"
+)
+
+
+def ratios(helix: Figures, bare: Figures, label: str) -> str:
+    sequential = (
+        f"  sequential {helix.sequential_ms / bare.sequential_ms:5.2f}x"
+        if helix.sequential_ms and bare.sequential_ms
+        else ""
+    )
+    return (
+        f"  helix/{label:10s}: runs/s {helix.runs_per_s / bare.runs_per_s:5.2f}x  "
+        f"CPU {helix.cpu_ms / bare.cpu_ms:5.2f}x  xacts {helix.xacts - bare.xacts:+6.1f}/run  "
+        f"rows {helix.rows - bare.rows:+6.1f}/run  RSS {helix.rss_mb / bare.rss_mb:5.2f}x{sequential}"
+    )
+
+
+def targets(figures: dict[str, Figures]) -> list[str]:
+    """Issue 32's targets against bare DBOS sync (and, for CPU, the cheaper bare engine)."""
+    helix, bare = figures["helix"], figures["bare-sync"]
+    cheaper_cpu = min(f.cpu_ms for name, f in figures.items() if name.startswith("bare-"))
+    checks = [
+        (
+            "runs/s >= 0.9x bare sync",
+            f"{helix.runs_per_s / bare.runs_per_s:.2f}x",
+            helix.runs_per_s >= 0.9 * bare.runs_per_s,
+        ),
+        ("CPU/run <= 1.2x bare", f"{helix.cpu_ms / cheaper_cpu:.2f}x", helix.cpu_ms <= 1.2 * cheaper_cpu),
+        ("xacts/run <= bare + 11", f"{helix.xacts - bare.xacts:+.1f}", helix.xacts <= bare.xacts + 11),
+    ]
+    if helix.sequential_ms and bare.sequential_ms:
+        floor = figures.get("floor")
+        floor_note = (
+            f", the floor {floor.sequential_ms / bare.sequential_ms:.2f}x" if floor and floor.sequential_ms else ""
+        )
+        checks.append(
+            (
+                "sequential latency <= 1.5x bare sync",
+                f"{helix.sequential_ms / bare.sequential_ms:.2f}x{floor_note}",
+                helix.sequential_ms <= 1.5 * bare.sequential_ms,
+            )
+        )
+    return [f"  {'PASS' if ok else 'FAIL'}  {name}: {value}" for name, value, ok in checks]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=200, help="runs started at once (up to 1,000)")
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds per model call")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (medians over them)")
+    parser.add_argument("--sequential", type=int, default=20, help="runs one at a time, instant model (0: none)")
+    parser.add_argument("--stacks", default=",".join(STACKS), help=f"comma-separated, of {', '.join(STACKS)}")
+    parser.add_argument("--flush-wait", type=float, default=11.0, help="idle seconds before a counter snapshot")
+    parser.add_argument("--child-timeout", type=float, default=1800.0)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--child", choices=STACKS, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        run_child(args.child, args.database_url, args.runs, args.latency, args.sequential, args.flush_wait)
+        return
+    stacks = [s.strip() for s in args.stacks.split(",") if s.strip()]
+    unknown = sorted(set(stacks) - set(STACKS))
+    if unknown:
+        parser.error(f"unknown stacks {unknown}; choose from {', '.join(STACKS)}")
+    from scripts._bench_setup import bench_database
+
+    ideal = MODEL_CALLS * args.latency
+    with bench_database(args.database_url, "capacity") as url:
+        results: dict[str, list[dict[str, Any]]] = {s: [] for s in stacks}
+        for round_no in range(args.rounds):
+            order = stacks if round_no % 2 == 0 else list(reversed(stacks))
+            for stack in order:
+                results[stack].append(measure_stack(stack, url, args))
+        load = os.getloadavg()
+        print(
+            f"load: {args.runs} runs at once, {MODEL_CALLS} model calls of {args.latency:g} s + {TOOL_CALLS} "
+            f"instant tools each; ideal {ideal:g} s per run, {args.runs / ideal:.1f} runs/s. One process per stack, "
+            f"{args.rounds} alternating rounds (medians); PostgreSQL at {url.split('@')[-1]}; "
+            f"machine load average {load[0]:.1f} ({os.cpu_count()} cores)"
+        )
+        figures = {s: Figures.of(r, ideal) for s, r in results.items()}
+        print(HEADER)
+        for stack, fig in figures.items():
+            print(fig.row(stack))
+        if "helix" in figures:
+            for bare in ("bare-sync", "bare-async", "floor"):
+                if bare in figures:
+                    print(ratios(figures["helix"], figures[bare], bare))
+            if "bare-sync" in figures:
+                print("targets (issue 32):")
+                for line in targets(figures):
+                    print(line)
+
+
+if __name__ == "__main__":
+    main()

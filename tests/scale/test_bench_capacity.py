@@ -1,0 +1,44 @@
+"""``scripts/bench_capacity.py`` runs end to end and prints its table, ratios and targets.
+
+A smoke run (5 runs of 0.05 s model calls, one round, no idle waits): it checks that every stack's
+child process launches, runs the load and reports, not any figure. The figures belong in the
+benchmark's own output (docs/scaling.md), never in a timed assert.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(180)
+def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: str) -> None:
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench_capacity.py"),
+        "--runs=5",
+        "--latency=0.05",
+        "--rounds=1",
+        "--sequential=1",
+        "--flush-wait=0",
+        "--stacks=bare-sync,bare-async,helix",
+        f"--database-url={pg_database_url}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=170, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for stack in ("bare-sync", "bare-async", "helix"):
+        row = next(line for line in lines if line.split()[:1] == [stack])
+        assert len(row.split()) == 10, row  # the stack and its nine figures
+    assert any(line.strip().startswith("helix/bare-sync") for line in lines)
+    verdicts = [line.split()[0] for line in lines[lines.index("targets (issue 32):") + 1 :]]
+    assert len(verdicts) == 4 and set(verdicts) <= {"PASS", "FAIL"}, done.stdout
