@@ -42,6 +42,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── MCPServerError                  tool_execution_failed, tool_timeout  an MCP server down, failing or too slow
     │                                   (a call's failure is the tool error the model sees)
     ├── GuardrailTrippedError           guardrail_tripped     a guardrail stopped the run (``guard``, ``reason``)
+    ├── TenantBudgetExceededError       tenant_budget_exceeded  the tenant's spend reached its TenantBudget
     ├── RemoteSubAgentClientToolUnsupportedError  framework_not_supported  a remote sub-agent waits for a
     │                                   client-executed tool (failure_reason ``client-tool-unsupported``)
     └── ServiceResponseError            the service's code    ``helix_dbos.client``: a helix-dbos service
@@ -105,6 +106,7 @@ ErrorCode = Literal[
     "framework_not_supported",
     "framework_cancelled",
     "guardrail_tripped",
+    "tenant_budget_exceeded",
 ]
 
 ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
@@ -665,6 +667,23 @@ class MCPServerError(HelixError):
             retryable=True,
         )
         self.server = server
+
+
+class TenantBudgetExceededError(HelixError):
+    """A tenant asked for a new run after its spend reached its :class:`~helix_dbos.TenantBudget`.
+
+    Nothing was written. ``retryable`` when the budget has a period (the spend falls out of the
+    window with time), not for an all-time cap.
+    """
+
+    def __init__(self, tenant: str, spent: str, limit: str, *, periodic: bool) -> None:
+        window = "in its budget period" if periodic else "in total"
+        super().__init__(
+            f"Tenant {tenant!r} has spent {spent} {window}, reaching its limit of {limit}: no new runs until it drops",
+            code="tenant_budget_exceeded",
+            retryable=periodic,
+        )
+        self.tenant = tenant
 
 
 class GuardrailTrippedError(HelixError):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -68,6 +68,7 @@ from helix_dbos.store.base import (
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.stream.memory import InMemoryStreamManager
+from helix_dbos.tenancy import TenantBudget, check_tenant
 from helix_dbos.usage import UsageSummary
 
 
@@ -92,6 +93,7 @@ class DBOSAgentExecutor:
         wake_in_submission: bool = False,
         hooks: AgentHooks | dict[str, Any] | None = None,
         rate_limits: Sequence[ProviderRateLimit] = (),
+        tenant_budgets: Mapping[str, TenantBudget] | None = None,
     ) -> None:
         """Build the runtime over ``store`` and install it as this process's.
 
@@ -108,6 +110,9 @@ class DBOSAgentExecutor:
         (:mod:`helix_dbos.runtime.rate_limits`); their queues must be registered after
         ``DBOS.launch()`` (:func:`~helix_dbos.runtime.rate_limits.register_rate_limits`, which
         :func:`helix_dbos.launch` calls).
+
+        ``tenant_budgets``: each tenant's spend cap (:class:`~helix_dbos.TenantBudget`), checked
+        when it asks for a new run, a resume or a retry (:mod:`helix_dbos.runtime.tenant_budgets`).
         """
         manager = stream_manager or InMemoryStreamManager()
         backend = Backend.resolve(manager, store)
@@ -137,6 +142,7 @@ class DBOSAgentExecutor:
         handle = functools.partial(AgentExecutionHandle, self)
         self.client = AgentClient(self._services, backend, handle, self._continue_parked, queue=queue, waker=waker)
         """Starts, answers, controls and reads runs (:mod:`.client`)."""
+        self.client.starting.tenant_budgets = {check_tenant(t): b for t, b in (tenant_budgets or {}).items()}
         self.reads = self.client.reads
         """The read API the service and the CLI use (:mod:`.reads`)."""
         self.worker = AgentWorker(self._services, self.client.starting)
@@ -170,6 +176,7 @@ class DBOSAgentExecutor:
         hooks: AgentHooks | None = None,
         hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
+        tenant: str | None = None,
     ) -> AgentExecutionHandle:
         """Start a run: a new session, or the next turn of a ``completed`` one.
 
@@ -186,6 +193,13 @@ class DBOSAgentExecutor:
 
         A start is one store transaction followed by the workflow's start under a workflow id derived
         from the session and turn, so two identical requests meet at the same run (:mod:`.starting`).
+
+        ``tenant`` (:mod:`helix_dbos.tenancy`): the new session's tenant, which its children, forks
+        and continuations inherit, and the queue partition its runs wait in; a session of another
+        tenant is refused as :class:`SessionNotFoundError`. ``None`` creates sessions in the
+        default tenant and does not check an existing session's (the Python API is trusted; the
+        HTTP service always passes the caller's tenant). A tenant whose spend reached its
+        :class:`~helix_dbos.TenantBudget` is refused with ``TenantBudgetExceededError``.
         """
         return self.client.starting.execute(
             agent,
@@ -194,6 +208,7 @@ class DBOSAgentExecutor:
             idempotency_key=idempotency_key,
             hooks=per_call_hooks(hooks, hook_manager),
             priority=priority,
+            tenant=tenant,
         )
 
     async def execute_async(
@@ -206,6 +221,7 @@ class DBOSAgentExecutor:
         hooks: AgentHooks | None = None,
         hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
+        tenant: str | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`execute`."""
         return await asyncio.to_thread(
@@ -218,6 +234,7 @@ class DBOSAgentExecutor:
                 hooks=hooks,
                 hook_manager=hook_manager,
                 priority=priority,
+                tenant=tenant,
             )
         )
 

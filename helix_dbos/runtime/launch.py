@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from helix_dbos.store.migrate import upgrade
 from helix_dbos.store.retry import RetryPolicy, is_transient, retry_call
 from helix_dbos.stream.base import StreamManager
 from helix_dbos.stream.sql import SqlStreamManager
+from helix_dbos.tenancy import TenantBudget
 
 DEFAULT_SQLITE_DIR = ".helix"
 APPLICATION_VERSION = "helix-dbos-1"
@@ -249,6 +250,7 @@ def launch(
     executor_id_base: str = DEFAULT_EXECUTOR_ID,
     hooks: AgentHooks | dict[str, Any] | None = None,
     rate_limits: Sequence[ProviderRateLimit] | None = None,
+    tenant_budgets: Mapping[str, TenantBudget] | None = None,
 ) -> DBOSAgentExecutor:
     """Configure DBOS and the store from one URL, register ``agents``, launch, and return the executor.
 
@@ -273,7 +275,7 @@ def launch(
     ``rate_limits`` (default: the settings' ``rate_limits``, ``HELIX_RATE_LIMITS``) are provider
     limits every process on the database shares (:mod:`helix_dbos.runtime.rate_limits`): a model
     call they match waits for admission on its limit's DBOS queue. Give every process of a
-    deployment the same ones.
+    deployment the same ones. ``tenant_budgets`` caps each tenant's spend (:class:`~helix_dbos.TenantBudget`).
 
     The executor id is claimed before DBOS launches (:mod:`helix_dbos.runtime.identity`): ``executor_id``
     (or ``dbos_overrides["executor_id"]``, or the settings' ``executor_id``) is taken, or
@@ -325,6 +327,7 @@ def launch(
         wake_in_submission=_store_is_dbos_database(url, config),
         hooks=hooks,
         rate_limits=rate_limits,
+        tenant_budgets=tenant_budgets,
     )
     _launch_dbos(config, policy, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
     if queue is not None:

@@ -19,8 +19,16 @@ Why these choices:
   1 s (see ``scripts/bench_queue.py`` for the measured cost).
 - A HITL continuation keeps the priority of the run it continues (read from that run's DBOS
   status), so a parked high-priority conversation does not fall behind a backlog when answered.
-- Partitioned queues (DBOS's per-key fairness) are not used: a session already runs one run at a
-  time, and helix-dbos has no tenant to partition by.
+- **Fair share between tenants**: every run is enqueued with its session's tenant as DBOS's
+  ``queue_partition_key``. With ``tenant_concurrency`` set, the queue is registered with DBOS's
+  ``partition_concurrency`` (DBOS 3.4 makes a queue partitioned when a ``partition_*`` limit is
+  set; there is no separate flag), and each worker's poll visits every tenant with work waiting,
+  in random order, taking at most ``tenant_concurrency`` runs in flight per tenant. One tenant's
+  backlog of a hundred runs then cannot hold another tenant's run back by more than a poll, as
+  long as the global ``concurrency`` leaves room for it (``tenant_concurrency`` below
+  ``concurrency``). Without ``tenant_concurrency`` the key is recorded but DBOS dequeues in one
+  order, as before. The partition key is an enqueue option: it is not an input or an output of
+  any step, so recorded runs replay unchanged (``tests/scale/test_tenant_fair_share.py``).
 """
 
 from __future__ import annotations
@@ -31,9 +39,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from helix_dbos.errors import HelixError
+from helix_dbos.tenancy import DEFAULT_TENANT
 
 DEFAULT_QUEUE_NAME = "helix-runs"
 DEFAULT_POLLING_INTERVAL_SEC = 0.02
@@ -67,13 +76,23 @@ class RunQueue(BaseModel):
     worker_concurrency: int | None = Field(default=None, ge=1)
     limiter: RateLimit | None = None
     polling_interval_sec: float = Field(default=DEFAULT_POLLING_INTERVAL_SEC, gt=0, le=60)
+    tenant_concurrency: int | None = Field(default=None, ge=1)
+    """Runs in flight per tenant across every worker (DBOS's ``partition_concurrency``); ``None``: no cap."""
+
+    @model_validator(mode="after")
+    def _tenant_share_fits(self) -> RunQueue:
+        too_many = self.tenant_concurrency is not None and self.concurrency is not None
+        if too_many and self.tenant_concurrency > self.concurrency:  # type: ignore[operator]
+            raise ValueError("tenant_concurrency must not exceed concurrency")
+        return self
 
     @classmethod
     def parse(cls, spec: str) -> RunQueue:
         """Build a queue from a one-line spec, for the CLI and environment variables.
 
-        ``NAME[:key=value,...]`` with keys ``concurrency``, ``worker_concurrency``, ``limit``
-        (``N/SECONDS``) and ``poll`` (seconds), e.g. ``helix-runs:concurrency=8,limit=100/60,poll=0.02``.
+        ``NAME[:key=value,...]`` with keys ``concurrency``, ``worker_concurrency``,
+        ``tenant_concurrency``, ``limit`` (``N/SECONDS``) and ``poll`` (seconds), e.g.
+        ``helix-runs:concurrency=8,tenant_concurrency=2,limit=100/60,poll=0.02``.
         """
         name, _, rest = spec.strip().partition(":")
         values: dict[str, Any] = {"name": name or DEFAULT_QUEUE_NAME}
@@ -81,7 +100,7 @@ class RunQueue(BaseModel):
             key, sep, value = item.partition("=")
             if not sep:
                 raise ValueError(f"queue option {item!r} must look like key=value")
-            if key in ("concurrency", "worker_concurrency"):
+            if key in ("concurrency", "worker_concurrency", "tenant_concurrency"):
                 values[key] = int(value)
             elif key == "limit":
                 limit, slash, period = value.partition("/")
@@ -91,7 +110,9 @@ class RunQueue(BaseModel):
             elif key == "poll":
                 values["polling_interval_sec"] = float(value)
             else:
-                raise ValueError(f"unknown queue option {key!r} (concurrency, worker_concurrency, limit, poll)")
+                raise ValueError(
+                    f"unknown queue option {key!r} (concurrency, worker_concurrency, tenant_concurrency, limit, poll)"
+                )
         return cls.model_validate(values)
 
 
@@ -113,6 +134,7 @@ def register_run_queue(queue: RunQueue) -> None:
         worker_concurrency=queue.worker_concurrency,
         limiter=({"limit": queue.limiter.limit, "period": queue.limiter.period_seconds} if queue.limiter else None),
         polling_interval_sec=queue.polling_interval_sec,
+        partition_concurrency=queue.tenant_concurrency,
     )
 
 
@@ -122,9 +144,14 @@ def enqueue_run(
     workflow: Callable[[dict[str, Any]], Any],
     request: dict[str, Any],
     priority: int | None,
+    *,
+    partition_key: str = DEFAULT_TENANT,
 ) -> None:
-    """Enqueue the run's workflow under its deterministic id (a second enqueue of the id is a no-op)."""
-    with SetWorkflowID(workflow_id), SetEnqueueOptions(priority=priority):
+    """Enqueue the run's workflow under its deterministic id (a second enqueue of the id is a no-op).
+
+    ``partition_key`` is the run's tenant: its share of the queue (module docstring).
+    """
+    with SetWorkflowID(workflow_id), SetEnqueueOptions(priority=priority, queue_partition_key=partition_key):
         DBOS.enqueue_workflow(queue.name, workflow, request)
 
 
@@ -149,12 +176,16 @@ class QueueStatus(BaseModel):
     worker_concurrency: int | None = None
     limiter: RateLimit | None = None
     polling_interval_sec: float | None = None
+    tenant_concurrency: int | None = None
+    tenant: str | None = None
+    """The one tenant these counts are of (``None``: every tenant's runs)."""
 
 
-def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000) -> QueueStatus:
+def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000, tenant: str | None = None) -> QueueStatus:
     """Count the queue's waiting and running runs; ``lister`` is ``DBOS`` or a ``DBOSClient``.
 
-    Reads at most ``limit`` workflows (a status page must stay cheap on a huge backlog).
+    Reads at most ``limit`` workflows (a status page must stay cheap on a huge backlog). With
+    ``tenant``, only that tenant's runs (its queue partition) are counted.
     """
     found = lister.list_workflows(
         queue_name=queue.name,
@@ -163,6 +194,8 @@ def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000) -> QueueS
         load_output=False,
         limit=limit,
     )
+    if tenant is not None:
+        found = [w for w in found if (getattr(w, "queue_partition_key", None) or DEFAULT_TENANT) == tenant]
     enqueued = sum(1 for w in found if w.status == "ENQUEUED")
     by_worker = Counter(str(w.executor_id) for w in found if w.status == "PENDING")
     return QueueStatus(
@@ -174,6 +207,8 @@ def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000) -> QueueS
         worker_concurrency=queue.worker_concurrency,
         limiter=queue.limiter,
         polling_interval_sec=queue.polling_interval_sec,
+        tenant_concurrency=queue.tenant_concurrency,
+        tenant=tenant,
     )
 
 

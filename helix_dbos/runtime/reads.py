@@ -47,10 +47,18 @@ class RunReads:
         return session
 
     def list_sessions(
-        self, *, status: SessionStatus | None = None, agent_type: str | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        status: SessionStatus | None = None,
+        agent_type: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        tenant: str | None = None,
     ) -> list[SessionRecord]:
-        """Sessions, most recently updated first."""
-        return self._store.list_sessions(status=status, agent_type=agent_type, limit=limit, offset=offset)
+        """Sessions, most recently updated first (``tenant``'s only, when given)."""
+        return self._store.list_sessions(
+            status=status, agent_type=agent_type, limit=limit, offset=offset, tenant=tenant
+        )
 
     def get_state(self, session_id: str) -> AgentState | None:
         """The session's state with its full transcript.

@@ -30,6 +30,7 @@ from helix_dbos.errors import (
     AgentNotResumableError,
     CheckpointNotFoundError,
     HelixError,
+    SessionNotFoundError,
 )
 from helix_dbos.llm.base import check_input_files
 from helix_dbos.llm.files import check_files, message_files
@@ -45,9 +46,11 @@ from helix_dbos.runtime.outcomes import await_outcome, to_result
 from helix_dbos.runtime.queues import RunQueue, check_priority, enqueue_run
 from helix_dbos.runtime.reads import RunReads
 from helix_dbos.runtime.services import RuntimeServices
+from helix_dbos.runtime.tenant_budgets import check_tenant_budget
 from helix_dbos.session import AgentInput, AgentResult, SendInput
 from helix_dbos.store.base import ForkResult, RunRecord, SessionRecord, StartRun, StartRunResult
 from helix_dbos.stream.chunks import StreamResyncChunk
+from helix_dbos.tenancy import DEFAULT_TENANT, TenantBudget, check_tenant
 from helix_dbos.validation import check_text
 
 __all__ = ["HandleFactory", "RunStarter"]
@@ -80,6 +83,8 @@ class RunStarter:
         self._handle = handle
         self.queue = queue
         """Where runs are enqueued instead of started here (:mod:`.queues`); ``None``: start locally."""
+        self.tenant_budgets: dict[str, TenantBudget] = {}
+        """Each tenant's spend cap, checked when it asks for a new run (:mod:`.tenant_budgets`)."""
         if services.run_workflow is None:
             raise HelixError("The runtime services name no agent-run workflow", code="framework_internal_error")
         self._workflow = services.run_workflow
@@ -98,6 +103,12 @@ class RunStarter:
             raise AgentNotFoundError(agent, self._registry.names())
         return found
 
+    def admit(self, tenant: str) -> None:
+        """Refuse a new run of ``tenant`` once its spend reached its budget (``tenant_budget_exceeded``)."""
+        budget = self.tenant_budgets.get(tenant)
+        if budget is not None:
+            check_tenant_budget(self._store, tenant, budget, now_ms())
+
     # -- starts ----------------------------------------------------------------------------------------
     def execute(
         self,
@@ -108,16 +119,22 @@ class RunStarter:
         idempotency_key: str | None = None,
         hooks: AgentHooks | None = None,
         priority: int | None = None,
+        tenant: str | None = None,
     ) -> AgentExecutionHandle:
         """A run of a new session, or the next turn of a finished one (see ``DBOSAgentExecutor.execute``)."""
         check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
         check_priority(priority)
+        if tenant is not None:
+            check_tenant(tenant)
         config = self._agent(agent)
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
         if session_id is None:
             session_id = session_id_for_key(idempotency_key) if idempotency_key else new_session_id()
         existing = self._store.load_session(session_id)
+        if existing is not None and tenant is not None and existing.tenant != tenant:
+            # Another tenant's session is not there for this caller: the same answer as an unknown id.
+            raise SessionNotFoundError(session_id)
         if existing is not None and existing.agent_type != config.name:
             # Before anything is read or written for the request: a session is one agent's.
             raise AgentMismatchError(session_id, existing.agent_type, config.name)
@@ -128,12 +145,15 @@ class RunStarter:
         # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
         next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
         key = keyed_request_key(idempotency_key) if idempotency_key else request_key_for(config.name, parsed, next_turn)
+        self.admit(existing.tenant if existing is not None else tenant or DEFAULT_TENANT)
         if existing is None:
             start = self._first_turn(config, session_id, parsed, key)
             stream_id = session_id
         else:
             start = self._next_turn(config, existing, parsed, key)
             stream_id = existing.stream_id
+        if tenant is not None:  # checked again under the row lock: a racing creator may be another tenant
+            start = start.model_copy(update={"tenant": tenant})
         try:
             started, opened = self._record_start(start, stream_id)
         except AgentAlreadyRunningError:
@@ -169,6 +189,7 @@ class RunStarter:
             if session.status == "active":
                 raise AgentAlreadyRunningError(session_id, session.status)
             raise AgentNotResumableError(session_id, session.status, verdict.reason)
+        self.admit(session.tenant)
         return self.start_next_run(session, mode="resume", message=message, hooks=hooks, priority=priority)
 
     def _run_an_answer_continued(self, session_id: str) -> RunRecord | None:
@@ -216,6 +237,7 @@ class RunStarter:
             checkpoint = self._store.get_latest_checkpoint(session_id)
             if checkpoint is None:
                 raise AgentNotResumableError(session_id, session.status, "no checkpoint to retry from")
+        self.admit(session.tenant)
         return self.start_next_run(
             session,
             mode="retry",
@@ -421,7 +443,14 @@ class RunStarter:
         if not stream_opened:  # opened by the start's own transaction (see _record_start)
             self._streams.open(session.stream_id, run.run_id, agent.name)
         if self.queue is not None:  # any worker runs it; its result is awaited on the outcome event
-            enqueue_run(self.queue, run.workflow_id, self._workflow, request.model_dump(mode="json"), priority)
+            enqueue_run(
+                self.queue,
+                run.workflow_id,
+                self._workflow,
+                request.model_dump(mode="json"),
+                priority,
+                partition_key=session.tenant,
+            )
             return
         with SetWorkflowID(run.workflow_id):
             handle = DBOS.start_workflow(self._workflow, request.model_dump(mode="json"))

@@ -21,7 +21,7 @@ requests.
 """
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 from fastapi import Depends, FastAPI
 from fastapi.security import HTTPBearer
@@ -71,7 +71,8 @@ any request.
 The web inspector (`GET /ui`) is a page over these routes; it asks for the same credentials.
 
 Every route but `/healthz`, these docs and the inspector's static files needs credentials (a 401
-otherwise, and nothing changes).
+otherwise, and nothing changes). A caller sees its own tenant's sessions only: another tenant's
+session answers 404 `state_session_not_found`, exactly like an unknown id.
 Errors are `{"error": {"code", "message", "retryable"}}` with the seeds' error codes; each code has
 one HTTP status, and each route's responses list the codes it answers. Text fields reject NUL
 (`\u0000`) and lone surrogates with a 422 `validation_invalid_text`.
@@ -82,7 +83,7 @@ def create_app(
     executor: DBOSAgentExecutor,
     *,
     authenticate: AuthenticateHook | None = None,
-    bearer_tokens: Iterable[str] | None = None,
+    bearer_tokens: Iterable[str] | Mapping[str, str] | None = None,
     allow_unauthenticated: bool = False,
     sse_ping_seconds: float = 15.0,
     sse_send_timeout_seconds: float | None = 30.0,
@@ -97,6 +98,11 @@ def create_app(
     Raises :class:`~helix_dbos.service.auth.ServiceAuthConfigError` unless ``authenticate`` (sync or
     async ``(request) -> principal | None``), ``bearer_tokens`` or ``allow_unauthenticated=True`` is
     given: an agent service open to anyone by accident is the failure this guards against.
+
+    ``bearer_tokens`` as a mapping ``{token: tenant}`` puts each token's caller in its tenant
+    (:mod:`helix_dbos.tenancy`; an ``authenticate`` hook's principal names its own with a
+    ``tenant`` attribute or key): a tenant sees, lists and controls its own sessions only, and
+    another tenant's session is a 404 ``state_session_not_found`` on every route.
 
     The app does not own the executor: launch it before and shut it down after serving (the
     ``helix-dbos serve`` command does both).
@@ -122,6 +128,14 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+
+    def session_tenant(session_id: str) -> str | None:
+        session = executor.reads.get_session(session_id)
+        return session.tenant if session is not None else None
+
+    async def tenant_of_session(session_id: str) -> str | None:
+        return await service.call(session_tenant, session_id)
+
     app.state.executor = executor
     app.state.authenticator = authenticator
 
@@ -132,7 +146,7 @@ def create_app(
     context = RouteContext(
         executor=executor,
         service=service,
-        route_class=guarded_route_class(authenticator, max_body_bytes),
+        route_class=guarded_route_class(authenticator, max_body_bytes, tenant_of_session),
         dependencies=dependencies,
         sse_ping_seconds=sse_ping_seconds,
         sse_send_timeout_seconds=sse_send_timeout_seconds,

@@ -16,6 +16,13 @@ of a configured token does not leak either) and every configured token is compar
 
 :func:`principal_scope` names a principal stably and without secrets, so that keys a client chooses
 (``idempotency_key``) are its own: two clients using the same key never meet on one session.
+
+**Tenants** (:mod:`helix_dbos.tenancy`): :func:`principal_tenant` says which tenant a principal acts
+for. ``bearer_tokens`` given as a mapping ``{token: tenant}`` gives each token its tenant (a plain
+list puts every token in the default tenant); an ``authenticate`` hook's principal names its tenant
+with a ``tenant`` attribute or mapping key (a :class:`TenantPrincipal`, a dict, any object), and a
+principal without one is the default tenant's. So a service configured as before has one tenant and
+behaves as before.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from helix_dbos.errors import ServiceAuthConfigError
+from helix_dbos.errors import HelixError, ServiceAuthConfigError
+from helix_dbos.tenancy import DEFAULT_TENANT, check_tenant
 
 AuthenticateHook = Callable[[Request], Any | Awaitable[Any]]
 """``(request) -> principal | None``, sync or async; ``None`` means "not authenticated"."""
@@ -47,6 +55,21 @@ class BearerPrincipal:
     token_index: int
     subject: str = ""
     """16 hex digits of a hash of the token: stable per token, not reversible."""
+    tenant: str = DEFAULT_TENANT
+    """The tenant the token was configured with (``bearer_tokens={token: tenant}``)."""
+
+
+@dataclass(frozen=True)
+class TenantPrincipal:
+    """What an ``authenticate`` hook may return to name the caller and its tenant.
+
+    Any principal with a ``tenant`` attribute or key works the same; this one is ready-made.
+    """
+
+    subject: str
+    """Who is calling (scopes the keys it chooses: :func:`principal_scope`)."""
+    tenant: str
+    """Whose sessions it sees and starts (:mod:`helix_dbos.tenancy`)."""
 
 
 @dataclass(frozen=True)
@@ -69,13 +92,23 @@ class Authenticator:
         self,
         *,
         authenticate: AuthenticateHook | None = None,
-        bearer_tokens: Iterable[str] | None = None,
+        bearer_tokens: Iterable[str] | Mapping[str, str] | None = None,
         allow_unauthenticated: bool = False,
     ) -> None:
-        tokens = list(bearer_tokens) if bearer_tokens is not None else []
+        tenant_of_token = (
+            dict(bearer_tokens)
+            if isinstance(bearer_tokens, Mapping)
+            else dict.fromkeys(bearer_tokens or (), DEFAULT_TENANT)
+        )
+        tokens = list(tenant_of_token)
         for token in tokens:
             if not isinstance(token, str) or not token.strip() or token != token.strip():
                 raise ServiceAuthConfigError("bearer_tokens must be non-empty strings without surrounding whitespace")
+        for tenant in tenant_of_token.values():
+            try:
+                check_tenant(tenant)
+            except HelixError as exc:
+                raise ServiceAuthConfigError(f"bearer_tokens: {exc.message}") from None
         if authenticate is None and not tokens and not allow_unauthenticated:
             raise ServiceAuthConfigError(
                 "Refusing to build an unauthenticated agent service: pass authenticate=(request -> principal | None) "
@@ -88,6 +121,7 @@ class Authenticator:
         self._hook = authenticate
         self._token_digests = [_digest(token) for token in tokens]
         self._subjects = [_subject(token) for token in tokens]
+        self._tenants = [tenant_of_token[token] for token in tokens]
         self.allow_unauthenticated = allow_unauthenticated
 
     @property
@@ -113,7 +147,9 @@ class Authenticator:
             if token is not None:
                 index = self.match_token(token)
                 if index is not None:
-                    return BearerPrincipal(token_index=index, subject=self._subjects[index])
+                    return BearerPrincipal(
+                        token_index=index, subject=self._subjects[index], tenant=self._tenants[index]
+                    )
         if self._hook is not None:
             principal = self._hook(request)
             if inspect.isawaitable(principal):
@@ -143,8 +179,16 @@ def principal_scope(principal: Any) -> str:
     Bearer tokens scope by their subject; a hook's principal by its value when it is a string or
     an integer, else by its first ``subject``/``sub``/``principal_id``/``user_id``/``id`` attribute
     or mapping key, else by its ``repr`` when that is not the default one (which holds a memory
-    address). Anything else, and unauthenticated services, share one scope.
+    address). Anything else, and unauthenticated services, share one scope. A principal of a
+    tenant other than the default one is scoped within its tenant too, so two tenants' principals
+    that share a subject never meet on one session.
     """
+    scope = _scope(principal)
+    tenant = principal_tenant(principal)
+    return scope if tenant == DEFAULT_TENANT else f"tenant:{tenant}/{scope}"
+
+
+def _scope(principal: Any) -> str:
     if isinstance(principal, BearerPrincipal):
         return f"bearer:{principal.subject or principal.token_index}"
     if principal is None or isinstance(principal, AnonymousPrincipal):
@@ -159,11 +203,32 @@ def principal_scope(principal: Any) -> str:
     return "shared" if " object at 0x" in text else f"principal:{text}"
 
 
+def principal_tenant(principal: Any) -> str:
+    """The tenant ``principal`` acts for (module docstring); the default tenant when it names none.
+
+    Raises :class:`ServiceAuthConfigError` when it names one that is not a valid tenant name: a bug
+    of the ``authenticate`` hook, answered as a 500 (never as another tenant).
+    """
+    if isinstance(principal, BearerPrincipal):
+        return principal.tenant
+    if principal is None or isinstance(principal, AnonymousPrincipal | str | int):
+        return DEFAULT_TENANT
+    tenant = principal.get("tenant") if isinstance(principal, Mapping) else getattr(principal, "tenant", None)
+    if tenant is None:
+        return DEFAULT_TENANT
+    try:
+        return check_tenant(tenant)
+    except HelixError as exc:
+        raise ServiceAuthConfigError(f"the authenticate hook's principal names a bad tenant: {exc.message}") from None
+
+
 __all__ = [
     "AnonymousPrincipal",
     "AuthenticateHook",
     "Authenticator",
     "BearerPrincipal",
+    "TenantPrincipal",
     "bearer_token",
     "principal_scope",
+    "principal_tenant",
 ]

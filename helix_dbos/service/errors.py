@@ -18,6 +18,8 @@ HTTP   codes
        ``state_conflict``, ``state_agent_mismatch`` (the session is another agent's),
        ``framework_cancelled``: the session's state does not allow this now
 413    ``validation_body_too_large``
+429    ``tenant_budget_exceeded``: the caller's tenant spent its budget (``retryable`` when the
+       budget has a period)
 422    ``validation_error`` (with ``details``), ``validation_invalid_text`` (NUL or a lone
        surrogate in any string; ``details`` say where): fix the request
 500    ``framework_internal_error``: a bug; the details are in the server's log, never here
@@ -77,6 +79,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "framework_internal_error": 500,
     "framework_not_supported": 501,
     "guardrail_tripped": 422,
+    "tenant_budget_exceeded": 429,
     "tool_execution_failed": 502,
     "transport_error": 503,
     "tool_timeout": 504,

@@ -3,9 +3,13 @@
 In order, each answered with the service's JSON error shape and nothing done:
 
 1. **Authenticate** (401 ``unauthenticated``): an unauthenticated request learns nothing, not even
-   whether its body was valid.
-2. **Bound the body** (413 ``validation_body_too_large``), read once and cached for FastAPI.
-3. **Refuse text that cannot be stored** (422 ``validation_invalid_text``): NUL or a lone surrogate
+   whether its body was valid. The principal's tenant goes on ``request.state.tenant``.
+2. **Keep to the tenant** (404 ``state_session_not_found``): a route whose path names a session
+   (``{session_id}``) of another tenant answers exactly as for a session that does not exist, so
+   neither its content nor its existence leaks; one check here covers every such route, present
+   and future.
+3. **Bound the body** (413 ``validation_body_too_large``), read once and cached for FastAPI.
+4. **Refuse text that cannot be stored** (422 ``validation_invalid_text``): NUL or a lone surrogate
    in a path parameter, a query parameter, or any string (keys included) of a JSON body, found by
    :mod:`helix_dbos.validation`. A body that is not UTF-8 is a 422 ``validation_error``.
 
@@ -18,15 +22,15 @@ from __future__ import annotations
 
 import email.message
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
-from helix_dbos.errors import printable_location
-from helix_dbos.service.auth import Authenticator
+from helix_dbos.errors import SessionNotFoundError, printable_location
+from helix_dbos.service.auth import Authenticator, principal_tenant
 from helix_dbos.service.errors import (
     ErrorDetail,
     coded_error_response,
@@ -108,7 +112,13 @@ def _refuse(location: tuple[str | int, ...], problem: str) -> Response:
     return validation_error_response([detail], code="validation_invalid_text")
 
 
-def guarded_route_class(authenticator: Authenticator, max_body_bytes: int | None) -> type[APIRoute]:
+SessionTenantLookup = Callable[[str], Awaitable[str | None]]
+"""``session_id -> its tenant`` (``None``: no such session), run off the event loop."""
+
+
+def guarded_route_class(
+    authenticator: Authenticator, max_body_bytes: int | None, tenant_of_session: SessionTenantLookup
+) -> type[APIRoute]:
     """A route class that runs the edge checks (module docstring) before FastAPI parses anything."""
 
     class GuardedRoute(APIRoute):
@@ -121,6 +131,15 @@ def guarded_route_class(authenticator: Authenticator, max_body_bytes: int | None
                     if principal is None:
                         return unauthenticated_response()
                     request.state.principal = principal
+                    tenant = principal_tenant(principal)
+                    request.state.tenant = tenant
+                    session_id = request.path_params.get("session_id")
+                    if isinstance(session_id, str) and text_problem(session_id) is None:
+                        owner = await tenant_of_session(session_id)
+                        if owner is not None and owner != tenant:
+                            return coded_error_response(
+                                "state_session_not_found", SessionNotFoundError(session_id).message
+                            )
                     if request.method in _BODY_METHODS:
                         refused = await read_limited_body(request, max_body_bytes)
                         if refused is not None:
@@ -142,4 +161,4 @@ def guarded_route_class(authenticator: Authenticator, max_body_bytes: int | None
     return GuardedRoute
 
 
-__all__ = ["guarded_route_class", "invalid_text_response", "read_limited_body"]
+__all__ = ["SessionTenantLookup", "guarded_route_class", "invalid_text_response", "read_limited_body"]

@@ -101,12 +101,17 @@ class ServiceOperations:
         run = self.executor.reads.get_run(run_id)
         return run.status if run is not None else "running"
 
-    def start(self, body: StartRunRequest, scope: str) -> tuple[str, str, Any]:
+    def start(self, body: StartRunRequest, scope: str, tenant: str) -> tuple[str, str, Any]:
         session_id = body.session_id
         if session_id is None and body.idempotency_key is not None:
             session_id = session_id_for_key(body.idempotency_key, scope)
         handle = self.executor.execute(
-            body.agent, body.input, session_id=session_id, idempotency_key=body.idempotency_key, priority=body.priority
+            body.agent,
+            body.input,
+            session_id=session_id,
+            idempotency_key=body.idempotency_key,
+            priority=body.priority,
+            tenant=tenant,
         )
         return handle.session_id, handle.run_id, self.run_status(handle.run_id)
 
@@ -239,8 +244,8 @@ class ServiceOperations:
             run_id=handle.run_id if handle is not None else None,
         )
 
-    def chat(self, body: ChatRequest) -> tuple[str, str]:
-        handle = self.executor.execute(body.agent, {"message": body.message}, session_id=body.session_id)
+    def chat(self, body: ChatRequest, tenant: str) -> tuple[str, str]:
+        handle = self.executor.execute(body.agent, {"message": body.message}, session_id=body.session_id, tenant=tenant)
         return handle.session_id, handle.run_id
 
     def chat_start(self, session_id: str) -> tuple[str, int]:

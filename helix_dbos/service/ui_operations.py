@@ -48,10 +48,14 @@ def ui_chat_agent(executor: DBOSAgentExecutor, name: str | None) -> str:
     return name
 
 
-def start_turn(executor: DBOSAgentExecutor, session_id: str, agent: str | None, turn: NewTurn) -> UIReply:
-    """Start the run answering the user's message, or find the one an identical post started."""
+def start_turn(
+    executor: DBOSAgentExecutor, session_id: str, agent: str | None, turn: NewTurn, tenant: str | None = None
+) -> UIReply:
+    """Start the run answering the user's message (in ``tenant``), or find the one an identical post started."""
     name = ui_chat_agent(executor, agent)
-    handle = executor.execute(name, {"message": turn.text}, session_id=session_id, idempotency_key=turn.idempotency_key)
+    handle = executor.execute(
+        name, {"message": turn.text}, session_id=session_id, idempotency_key=turn.idempotency_key, tenant=tenant
+    )
     run = executor.reads.get_run(handle.run_id)
     session = executor.reads.get_session(session_id)
     if run is None or session is None:  # pragma: no cover - execute wrote both before returning

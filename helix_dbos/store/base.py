@@ -37,6 +37,7 @@ from helix_dbos.session import (
     SessionStatus,
     SubSessionRef,
 )
+from helix_dbos.tenancy import DEFAULT_TENANT
 
 
 class _Data(BaseModel):
@@ -78,6 +79,8 @@ class SessionRecord(_Data):
     created_at: int
     """Milliseconds since the epoch."""
     updated_at: int
+    tenant: str = DEFAULT_TENANT
+    """Who the session belongs to (:mod:`helix_dbos.tenancy`): set at creation, inherited by children and forks."""
 
     @property
     def forked_from(self) -> dict[str, Any] | None:
@@ -199,7 +202,18 @@ class StartRun(_Data):
     """Defaults to the session id: one stream per session, across runs."""
     stream_start_sequence: int = 0
     metadata: dict[str, Any] | None = None
+    tenant: str | None = None
+    """A new session's tenant; ``None``: its parent's (a child session), else the default tenant."""
     now_ms: int
+
+
+class TenantSpend(_Data):
+    """A tenant's recorded usage over a window (:meth:`SessionStore.tenant_spend`)."""
+
+    cost_usd: float = 0.0
+    """Priced calls only (an unpriced call adds nothing)."""
+    total_tokens: int = 0
+    """Input plus output tokens."""
 
 
 class StartRunResult(_Data):
@@ -481,8 +495,9 @@ class SessionStore(Protocol):
         parent_session_id: str | None = None,
         root_session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> SessionRecord:
-        """Create a session in status ``active``.
+        """Create a session in status ``active``, belonging to ``tenant``.
 
         Concurrent creators: one wins, the rest get :class:`~helix_dbos.errors.SessionAlreadyExistsError`.
         """
@@ -594,8 +609,13 @@ class SessionStore(Protocol):
         limit: int = 50,
         offset: int = 0,
         agent_type: str | None = None,
+        tenant: str | None = None,
     ) -> list[SessionRecord]:
-        """Sessions, most recently updated first; ``agent_type`` keeps one agent's sessions only."""
+        """Sessions, most recently updated first; ``agent_type`` / ``tenant`` keep one agent's / tenant's only."""
+        ...
+
+    def tenant_spend(self, tenant: str, *, since_ms: int | None = None) -> TenantSpend:
+        """What the tenant's sessions recorded as usage (at or after ``since_ms``; all of it when ``None``)."""
         ...
 
     def list_running_runs(self, *, after_run_id: str | None = None, limit: int = 500) -> list[RunRecord]:

@@ -43,7 +43,7 @@ def fork_session(engine: Engine, dialect: SqlDialect, request: ForkSession) -> F
         if dialect.lock_session(conn, request.source_session_id, sessions.c.session_id) is None:
             raise SessionNotFoundError(request.source_session_id)
         source = conn.execute(
-            sa.select(sessions.c.agent_type, sessions.c.agent_fingerprint).where(
+            sa.select(sessions.c.agent_type, sessions.c.agent_fingerprint, sessions.c.tenant).where(
                 sessions.c.session_id == request.source_session_id
             )
         ).one()
@@ -70,6 +70,7 @@ def fork_session(engine: Engine, dialect: SqlDialect, request: ForkSession) -> F
             now_ms=request.now_ms,
             parent_session_id=None,
             root_session_id=None,
+            tenant=source.tenant,  # a fork is its source's tenant's, whoever asks for it
             metadata={
                 FORK_METADATA_KEY: {
                     "session_id": request.source_session_id,

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from helix_dbos.messages import Message, MessageAdapter
 from helix_dbos.session import InterruptContext, SubSessionRef
 from helix_dbos.store.base import RunRecord, SessionRecord, UsageRow
+from helix_dbos.tenancy import DEFAULT_TENANT
 
 __all__ = [
     "TERMINAL_RUN_STATUSES",
@@ -87,6 +88,7 @@ def new_session_values(
     parent_session_id: str | None,
     root_session_id: str | None,
     metadata: dict[str, Any] | None,
+    tenant: str = DEFAULT_TENANT,
 ) -> dict[str, Any]:
     """The ``helix_sessions`` row of a new session: status ``active``, no run yet (turn 0)."""
     return {
@@ -113,6 +115,7 @@ def new_session_values(
         "metadata": metadata,
         "created_at": now_ms,
         "updated_at": now_ms,
+        "tenant": tenant,
     }
 
 

@@ -43,6 +43,7 @@ from helix_dbos.store.rows import (
     session_record,
 )
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions
+from helix_dbos.store.tenants import new_session_tenant
 from helix_dbos.store.transcript import insert_messages
 
 __all__ = ["finish_run", "get_current_run", "get_run", "list_running_runs", "list_runs", "start_run"]
@@ -115,6 +116,7 @@ def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) ->
         parent_session_id=request.parent_session_id,
         root_session_id=request.root_session_id,
         metadata=request.metadata,
+        tenant=new_session_tenant(conn, request.tenant, request.parent_session_id),
     )
     values.update(
         turn=1,
@@ -133,6 +135,9 @@ def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) ->
 
 def _reopen(conn: Connection, request: StartRun, session: SessionRecord) -> StartRunResult:
     sid = request.session_id
+    if request.tenant is not None and session.tenant != request.tenant:
+        # Another tenant's session (a creation race lost to it, or an id it named): not there for this one.
+        raise SessionNotFoundError(sid)
     if session.agent_type != request.agent_type:  # checked under the row lock: a session is one agent's
         raise AgentMismatchError(sid, session.agent_type, request.agent_type)
     current: RunRecord | None = None

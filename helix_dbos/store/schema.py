@@ -28,6 +28,8 @@ Design notes:
   ``to_tsvector('english', content)`` that revision 0007 creates on PostgreSQL only (an expression
   index, so it is not declared here); ``embedding`` is a JSON array that pgvector reads as a
   ``vector`` when the extension is installed.
+- ``helix_sessions.tenant`` (revision 0012) is the session's tenant (:mod:`helix_dbos.tenancy`);
+  rows written before it belong to the default tenant.
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
   compares them.
 """
@@ -40,8 +42,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store.codec import EscapedString, EscapedText
+from helix_dbos.tenancy import DEFAULT_TENANT
 
-SCHEMA_REVISION = "0011"
+SCHEMA_REVISION = "0012"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -95,10 +98,14 @@ sessions = sa.Table(
     sa.Column("metadata", json_type(), nullable=True),
     sa.Column("created_at", sa.BigInteger(), nullable=False),
     sa.Column("updated_at", sa.BigInteger(), nullable=False),
+    # Who the session belongs to (revision 0012): set at creation, inherited by children and forks.
+    sa.Column("tenant", sa.String(), nullable=False, server_default=DEFAULT_TENANT),
     # list_sessions: newest first, optionally filtered by status.
     sa.Index(None, "updated_at"),
     sa.Index(None, "status", "updated_at"),
     sa.Index(None, "parent_session_id"),
+    # A tenant's listing and its spend (usage joined to its sessions).
+    sa.Index(None, "tenant", "updated_at"),
 )
 
 messages = sa.Table(

@@ -40,6 +40,7 @@ from helix_dbos.store import checkpoints as checkpoint_reads
 from helix_dbos.store import fork as fork_ops
 from helix_dbos.store import runs as run_ops
 from helix_dbos.store import status as status_ops
+from helix_dbos.store import tenants as tenant_ops
 from helix_dbos.store.base import (
     CasResult,
     CommitResult,
@@ -52,6 +53,7 @@ from helix_dbos.store.base import (
     StartRun,
     StartRunResult,
     StepCommit,
+    TenantSpend,
     UsageRow,
 )
 from helix_dbos.store.commit import commit_step
@@ -65,6 +67,7 @@ from helix_dbos.store.rows import load_message, new_session_values, session_reco
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
 from helix_dbos.store.transcript import read_prefix, read_refs
 from helix_dbos.store.workers import SqlWorkerRegistry
+from helix_dbos.tenancy import DEFAULT_TENANT, check_tenant
 
 if TYPE_CHECKING:
     from helix_dbos.store.base import SessionStore
@@ -157,8 +160,9 @@ class SqlSessionStore:
         parent_session_id: str | None = None,
         root_session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> SessionRecord:
-        """Create a session in status ``active`` with no run yet (turn 0).
+        """Create a session in status ``active`` with no run yet (turn 0), belonging to ``tenant``.
 
         Exactly one of any number of concurrent creators wins; the others get
         :class:`SessionAlreadyExistsError`. A session created here can start its first run with
@@ -172,6 +176,7 @@ class SqlSessionStore:
             parent_session_id=parent_session_id,
             root_session_id=root_session_id,
             metadata=metadata,
+            tenant=check_tenant(tenant),
         )
         stmt = self._dialect.insert_ignore(sessions, ["session_id"]).values(values).returning(*sessions.c)
         with begin_write(self._engine) as conn:
@@ -244,11 +249,14 @@ class SqlSessionStore:
         limit: int = 50,
         offset: int = 0,
         agent_type: str | None = None,
+        tenant: str | None = None,
     ) -> list[SessionRecord]:
-        """Return sessions, most recently updated first (one agent's only, with ``agent_type``)."""
+        """Return sessions, most recently updated first (one agent's or tenant's only, when given)."""
         stmt = sa.select(sessions)
         if status is not None:
             stmt = stmt.where(sessions.c.status == status)
+        if tenant is not None:
+            stmt = stmt.where(sessions.c.tenant == tenant)
         if agent_type is not None:
             stmt = stmt.where(sessions.c.agent_type == agent_type)
         stmt = (
@@ -258,6 +266,11 @@ class SqlSessionStore:
         )
         with begin_read(self._engine) as conn:
             return [session_record(row) for row in conn.execute(stmt)]
+
+    @retrying
+    def tenant_spend(self, tenant: str, *, since_ms: int | None = None) -> TenantSpend:
+        """What the tenant's sessions recorded as usage (at or after ``since_ms``; all of it when ``None``)."""
+        return tenant_ops.tenant_spend(self._engine, tenant, since_ms)
 
     # messages ---------------------------------------------------------------------------------
 

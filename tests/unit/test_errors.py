@@ -60,6 +60,7 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "framework_not_supported": "framework",
     "framework_cancelled": "framework",
     "guardrail_tripped": "framework",
+    "tenant_budget_exceeded": "framework",
 }
 
 EXPECTED_RETRYABLE = {
@@ -76,8 +77,8 @@ def test_error_code_set_is_the_seeds_table() -> None:
     # HTTP), a request that conflicts with the session (409) or names another agent for it (409),
     # text that cannot be stored (422), every model of a fallback chain failing, a request over
     # the model's context window (a compaction policy compacts and retries on it), and a guardrail
-    # failing the run.
-    assert len(EXPECTED_CATEGORIES) == 30
+    # failing the run, and a tenant over its budget (429).
+    assert len(EXPECTED_CATEGORIES) == 31
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))

@@ -19,10 +19,12 @@ from helix_dbos.service.routes.context import (
     MISMATCH,
     NOT_FOUND,
     SUBMIT_DOC,
+    TENANT_BUDGET,
     AfterQuery,
     LastEventId,
     RouteContext,
     SessionIdPath,
+    caller_tenant,
     stream_url,
 )
 from helix_dbos.service.routes.hitl import SUBMIT_ERROR_CODES
@@ -52,10 +54,10 @@ def chat_router(ctx: RouteContext) -> APIRouter:
         response_model=ChatAccepted,
         tags=["chat"],
         description="Chat handler `POST /chat`: a new session, or the next turn of a completed one.",
-        responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, body=True),
+        responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True),
     )
     async def chat(request: Request, body: ChatRequest) -> ChatAccepted:
-        session_id, run_id = await service.call(service.chat, body)
+        session_id, run_id = await service.call(service.chat, body, caller_tenant(request))
         return ChatAccepted(
             session_id=session_id, run_id=run_id, stream_url=stream_url(request, "chat_stream", session_id)
         )

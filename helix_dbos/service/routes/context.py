@@ -27,6 +27,7 @@ from helix_dbos.service.schemas import (
 from helix_dbos.service.sse import LAST_EVENT_ID_PATTERN, parse_after
 from helix_dbos.session import SubmitToolResult
 from helix_dbos.stream.resumable import ResumableStreamHandler
+from helix_dbos.tenancy import DEFAULT_TENANT
 
 __all__ = [
     "ABORT_DOC",
@@ -36,10 +37,12 @@ __all__ = [
     "MISMATCH",
     "NOT_FOUND",
     "SUBMIT_DOC",
+    "TENANT_BUDGET",
     "AfterQuery",
     "LastEventId",
     "RouteContext",
     "SessionIdPath",
+    "caller_tenant",
     "stream_url",
 ]
 
@@ -67,6 +70,8 @@ NOT_FOUND = "state_session_not_found"
 CONFLICTS = ("state_already_running", "state_not_resumable", "state_concurrency_conflict")
 MISMATCH = ("state_agent_mismatch", "state_conflict")
 """The session belongs to another agent."""
+TENANT_BUDGET = "tenant_budget_exceeded"
+"""A route that starts a run: the caller's tenant may have spent its budget."""
 
 INTERRUPT_DOC = (
     "Seeds' `POST /interrupt`: a durable flag the run reads at its next step, from any server process; "
@@ -79,6 +84,12 @@ SUBMIT_DOC = (
     '`{"kind": "approval-response", "tool_call_id", "approved", "reason"?, "arguments_digest"?}` for an '
     "approval. A second answer is a 409 and changes nothing."
 )
+
+
+def caller_tenant(request: Request) -> str:
+    """The caller's tenant, set by the route class's authentication (the default one before it ran)."""
+    tenant = getattr(request.state, "tenant", None)
+    return tenant if isinstance(tenant, str) else DEFAULT_TENANT
 
 
 def stream_url(request: Request, name: str, session_id: str) -> str:

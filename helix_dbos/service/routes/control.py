@@ -10,6 +10,7 @@ from helix_dbos.service.routes.context import (
     INTERRUPT_DOC,
     MISMATCH,
     NOT_FOUND,
+    TENANT_BUDGET,
     RouteContext,
     SessionIdPath,
 )
@@ -38,7 +39,7 @@ def control_router(ctx: RouteContext) -> APIRouter:
         response_model=RunAccepted,
         tags=["runs"],
         description="Seeds' `POST /resume`: continue an interrupted or suspended session in a new run.",
-        responses=error_responses(NOT_FOUND, "state_agent_not_found", *CONFLICTS, *MISMATCH, body=True),
+        responses=error_responses(NOT_FOUND, "state_agent_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True),
     )
     async def resume(request: Request, session_id: SessionIdPath, body: ResumeRequest | None = None) -> RunAccepted:
         return ctx.accepted(request, await service.call(service.resume, session_id, body or ResumeRequest()))
@@ -50,7 +51,13 @@ def control_router(ctx: RouteContext) -> APIRouter:
         tags=["runs"],
         description="Start again from a checkpoint (the latest by default), discarding what followed it.",
         responses=error_responses(
-            NOT_FOUND, "state_agent_not_found", "state_checkpoint_not_found", *CONFLICTS, *MISMATCH, body=True
+            NOT_FOUND,
+            "state_agent_not_found",
+            "state_checkpoint_not_found",
+            *CONFLICTS,
+            *MISMATCH,
+            TENANT_BUDGET,
+            body=True,
         ),
     )
     async def retry(request: Request, session_id: SessionIdPath, body: RetryRequest | None = None) -> RunAccepted:

@@ -11,7 +11,7 @@ browser never disagree.
 from typing import Annotated, Any
 
 from dbos import DBOS
-from fastapi import Query
+from fastapi import Query, Request
 from fastapi.routing import APIRouter
 from pydantic import BaseModel, ConfigDict
 
@@ -20,7 +20,7 @@ from helix_dbos.errors import public_error_message
 from helix_dbos.runtime.rate_limits import rate_limit_waits
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.operations import ServiceOperations
-from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath
+from helix_dbos.service.routes.context import MAX_SEQUENCE, NOT_FOUND, RouteContext, SessionIdPath, caller_tenant
 from helix_dbos.session import SessionStatus
 from helix_dbos.store.base import SessionRecord
 from helix_dbos.views.timeline import build_timeline, totals
@@ -140,10 +140,20 @@ def _summary(ops: ServiceOperations, session: SessionRecord) -> SessionSummaryVi
 
 
 def list_sessions(
-    ops: ServiceOperations, status: SessionStatus | None, agent: str | None, offset: int, limit: int
+    ops: ServiceOperations,
+    status: SessionStatus | None,
+    agent: str | None,
+    offset: int,
+    limit: int,
+    tenant: str | None = None,
 ) -> SessionListView:
-    """A page of sessions; one more row is read than shown, to know whether another page exists."""
-    found = ops.executor.reads.list_sessions(status=status, agent_type=agent, limit=limit + 1, offset=offset)
+    """A page of sessions (``tenant``'s only, when given).
+
+    One more row is read than shown, to know whether another page exists.
+    """
+    found = ops.executor.reads.list_sessions(
+        status=status, agent_type=agent, limit=limit + 1, offset=offset, tenant=tenant
+    )
     return SessionListView(
         items=[_summary(ops, s) for s in found[:limit]], offset=offset, limit=limit, has_more=len(found) > limit
     )
@@ -198,17 +208,18 @@ def inspector_router(ctx: RouteContext) -> APIRouter:
         "/sessions",
         response_model=SessionListView,
         tags=["sessions"],
-        description="Sessions, most recently updated first, with their cost and tokens (sub-agents included); "
-        "filter by `status` and `agent`, page with `offset` and `limit`.",
+        description="The caller's tenant's sessions, most recently updated first, with their cost and tokens "
+        "(sub-agents included); filter by `status` and `agent`, page with `offset` and `limit`.",
         responses=error_responses(),
     )
     async def get_sessions(
+        request: Request,
         status: SessionStatus | None = None,
         agent: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         offset: Annotated[int, Query(ge=0, le=MAX_SEQUENCE)] = 0,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
     ) -> SessionListView:
-        return await service.call(list_sessions, service, status, agent, offset, limit)
+        return await service.call(list_sessions, service, status, agent, offset, limit, caller_tenant(request))
 
     @router.get(
         "/sessions/{session_id}/timeline",

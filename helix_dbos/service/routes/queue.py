@@ -8,12 +8,13 @@ runs are running, from any server of the deployment.
 from __future__ import annotations
 
 from dbos import DBOS
+from fastapi import Request
 from fastapi.routing import APIRouter
 from pydantic import BaseModel
 
 from helix_dbos.runtime.queues import QueueStatus, queue_status
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import RouteContext
+from helix_dbos.service.routes.context import RouteContext, caller_tenant
 
 __all__ = ["QueueView", "queue_router"]
 
@@ -30,14 +31,14 @@ def queue_router(ctx: RouteContext) -> APIRouter:
     router = ctx.router()
     executor = ctx.executor
 
-    def status() -> QueueView:
+    def status(tenant: str) -> QueueView:
         if executor.queue is None:
             return QueueView(queued=False)
-        return QueueView(queued=True, queue=queue_status(DBOS, executor.queue))
+        return QueueView(queued=True, queue=queue_status(DBOS, executor.queue, tenant=tenant))
 
     @router.get("/queue", response_model=QueueView, tags=["health"], responses=error_responses())
-    async def queue() -> QueueView:
-        """The run queue's depth (``enqueued``), runs in flight, and runs in flight per worker."""
-        return await ctx.service.call(status)
+    async def queue(request: Request) -> QueueView:
+        """The caller's tenant's share of the run queue: its runs waiting (``enqueued``) and in flight, per worker."""
+        return await ctx.service.call(status, caller_tenant(request))
 
     return router

@@ -7,7 +7,16 @@ from fastapi.routing import APIRouter
 
 from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import CONFLICTS, MAX_SEQUENCE, MISMATCH, NOT_FOUND, RouteContext, SessionIdPath
+from helix_dbos.service.routes.context import (
+    CONFLICTS,
+    MAX_SEQUENCE,
+    MISMATCH,
+    NOT_FOUND,
+    TENANT_BUDGET,
+    RouteContext,
+    SessionIdPath,
+    caller_tenant,
+)
 from helix_dbos.service.schemas import (
     RunAccepted,
     RunResultView,
@@ -36,11 +45,11 @@ def sessions_router(ctx: RouteContext) -> APIRouter:
         description="Seeds' `POST /start`. Starts a run: a new session, or the next turn of a `completed` "
         "session given by `session_id`. An identical request while the run is in flight, or a repeat with the "
         "same `idempotency_key` (without `session_id`: for the same caller), returns the same run.",
-        responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, body=True),
+        responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True),
     )
     async def start_run(request: Request, body: StartRunRequest) -> RunAccepted:
         scope = principal_scope(getattr(request.state, "principal", None))
-        return ctx.accepted(request, await service.call(service.start, body, scope))
+        return ctx.accepted(request, await service.call(service.start, body, scope, caller_tenant(request)))
 
     @router.get(
         "/sessions/{session_id}",

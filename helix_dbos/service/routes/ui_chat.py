@@ -30,7 +30,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import CONFLICTS, MISMATCH, RouteContext
+from helix_dbos.service.routes.context import CONFLICTS, MISMATCH, TENANT_BUDGET, RouteContext, caller_tenant
 from helix_dbos.service.sse import stream_info
 from helix_dbos.service.ui_chat import Answers, UIChatRequest, chat_session_id, plan_request
 from helix_dbos.service.ui_operations import UIReply, answer_tools, replay_current_run, start_turn
@@ -143,7 +143,9 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
         "carrying the browser's tool outputs and approval responses, which answer the calls the run waits "
         "for. A post it cannot act on (no text, no agent named when several are served) answers a stream "
         "whose only part is `error`." + PROTOCOL_DOC,
-        responses=error_responses("state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, body=True),
+        responses=error_responses(
+            "state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True
+        ),
     )
     async def ui_chat(request: Request, body: UIChatRequest) -> EventSourceResponse:
         session_id = chat_session_id(body.id, principal_scope(getattr(request.state, "principal", None)))
@@ -152,7 +154,7 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
             if isinstance(plan, Answers):
                 reply = await service.call(answer_tools, executor, session_id, plan)
             else:
-                reply = await service.call(start_turn, executor, session_id, body.agent, plan)
+                reply = await service.call(start_turn, executor, session_id, body.agent, plan, caller_tenant(request))
         except HelixError as exc:
             if exc.code not in REFUSED_IN_STREAM:
                 raise

@@ -41,6 +41,7 @@ from helix_dbos.testing.store_contract.hitl import PendingCallContract
 from helix_dbos.testing.store_contract.runs import RunContract
 from helix_dbos.testing.store_contract.sessions import SessionContract
 from helix_dbos.testing.store_contract.steps import StepContract
+from helix_dbos.testing.store_contract.tenants import TenantContract
 
 __all__ = [
     "ForkContract",
@@ -51,14 +52,18 @@ __all__ = [
     "SessionContract",
     "SessionStoreContract",
     "StepContract",
+    "TenantContract",
     "TransactionalSubmitContract",
 ]
 
 
-class SessionStoreContract(SessionContract, RunContract, StepContract, PendingCallContract, ForkContract):
+class SessionStoreContract(
+    SessionContract, RunContract, StepContract, PendingCallContract, ForkContract, TenantContract
+):
     """The whole contract as pytest test methods over a ``store`` fixture the subclass's module provides.
 
     Each test expects an empty store (no sessions). Subclass it as ``Test<Something>`` so that
     pytest collects it; this base class itself is not collected. The parts (``SessionContract``,
-    ``RunContract``, ``StepContract``, ``PendingCallContract``, ``ForkContract``) can be subclassed alone.
+    ``RunContract``, ``StepContract``, ``PendingCallContract``, ``ForkContract``, ``TenantContract``) can be
+    subclassed alone.
     """
