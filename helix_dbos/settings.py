@@ -48,6 +48,7 @@ ENV: Final[Mapping[str, str]] = {
     "log_format": "HELIX_LOG_FORMAT",
     "otlp_endpoint": "HELIX_OTLP_ENDPOINT",
     "api_tokens": "HELIX_API_TOKENS",
+    "tenant_tokens": "HELIX_TENANT_TOKENS",
 }
 """The environment variable of each setting."""
 
@@ -87,7 +88,12 @@ class HelixSettings:
     otlp_endpoint: str | None = None
     """OTLP/HTTP base URL to export spans to; ``None``: no exporter is installed."""
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
-    """Bearer tokens the HTTP service accepts (``serve``)."""
+    """Bearer tokens the HTTP service accepts (``serve``), for the default tenant."""
+    tenant_tokens: tuple[str, ...] = field(default=(), repr=False)
+    """``TENANT=TOKEN`` pairs: bearer tokens of named tenants (``serve``; :mod:`helix_dbos.tenancy`).
+
+    The tenant comes first because a tenant name never holds ``=`` and a token may (base64).
+    """
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -116,6 +122,24 @@ class HelixSettings:
             raise _invalid("log_format", f"must be text or json, not {self.log_format!r}")
         object.__setattr__(self, "log_format", fmt)
         object.__setattr__(self, "api_tokens", tuple(self.api_tokens))
+        object.__setattr__(self, "tenant_tokens", tuple(self.tenant_tokens))
+        self.bearer_tokens()  # refuses a malformed pair now, naming the variable
+
+    def bearer_tokens(self) -> dict[str, str]:
+        """Every bearer token the service accepts, with its tenant (``api_tokens``: the default tenant)."""
+        from helix_dbos.tenancy import DEFAULT_TENANT, check_tenant
+
+        tokens = dict.fromkeys(self.api_tokens, DEFAULT_TENANT)
+        for pair in self.tenant_tokens:
+            tenant, sep, token = pair.partition("=")
+            if not sep or not token:
+                raise _invalid("tenant_tokens", "must be TENANT=TOKEN pairs (comma-separated)")
+            try:
+                check_tenant(tenant)
+            except HelixError as exc:
+                raise _invalid("tenant_tokens", exc.message) from None
+            tokens[token] = tenant
+        return tokens
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> HelixSettings:
@@ -139,7 +163,7 @@ class HelixSettings:
                     values[setting] = float(raw)
                 except ValueError:
                     raise _invalid(setting, f"must be a number of seconds, not {raw!r}") from None
-            elif setting == "api_tokens":
+            elif setting in ("api_tokens", "tenant_tokens"):
                 values[setting] = tuple(token.strip() for token in raw.split(",") if token.strip())
             else:
                 values[setting] = raw
@@ -165,5 +189,5 @@ class HelixSettings:
         except Exception:  # not a URL SQLAlchemy parses: show nothing of it rather than a password
             shown = "<unparsed>"
         fields = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.repr)
-        tokens = f"<{len(self.api_tokens)} token(s)>"
+        tokens = f"<{len(self.api_tokens) + len(self.tenant_tokens)} token(s)>"
         return f"HelixSettings(database_url={shown!r}, {fields}, api_tokens={tokens})"

@@ -50,6 +50,15 @@ def serve(
             help="A bearer token clients must send (repeatable). Default: HELIX_API_TOKENS, comma-separated.",
         ),
     ] = None,
+    tenant_token: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tenant-token",
+            metavar="TENANT=TOKEN",
+            help="A bearer token of a named tenant (repeatable): its callers see and start that tenant's "
+            "sessions only. Default: HELIX_TENANT_TOKENS, comma-separated.",
+        ),
+    ] = None,
     allow_unauthenticated: Annotated[
         bool, typer.Option("--allow-unauthenticated", help="Serve without authentication, on purpose.")
     ] = False,
@@ -75,6 +84,7 @@ def serve(
         rate_limits=rate_limits_flag(rate_limit),
         hot_window_seconds=hot_window_seconds,
         api_tokens=tuple(token) if token else None,
+        tenant_tokens=tuple(tenant_token) if tenant_token else None,
     )
     run_queue = parse_queue(settings.run_queue)
     if not execute and run_queue is None:
@@ -84,12 +94,12 @@ def serve(
     from helix_dbos.errors import ServiceAuthConfigError
     from helix_dbos.service.server import check_auth, is_loopback, load_object, run_server
 
-    tokens = list(settings.api_tokens)
+    tokens = settings.bearer_tokens()
     if not tokens and not allow_unauthenticated:
         typer.echo(
             "helix-dbos serve: refusing to serve agents without authentication: pass --token TOKEN "
-            "(repeatable) or set HELIX_API_TOKENS=t1,t2, or pass --allow-unauthenticated to serve without it "
-            "on purpose",
+            "or --tenant-token TENANT=TOKEN (repeatable), or set HELIX_API_TOKENS=t1,t2, or pass "
+            "--allow-unauthenticated to serve without it on purpose",
             err=True,
         )
         raise typer.Exit(2)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from helix_dbos.agent import AgentConfig
@@ -39,9 +39,16 @@ def load_object(spec: str) -> Any:
     return value
 
 
-def check_auth(tokens: Sequence[str], allow_unauthenticated: bool) -> Authenticator:
-    """Decide authentication up front; raises ``ServiceAuthConfigError`` when nothing (or too much) is set."""
-    return Authenticator(bearer_tokens=list(tokens) or None, allow_unauthenticated=allow_unauthenticated)
+def check_auth(tokens: Sequence[str] | Mapping[str, str], allow_unauthenticated: bool) -> Authenticator:
+    """Decide authentication up front; raises ``ServiceAuthConfigError`` when nothing (or too much) is set.
+
+    ``tokens``: bearer tokens, or ``{token: tenant}``.
+    """
+    return Authenticator(bearer_tokens=_tokens(tokens), allow_unauthenticated=allow_unauthenticated)
+
+
+def _tokens(tokens: Sequence[str] | Mapping[str, str]) -> list[str] | dict[str, str] | None:
+    return (dict(tokens) if isinstance(tokens, Mapping) else list(tokens)) or None
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -57,7 +64,7 @@ def run_server(
     host: str,
     port: int,
     executor_id: str | None,
-    tokens: Sequence[str],
+    tokens: Sequence[str] | Mapping[str, str],
     allow_unauthenticated: bool,
     llm_adapter: LLMAdapter | None = None,
     hot_window_seconds: float | None = None,
@@ -95,7 +102,7 @@ def run_server(
         hot_window_seconds=hot_window_seconds,
     )
     try:
-        app = create_app(executor, bearer_tokens=list(tokens) or None, allow_unauthenticated=allow_unauthenticated)
+        app = create_app(executor, bearer_tokens=_tokens(tokens), allow_unauthenticated=allow_unauthenticated)
         config = uvicorn.Config(
             app,
             host=host,
