@@ -46,6 +46,7 @@ from helix_dbos.errors import (
     InvalidTextError,
     PendingToolCallNotFoundError,
     SessionNotFoundError,
+    TenantBudgetExceededError,
     ToolCallAlreadyAnsweredError,
 )
 from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
@@ -103,6 +104,7 @@ from helix_dbos.stream.filters import collect_text
 from helix_dbos.stream.memory import InMemoryStreamManager
 from helix_dbos.stream.sql import SqlStreamManager
 from helix_dbos.sub_agent import SubAgentTool, create_sub_agent_tool
+from helix_dbos.tenancy import TenantBudget
 from helix_dbos.tool import AbortSignal, Tool, ToolContext, define_tool
 from helix_dbos.usage import Budget, UsageSummary
 
@@ -169,6 +171,8 @@ __all__ = [
     "SubmitToolResult",
     "SuspendedClientToolOutcome",
     "SystemMessage",
+    "TenantBudget",
+    "TenantBudgetExceededError",
     "Tool",
     "ToolCallAlreadyAnsweredError",
     "ToolCallRequest",

@@ -25,7 +25,12 @@ except ImportError as exc:
 
 from helix_dbos.errors import ServiceAuthConfigError  # noqa: E402
 from helix_dbos.service.app import create_app  # noqa: E402
-from helix_dbos.service.auth import AnonymousPrincipal, AuthenticateHook, BearerPrincipal  # noqa: E402
+from helix_dbos.service.auth import (  # noqa: E402
+    AnonymousPrincipal,
+    AuthenticateHook,
+    BearerPrincipal,
+    TenantPrincipal,
+)
 
 __all__ = [
     "SERVER_INSTALL_HINT",
@@ -33,5 +38,6 @@ __all__ = [
     "AuthenticateHook",
     "BearerPrincipal",
     "ServiceAuthConfigError",
+    "TenantPrincipal",
     "create_app",
 ]
