@@ -14,8 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.requests import Request
 
-from helix_dbos.service import create_app
+from helix_dbos.errors import ServiceAuthConfigError
+from helix_dbos.service import BearerPrincipal, TenantPrincipal, create_app
+from helix_dbos.service.auth import principal_scope, principal_tenant
+from helix_dbos.tenancy import DEFAULT_TENANT
 from tests.runtime.conftest import ExecutorFactory
 from tests.service.agents import agents, model
 from tests.service.conftest import Service
@@ -127,3 +131,52 @@ async def test_same_session_id_twice_is_one_tenants_not_a_shared_session(http: h
     _assert_not_found(refused, "start on another tenant's id")
     messages = (await http.get("/v1/sessions/contested/messages", headers=ACME)).json()
     assert [m["content"] for m in messages["messages"] if m["role"] == "user"] == ["hi"]
+
+
+async def test_a_fork_stays_in_its_sources_tenant(http: httpx.AsyncClient) -> None:
+    sid = await _finished_session(http, ACME, "acme-forked")
+    forked = await http.post(f"/v1/sessions/{sid}/fork", json={"new_session_id": "acme-fork-1"}, headers=ACME)
+    assert forked.status_code in (200, 201), forked.text
+    assert (await http.get("/v1/sessions/acme-fork-1", headers=ACME)).status_code == 200
+    _assert_not_found(await http.get("/v1/sessions/acme-fork-1", headers=GLOBEX), "another tenant's fork")
+
+
+async def test_an_authenticate_hooks_principal_names_its_tenant(make_executor: ExecutorFactory) -> None:
+    executor = make_executor(model(), agents)
+
+    def authenticate(request: Request) -> Any:
+        who = request.headers.get("x-user", "")
+        if who == "ann":
+            return TenantPrincipal(subject="ann", tenant="acme")
+        if who == "bob":
+            return {"sub": "bob", "tenant": "globex"}
+        if who == "carl":
+            return "carl"  # names no tenant: the default one
+        return None
+
+    app = create_app(executor, authenticate=authenticate)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://service") as client:
+        ann, bob, carl = ({"x-user": name} for name in ("ann", "bob", "carl"))
+        await _finished_session(client, ann, "ann-1")
+        session = executor.get_session("ann-1")
+        assert session is not None and session.tenant == "acme"
+        _assert_not_found(await client.get("/v1/sessions/ann-1", headers=bob), "hook tenant")
+        _assert_not_found(await client.get("/v1/sessions/ann-1", headers=carl), "hook default tenant")
+        # The same idempotency key of two tenants' principals never meets on one session.
+        body = {"agent": "echo", "input": "hi", "idempotency_key": "k-1"}
+        first = (await client.post("/v1/runs", json=body, headers=ann)).json()["session_id"]
+        second = (await client.post("/v1/runs", json=body, headers=bob)).json()["session_id"]
+        assert first != second
+
+
+def test_the_tenant_a_principal_names() -> None:
+    assert principal_tenant(None) == principal_tenant("someone") == DEFAULT_TENANT
+    assert principal_tenant(BearerPrincipal(token_index=0, subject="s", tenant="acme")) == "acme"
+    assert principal_tenant({"tenant": "globex"}) == principal_tenant(TenantPrincipal("x", "globex")) == "globex"
+    with pytest.raises(ServiceAuthConfigError):
+        principal_tenant({"tenant": "no spaces allowed"})
+    with pytest.raises(ServiceAuthConfigError):
+        create_app(None, bearer_tokens={"tok": "bad tenant"})  # type: ignore[arg-type]
+    # A default-tenant principal keeps the scope it always had (its keys name the same sessions).
+    assert principal_scope("carl") == "principal:carl"
+    assert principal_scope(TenantPrincipal("ann", "acme")) == "tenant:acme/principal:ann"

@@ -129,3 +129,27 @@ def test_opening_a_store_does_not_import_alembic(tmp_path: Path) -> None:
     assert first.stdout.strip() == "False"
     opened = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert opened.returncode == 0 and opened.stdout.strip() == "ok", opened.stderr[-2000:]
+
+
+def test_sessions_written_before_tenants_belong_to_the_default_tenant(empty_database_url: str) -> None:
+    upgrade(empty_database_url, "0011")
+    engine = create_engine_for(empty_database_url)
+    try:
+        columns = "session_id, agent_type, status, version, stream_id, turn, step_count, message_count, custom_state"
+        flags = "interrupt_requested, resume_count, aborted, created_at, updated_at"
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    f"INSERT INTO helix_sessions ({columns}, {flags}) "
+                    "VALUES ('old', 'a', 'completed', 1, 'old', 1, 1, 2, '{}', false, 0, false, 1, 1)"
+                )
+            )
+        upgrade(empty_database_url)
+        with engine.connect() as conn:
+            tenant = conn.execute(sa.text("SELECT tenant FROM helix_sessions WHERE session_id = 'old'")).scalar_one()
+        assert tenant == "default"
+        downgrade(empty_database_url, "0011")
+        with engine.connect() as conn:
+            assert "tenant" not in {c["name"] for c in sa.inspect(conn).get_columns("helix_sessions")}
+    finally:
+        engine.dispose()

@@ -45,6 +45,7 @@ def test_every_variable_is_read() -> None:
         "HELIX_LOG_FORMAT": "JSON",
         "HELIX_OTLP_ENDPOINT": "http://localhost:4318",
         "HELIX_API_TOKENS": " a, b ,,c ",
+        "HELIX_TENANT_TOKENS": "acme=tok-1, globex=tok=2==",
     }
     assert set(environ) == set(ENV.values())
     settings = HelixSettings.from_env(environ)
@@ -59,7 +60,17 @@ def test_every_variable_is_read() -> None:
         log_format="json",
         otlp_endpoint="http://localhost:4318",
         api_tokens=("a", "b", "c"),
+        tenant_tokens=("acme=tok-1", "globex=tok=2=="),
     )
+    # The tenant first, split at the first "=": a token may hold "=" (base64), a tenant never does.
+    assert settings.bearer_tokens() == {
+        "a": "default",
+        "b": "default",
+        "c": "default",
+        "tok-1": "acme",
+        "tok=2==": "globex",
+    }
+    assert "tok-1" not in repr(settings)
     assert settings.retry_policy.max_seconds == 300.0
     assert "pw" not in repr(settings) and "a" not in repr(settings).split("api_tokens=")[1]
 
@@ -80,6 +91,9 @@ def test_empty_is_unset_and_dbos_vmid_is_the_fallback_executor_id() -> None:
         ("HELIX_HOT_WINDOW_SECONDS", "inf"),
         ("HELIX_LOG_LEVEL", "LOUD"),
         ("HELIX_LOG_FORMAT", "xml"),
+        ("HELIX_TENANT_TOKENS", "just-a-token"),
+        ("HELIX_TENANT_TOKENS", "acme="),
+        ("HELIX_TENANT_TOKENS", "bad tenant=tok"),
     ],
 )
 def test_a_bad_value_names_its_variable(name: str, value: str) -> None:
