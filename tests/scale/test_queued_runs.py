@@ -139,3 +139,22 @@ def test_bad_priorities_and_settings_are_refused() -> None:
     assert caught.value.code == "validation_error"
     with pytest.raises(ValueError, match="needs a queue"):
         launch("postgresql://nowhere/none", execute=False)
+
+
+def test_runs_wait_in_their_tenants_partition(executor: DBOSAgentExecutor) -> None:
+    first = executor.execute(asker, "where am I?", session_id="q-tenant", tenant="acme")
+    assert first.result(timeout_seconds=30).status in ("suspended", "suspended_client_tool")
+    (call,) = executor.list_pending_tool_calls("q-tenant")
+    continued = executor.submit_tool_result(
+        "q-tenant", {"kind": "client-tool-result", "tool_call_id": call.tool_call_id, "result": {"city": "Oslo"}}
+    )
+    assert continued is not None and continued.result(timeout_seconds=30).status == "completed"
+    untenanted = executor.execute(quick, "hi", session_id="q-default")
+    assert untenanted.result(timeout_seconds=30).status == "completed"
+    keys = {}
+    for run_id in (first.run_id, continued.run_id, untenanted.run_id):
+        status = DBOS.get_workflow_status(run_id)
+        assert status is not None
+        keys[run_id] = status.queue_partition_key
+    # The HITL continuation, started by the answer, stays in the session's tenant's partition.
+    assert keys == {first.run_id: "acme", continued.run_id: "acme", untenanted.run_id: "default"}

@@ -14,9 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 from starlette.requests import Request
 
-from helix_dbos.errors import ServiceAuthConfigError
+from helix_dbos import MockLLMAdapter, create_sub_agent_tool, define_agent
+from helix_dbos.errors import ServiceAuthConfigError, SessionNotFoundError
 from helix_dbos.service import BearerPrincipal, TenantPrincipal, create_app
 from helix_dbos.service.auth import principal_scope, principal_tenant
 from helix_dbos.tenancy import DEFAULT_TENANT
@@ -180,3 +182,47 @@ def test_the_tenant_a_principal_names() -> None:
     # A default-tenant principal keeps the scope it always had (its keys name the same sessions).
     assert principal_scope("carl") == "principal:carl"
     assert principal_scope(TenantPrincipal("ann", "acme")) == "tenant:acme/principal:ann"
+
+
+class _Topic(BaseModel):
+    topic: str
+
+
+class _Findings(BaseModel):
+    summary: str
+
+
+def _calls(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_calls", "tool_calls": [{"id": call_id, "name": name, "arguments": arguments}]}
+
+
+def test_a_sub_agents_session_is_its_parents_tenants(make_executor: ExecutorFactory) -> None:
+    researcher = define_agent(
+        "tenant-researcher", system_prompt="Research.", output_schema=_Findings, llm_config="openai/gpt-4o-mini"
+    )
+    planner = define_agent(
+        "tenant-planner",
+        system_prompt="Delegate.",
+        tools=[create_sub_agent_tool(researcher, _Topic, timeout_ms=60_000)],
+        llm_config="openai/gpt-4o-mini",
+    )
+    model = MockLLMAdapter(
+        [
+            {
+                "type": "tool_calls",
+                "tool_calls": [{"id": "r1", "name": "subagent__tenant-researcher", "arguments": {"topic": "t"}}],
+            },
+            {"type": "tool_calls", "tool_calls": [{"id": "f1", "name": "__finish__", "arguments": {"summary": "s"}}]},
+            {"type": "text", "content": "done", "should_stop": True, "stop_reason": "end_turn"},
+        ]
+    )
+    executor = make_executor(model, [planner])
+    handle = executor.execute(planner, "go", session_id="tenant-plan-1", tenant="acme")
+    assert handle.result(timeout_seconds=30).output == "done"
+    (ref,) = executor.store.get_sub_session_refs("tenant-plan-1")
+    child = executor.get_session(ref.sub_session_id)
+    assert child is not None and child.parent_session_id == "tenant-plan-1"
+    assert child.tenant == "acme"
+    # And the Python API refuses another tenant's session as unknown.
+    with pytest.raises(SessionNotFoundError):
+        executor.execute(planner, "again", session_id="tenant-plan-1", tenant="globex")
