@@ -81,8 +81,8 @@ class RunQueue(BaseModel):
 
     @model_validator(mode="after")
     def _tenant_share_fits(self) -> RunQueue:
-        too_many = self.tenant_concurrency is not None and self.concurrency is not None
-        if too_many and self.tenant_concurrency > self.concurrency:  # type: ignore[operator]
+        share, cap = self.tenant_concurrency, self.concurrency
+        if share is not None and cap is not None and share > cap:
             raise ValueError("tenant_concurrency must not exceed concurrency")
         return self
 

@@ -17,7 +17,12 @@ def test_queue_specs_parse() -> None:
         polling_interval_sec=0.05,
     )
     assert RunQueue.parse("") == RunQueue()
-    for bad in ("jobs:concurrency", "jobs:limit=5", "jobs:speed=3", "jobs:concurrency=0", "bad name"):
+    assert RunQueue.parse("jobs:concurrency=8,tenant_concurrency=2") == RunQueue(
+        name="jobs", concurrency=8, tenant_concurrency=2
+    )
+    bad_specs = ("jobs:concurrency", "jobs:limit=5", "jobs:speed=3", "jobs:concurrency=0", "bad name")
+    # A tenant's share above the whole queue's cap would let one tenant fill it: refused.
+    for bad in (*bad_specs, "jobs:tenant_concurrency=0", "jobs:concurrency=2,tenant_concurrency=3"):
         with pytest.raises(ValueError):
             RunQueue.parse(bad)
 
