@@ -109,10 +109,7 @@ class DBOSAgentExecutor:
         ``rate_limits``: provider limits shared by every process on the database
         (:mod:`helix_dbos.runtime.rate_limits`); their queues must be registered after
         ``DBOS.launch()`` (:func:`~helix_dbos.runtime.rate_limits.register_rate_limits`, which
-        :func:`helix_dbos.launch` calls).
-
-        ``tenant_budgets``: each tenant's spend cap (:class:`~helix_dbos.TenantBudget`), checked
-        when it asks for a new run, a resume or a retry (:mod:`helix_dbos.runtime.tenant_budgets`).
+        :func:`helix_dbos.launch` calls). ``tenant_budgets``: :mod:`helix_dbos.runtime.tenant_budgets`.
         """
         manager = stream_manager or InMemoryStreamManager()
         backend = Backend.resolve(manager, store)
@@ -194,12 +191,8 @@ class DBOSAgentExecutor:
         A start is one store transaction followed by the workflow's start under a workflow id derived
         from the session and turn, so two identical requests meet at the same run (:mod:`.starting`).
 
-        ``tenant`` (:mod:`helix_dbos.tenancy`): the new session's tenant, which its children, forks
-        and continuations inherit, and the queue partition its runs wait in; a session of another
-        tenant is refused as :class:`SessionNotFoundError`. ``None`` creates sessions in the
-        default tenant and does not check an existing session's (the Python API is trusted; the
-        HTTP service always passes the caller's tenant). A tenant whose spend reached its
-        :class:`~helix_dbos.TenantBudget` is refused with ``TenantBudgetExceededError``.
+        ``tenant``: the new session's (:mod:`helix_dbos.tenancy`); another tenant's session is a
+        :class:`SessionNotFoundError`; ``None`` is the default tenant and checks nothing (trusted code).
         """
         return self.client.starting.execute(
             agent,

@@ -195,7 +195,7 @@ def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000, tenant: s
         limit=limit,
     )
     if tenant is not None:
-        found = [w for w in found if (getattr(w, "queue_partition_key", None) or DEFAULT_TENANT) == tenant]
+        found = [w for w in found if (w.queue_partition_key or DEFAULT_TENANT) == tenant]
     enqueued = sum(1 for w in found if w.status == "ENQUEUED")
     by_worker = Counter(str(w.executor_id) for w in found if w.status == "PENDING")
     return QueueStatus(
