@@ -37,6 +37,13 @@ def bench_database(url: str | None, prefix: str) -> Iterator[str]:
             cluster.stop()
 
 
-def configure_dbos(url: str) -> None:
-    """Configure (not launch) DBOS on ``url`` as ``helix_dbos.launch`` does (its own config builder)."""
-    DBOS(config=dbos_config_for(url))
+def configure_dbos(url: str, *, dbos_engine: bool = False) -> None:
+    """Configure (not launch) DBOS on ``url`` as ``helix_dbos.launch`` does (its own config builder).
+
+    ``dbos_engine`` keeps DBOS's own engine settings for the system database (bare DBOS as its users
+    get it) rather than those ``launch`` changes (``SYSTEM_DATABASE_ENGINE_KWARGS``).
+    """
+    config = dbos_config_for(url)
+    if dbos_engine:
+        config.pop("db_engine_kwargs", None)
+    DBOS(config=config)

@@ -8,7 +8,11 @@ every run done in ``10 x latency`` and ``runs / (10 x latency)`` runs per second
 - ``bare-async``: an async DBOS workflow making 19 async steps (the model step awaits a sleep);
 - ``helix``: helix-dbos as ``launch()`` builds it on PostgreSQL (durable stream), with an async model;
 - ``floor``: bare-sync plus the least durable bookkeeping helix-dbos's contract needs
-  (``scripts/_bench_floor.py``): the yardstick of what any engine keeping a transcript pays.
+  (``scripts/_bench_floor.py``): the yardstick of what any engine keeping a transcript pays;
+- ``helix-pre-ping`` (not in the default set): helix-dbos with DBOS's own system-database engine
+  settings, i.e. without what ``launch()`` changes there (``SYSTEM_DATABASE_ENGINE_KWARGS``).
+
+The bare stacks and the floor run with DBOS's own engine settings, as a user of bare DBOS gets them.
 
 Each stack runs in its own child process (so peak RSS, peak threads and CPU are that stack's),
 one after the other, alternated over ``--rounds`` rounds, on the same throw-away PostgreSQL
@@ -34,6 +38,7 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -50,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 MODEL_CALLS = 10
 TOOL_CALLS = MODEL_CALLS - 1
-STACKS = ("bare-sync", "bare-async", "helix", "floor")
+STACKS = ("bare-sync", "bare-async", "helix", "floor", "helix-pre-ping")
 RESULT_PREFIX = "CAPACITY-RESULT "
 
 
@@ -125,7 +130,7 @@ def bare_sync_stack(url: str) -> Stack:
             bare_tool(i)
         return "unreachable"
 
-    configure_dbos(url)
+    configure_dbos(url, dbos_engine=True)
     DBOS.launch()
     handles: dict[str, Any] = {}
 
@@ -194,7 +199,7 @@ def bare_async_stack(url: str) -> Stack:
     return Stack(start, wait, close)
 
 
-def helix_stack(url: str) -> Stack:
+def helix_stack(url: str, dbos_overrides: dict[str, Any] | None = None) -> Stack:
     from helix_dbos import LLMGenerateInput, StepResult, define_agent, define_tool, launch, shutdown
     from helix_dbos.messages import ToolResultMessage
     from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
@@ -220,7 +225,9 @@ def helix_stack(url: str) -> Stack:
         tools=[define_tool("noop", execute=lambda inp, ctx: {"ok": True, "i": inp.get("i")})],
         max_steps=MODEL_CALLS + 5,
     )
-    executor = launch(url, agents=[agent], llm_adapter=SleepingModel(), takeover_after_seconds=None)
+    executor = launch(
+        url, agents=[agent], llm_adapter=SleepingModel(), takeover_after_seconds=None, dbos_overrides=dbos_overrides
+    )
     handles: dict[str, Any] = {}
 
     def start() -> str:
@@ -242,7 +249,7 @@ def floor_stack(url: str) -> Stack:
     from scripts._bench_setup import configure_dbos
 
     _bench_floor.model_latency = lambda: Clock.seconds
-    configure_dbos(url)
+    configure_dbos(url, dbos_engine=True)
     _bench_floor.install(url)
     DBOS.launch()
     handles: dict[str, Any] = {}
@@ -264,28 +271,47 @@ def floor_stack(url: str) -> Stack:
     return Stack(start, wait, close)
 
 
-def run_child(stack_name: str, url: str, runs: int, latency: float, sequential: int, flush_wait: float) -> None:
+def start_profiler(raw: str) -> subprocess.Popen[bytes]:
+    """py-spy sampling the threads of this process that hold the GIL (its Python CPU), collapsed stacks."""
+    import shutil
+
+    py_spy = shutil.which("py-spy") or str(Path.home() / ".local" / "bin" / "py-spy")
+    command = [py_spy, "record", "-p", str(os.getpid()), "-r", "200", "-f", "raw", "-o", raw, "--nonblocking", "--gil"]
+    spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # py-spy attaches
+    return spy
+
+
+def run_child(args: argparse.Namespace) -> None:
     """Measure one stack in this process and print its figures as one JSON line."""
     from dbos import DBOS
 
     from scripts._bench_pg import ServerCounters
 
+    stack_name, url, runs, latency = args.child, args.database_url, args.runs, args.latency
     threads = ThreadPeak()
-    stack = {"bare-sync": bare_sync_stack, "bare-async": bare_async_stack, "helix": helix_stack, "floor": floor_stack}[
-        stack_name
-    ](url)
+    stack = {
+        "bare-sync": bare_sync_stack,
+        "bare-async": bare_async_stack,
+        "helix": helix_stack,
+        "floor": floor_stack,
+        # helix-dbos with DBOS's own system-database engine settings (the pre-ping on every checkout)
+        "helix-pre-ping": lambda url: helix_stack(url, {"db_engine_kwargs": {}}),
+    }[stack_name](url)
     for _ in range(3):  # warm up every path
         stack.wait(stack.start())
     sequential_ms = []
-    for _ in range(sequential):
+    for _ in range(args.sequential):
         began = time.perf_counter()
         stack.wait(stack.start())
         sequential_ms.append((time.perf_counter() - began) * 1000)
-    counters = ServerCounters(url, flush_wait=flush_wait)
+    counters = ServerCounters(url, flush_wait=args.flush_wait)
     idle_from = counters.snapshot()
     before = counters.snapshot()
     background = counters.rate_between(idle_from, before)
     Clock.seconds = latency
+    counters.reset_statements()
+    spy = start_profiler(args.profile) if args.profile else None
     threads.reset()
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     started_at: dict[str, float] = {}
@@ -297,6 +323,10 @@ def run_child(stack_name: str, url: str, runs: int, latency: float, sequential: 
         stack.wait(workflow_id)
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
     peak_threads = threads.peak
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=120)
+    statements = [(query, calls / runs) for query, calls, _ms in counters.statement_counts()[: args.statements]]
     after = counters.snapshot()
     statuses = DBOS.list_workflows(workflow_ids=list(started_at), load_input=False, load_output=False)
     finished = {s.workflow_id: (s.updated_at or 0) / 1000 for s in statuses}
@@ -313,6 +343,7 @@ def run_child(stack_name: str, url: str, runs: int, latency: float, sequential: 
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_threads": peak_threads,
         "sequential_ms": statistics.median(sequential_ms) if sequential_ms else None,
+        "statements": statements,
     }
     counters.close()
     threads.stop()
@@ -324,7 +355,7 @@ def run_child(stack_name: str, url: str, runs: int, latency: float, sequential: 
 # -- the parent: alternate the stacks, print the table -------------------------------------------
 
 
-def measure_stack(stack: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+def measure_stack(stack: str, url: str, args: argparse.Namespace, profile: str | None) -> dict[str, Any]:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -340,7 +371,11 @@ def measure_stack(stack: str, url: str, args: argparse.Namespace) -> dict[str, A
         str(args.sequential),
         "--flush-wait",
         str(args.flush_wait),
+        "--statements",
+        str(args.statements),
     ]
+    if profile:
+        command += ["--profile", profile]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.child_timeout)
     for line in done.stdout.splitlines():
@@ -445,14 +480,19 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per model call")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (medians over them)")
     parser.add_argument("--sequential", type=int, default=20, help="runs one at a time, instant model (0: none)")
-    parser.add_argument("--stacks", default=",".join(STACKS), help=f"comma-separated, of {', '.join(STACKS)}")
+    parser.add_argument("--stacks", default=",".join(STACKS[:4]), help=f"comma-separated, of {', '.join(STACKS)}")
     parser.add_argument("--flush-wait", type=float, default=11.0, help="idle seconds before a counter snapshot")
     parser.add_argument("--child-timeout", type=float, default=1800.0)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--statements", type=int, default=0, help="print each stack's N most called statements")
+    parser.add_argument("--profile-dir", default=None, help="py-spy the load of --profile-stacks into this folder")
+    parser.add_argument("--profile-stacks", default="helix", help="comma-separated stacks to profile")
+    parser.add_argument("--profile-top", type=int, default=40)
     parser.add_argument("--child", choices=STACKS, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        run_child(args.child, args.database_url, args.runs, args.latency, args.sequential, args.flush_wait)
+        run_child(args)
         return
     stacks = [s.strip() for s in args.stacks.split(",") if s.strip()]
     unknown = sorted(set(stacks) - set(STACKS))
@@ -466,7 +506,10 @@ def main() -> None:
         for round_no in range(args.rounds):
             order = stacks if round_no % 2 == 0 else list(reversed(stacks))
             for stack in order:
-                results[stack].append(measure_stack(stack, url, args))
+                profile = None
+                if args.profile_dir and stack in args.profile_stacks.split(","):
+                    profile = str(Path(args.profile_dir) / f"{stack}-{round_no}.txt")
+                results[stack].append(measure_stack(stack, url, args, profile))
         load = os.getloadavg()
         print(
             f"load: {args.runs} runs at once, {MODEL_CALLS} model calls of {args.latency:g} s + {TOOL_CALLS} "
@@ -479,13 +522,47 @@ def main() -> None:
         for stack, fig in figures.items():
             print(fig.row(stack))
         if "helix" in figures:
-            for bare in ("bare-sync", "bare-async", "floor"):
+            for bare in ("bare-sync", "bare-async", "floor", "helix-pre-ping"):
                 if bare in figures:
                     print(ratios(figures["helix"], figures[bare], bare))
             if "bare-sync" in figures:
                 print("targets (issue 32):")
                 for line in targets(figures):
                     print(line)
+        if args.statements:
+            print_statements(results)
+        if args.profile_dir:
+            print_profiles(Path(args.profile_dir), args.profile_top)
+
+
+def print_statements(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Each stack's most called statements per run (pg_stat_statements, the last round's load)."""
+    for stack, rounds in results.items():
+        rows = rounds[-1]["statements"]
+        print(f"statements per run, {stack} ({sum(calls for _, calls in rows):.1f} in the top {len(rows)}):")
+        for query, calls in rows:
+            print(f"  {calls:6.2f}  {' '.join(query.split())[:140]}")
+
+
+def print_profiles(folder: Path, top: int) -> None:
+    """The profiled loads' samples by thread and by function (inclusive and self), all rounds together."""
+    from collections import Counter
+
+    from scripts.profile_overhead import tally
+
+    for stack in sorted({raw.name.rsplit("-", 1)[0] for raw in folder.glob("*.txt")}):
+        total, inclusive, own, threads = 0, Counter[str](), Counter[str](), Counter[str]()
+        for raw in folder.glob(f"{stack}-*.txt"):
+            n, inc, sel, thr = tally(raw)
+            total += n
+            inclusive.update(inc)
+            own.update(sel)
+            threads.update(thr)
+        print(f"\nprofile of {stack}'s load: {total} samples of threads holding the GIL")
+        for title, counter in (("by thread", threads), ("inclusive", inclusive), ("self", own)):
+            print(f"-- {title}")
+            for name, count in counter.most_common(top if title != "by thread" else 10):
+                print(f"  {count / max(total, 1) * 100:5.1f}%  {name}")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,20 @@ def _prepare_sqlite(url: str) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
 
 
+SYSTEM_DATABASE_ENGINE_KWARGS: dict[str, Any] = {"pool_pre_ping": False}
+"""What standalone mode changes in DBOS's engine for a PostgreSQL system database (the rest stays DBOS's).
+
+DBOS pings a pooled connection on every checkout, and a DBOS step checks out twice (the "already
+recorded?" read, then the result's write): two extra round trips per step, and two extra committed
+transactions on the server (``scripts/bench_capacity.py``: about 40 of a run's 100). A connection
+that went stale in a PostgreSQL restart fails its first statement instead; SQLAlchemy then
+invalidates it and every pooled connection older than it, and DBOS retries its system-database
+operations on such disconnects (``db_retry``), as helix-dbos's store does (:mod:`helix_dbos.store.engine`).
+The outage tests (``tests/durability``, ``tests/chaos``) run with it. ``launch(dbos_overrides=
+{"db_engine_kwargs": {}})`` puts DBOS's own settings back.
+"""
+
+
 def dbos_config_for(
     database_url: str,
     *,
@@ -138,6 +152,8 @@ def dbos_config_for(
     if system_url.startswith("sqlite:"):
         _prepare_sqlite(system_url)
         config["notification_listener_polling_interval_sec"] = 0.05
+    else:
+        config["db_engine_kwargs"] = dict(SYSTEM_DATABASE_ENGINE_KWARGS)
     return config
 
 
