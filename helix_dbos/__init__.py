@@ -71,6 +71,7 @@ from helix_dbos.runtime.hooks import MessagePayload, RunPayload, StateChangePayl
 from helix_dbos.runtime.launch import APPLICATION_VERSION, dbos_config_for, launch, shutdown
 from helix_dbos.runtime.queues import RateLimit, RunQueue
 from helix_dbos.runtime.rate_limits import ProviderRateLimit
+from helix_dbos.runtime.schedules import AgentSchedule
 from helix_dbos.session import (
     AbortedOutcome,
     AgentInput,
@@ -120,6 +121,7 @@ __all__ = [
     "AgentMismatchError",
     "AgentNotResumableError",
     "AgentResult",
+    "AgentSchedule",
     "AgentState",
     "AssistantMessage",
     "Budget",

@@ -33,6 +33,9 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── ToolCallAlreadyAnsweredError    state_concurrency_conflict  a tool call takes one submission
     ├── WakeUpRefusedError              framework_internal_error    internal: a submission falls back to DBOS.send
     ├── AgentNotFoundError              state_agent_not_found  the service does not serve that agent
+    ├── ScheduleNotFoundError           state_schedule_not_found  no agent schedule of that name
+    ├── ScheduleExistsError             state_conflict        an agent schedule of that name exists
+    ├── InvalidScheduleError            validation_invalid_schedule  a cron, time zone or backfill window refused
     ├── EmbeddingExecutorClosedError    framework_internal_error   a memory saved after shutdown()
     ├── ServiceAuthConfigError          validation_error      a service built without an auth decision
     ├── SkillNotFoundError              tool_input_invalid    a skill tool named an unknown skill
@@ -99,9 +102,11 @@ ErrorCode = Literal[
     "state_not_resumable",
     "state_conflict",
     "state_agent_mismatch",
+    "state_schedule_not_found",
     "transport_error",
     "validation_error",
     "validation_invalid_text",
+    "validation_invalid_schedule",
     "framework_internal_error",
     "framework_not_supported",
     "framework_cancelled",
@@ -589,6 +594,35 @@ class AgentNotFoundError(HelixError):
             retryable=False,
         )
         self.name = name
+
+
+class ScheduleNotFoundError(HelixError):
+    """No agent schedule has this name (HTTP 404, code ``state_schedule_not_found``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Schedule {name!r} does not exist", code="state_schedule_not_found", retryable=False)
+        self.name = name
+
+
+class ScheduleExistsError(HelixError):
+    """An agent schedule of this name exists already (HTTP 409, code ``state_conflict``); delete it first."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"Schedule {name!r} exists already; delete it first to replace it", code="state_conflict", retryable=False
+        )
+        self.name = name
+
+
+class InvalidScheduleError(HelixError, ValueError):
+    """A schedule DBOS would not run, or a backfill window refused (HTTP 422, ``validation_invalid_schedule``).
+
+    ``field`` names what is wrong: ``cron``, ``timezone``, ``start`` or ``end``.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message, code="validation_invalid_schedule", retryable=False)
+        self.field = field
 
 
 class EmbeddingExecutorClosedError(HelixError):

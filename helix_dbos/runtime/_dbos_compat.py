@@ -12,11 +12,19 @@ test_dbos_compat.py`` fails on another version until it is checked):
   a conflicting workflow id, a step timeout) are failures like any other.
   ``tests/unit/test_dbos_compat.py`` pins that split.
 
+- :func:`set_schedule_last_fired_at`: DBOS catches a schedule up from its ``last_fired_at`` when a
+  thread for it starts (at launch, and on resume); resuming an agent schedule moves that mark to
+  the resume time, so the fires a pause skipped are not run by surprise (:mod:`.schedules`). DBOS
+  has no public setter.
+
 Re-enqueueing a dead worker's runs, once ``DBOS._recover_pending_workflows``, is done through the
 public ``list_workflows`` and ``resume_workflow`` (:mod:`helix_dbos.runtime.recovery`).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
 
 from dbos._error import (
     DBOSAwaitedWorkflowCancelledError,
@@ -39,4 +47,19 @@ def is_dbos_replay_error(exc: BaseException) -> bool:
     return isinstance(exc, DBOSUnexpectedStepError | DBOSStepNondeterminismError)
 
 
-__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_replay_error"]
+def set_schedule_last_fired_at(dbos_api: Any, schedule_name: str, when: datetime) -> None:
+    """Move a DBOS schedule's ``last_fired_at`` mark (what its automatic backfill starts from).
+
+    ``dbos_api`` is the ``DBOS`` class of a launched process or a ``DBOSClient``: both keep their
+    system database in the private ``_sys_db``; the ``DBOS`` class reaches it through its instance.
+    """
+    if isinstance(dbos_api, type):
+        from dbos._dbos import _get_dbos_instance
+
+        sys_db = _get_dbos_instance()._sys_db
+    else:
+        sys_db = dbos_api._sys_db
+    sys_db.update_last_fired_at(schedule_name, when.isoformat())
+
+
+__all__ = ["DBOS_VERSION", "AwaitedWorkflowCancelledError", "is_dbos_replay_error", "set_schedule_last_fired_at"]

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from dbos import DBOS
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
@@ -42,6 +43,7 @@ from helix_dbos.runtime.outcomes import await_outcome
 from helix_dbos.runtime.queues import RunQueue, priority_of
 from helix_dbos.runtime.rate_limits import ProviderRateLimit, RateLimitCapability
 from helix_dbos.runtime.registry import AgentRegistry
+from helix_dbos.runtime.schedules import ScheduleBook
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.wake import TransactionalWaker
@@ -144,6 +146,9 @@ class DBOSAgentExecutor:
         """The read API the service and the CLI use (:mod:`.reads`)."""
         self.worker = AgentWorker(self._services, self.client.starting)
         """Runs this process's share of workflows (:mod:`.worker`)."""
+        self._services.starter = self.client.starting
+        self.schedules = ScheduleBook(DBOS, check_agent=self.client.starting.agent)
+        """Agent schedules: cron fires that start runs (:mod:`.schedules`)."""
         for agent in agents:
             self.register(agent)
         self.worker.install()

@@ -70,6 +70,10 @@ DEFAULT_DRAIN_SECONDS = 10.0
 _IN_FLIGHT = ["PENDING", "ENQUEUED"]
 
 
+SCHEDULER_POLLING_INTERVAL_SEC = 1.0
+"""How often a launched process reads the agent schedules (:mod:`helix_dbos.runtime.schedules`)."""
+
+
 def default_database_url() -> str:
     """The database URL of :meth:`HelixSettings.from_env` (``HELIX_DATABASE_URL``, else the embedded SQLite default)."""
     return HelixSettings.from_env().database_url
@@ -148,6 +152,9 @@ def dbos_config_for(
         "application_version": application_version,
         "executor_id": executor_id or DEFAULT_EXECUTOR_ID,
         "log_level": log_level,
+        # Agent schedules are read from DBOS's table by polling (DBOS's default is every 30 s):
+        # every second, a created, paused or resumed schedule takes effect within about a second.
+        "scheduler_polling_interval_sec": SCHEDULER_POLLING_INTERVAL_SEC,
     }
     if system_url.startswith("sqlite:"):
         _prepare_sqlite(system_url)

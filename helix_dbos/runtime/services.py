@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     # Types only: the executor builds both, and importing them here would put the stream layer
     # under every step module.
     from helix_dbos.runtime.registry import AgentRegistry
+    from helix_dbos.runtime.starting import RunStarter
     from helix_dbos.runtime.streaming import RunStreams
 
 
@@ -59,6 +60,9 @@ class RuntimeServices:
     run_workflow: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """The agent-run DBOS workflow, which child runs are started as (:mod:`.children`). The executor
     sets it: the workflow module imports the loop, so the loop's modules cannot import it back."""
+    starter: RunStarter | None = None
+    """The executor's start protocol, which a schedule's fire workflow starts its run through
+    (:mod:`.schedules.fire`); the executor sets it once its client is built."""
     _hooks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:

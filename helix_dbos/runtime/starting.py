@@ -94,8 +94,8 @@ class RunStarter:
         long-running server starts runs nobody waits on here. A dropped entry falls back to the
         outcome event."""
 
-    def _agent(self, agent: AgentConfig | str) -> AgentConfig:
-        """The agent to run: registered when given as a config, looked up when named."""
+    def agent(self, agent: AgentConfig | str) -> AgentConfig:
+        """The agent to run: registered when given as a config, looked up when named (:class:`AgentNotFoundError`)."""
         if isinstance(agent, AgentConfig):
             return self._registry.register(agent)
         found = self._registry.get(agent)
@@ -126,7 +126,7 @@ class RunStarter:
         check_priority(priority)
         if tenant is not None:
             check_tenant(tenant)
-        config = self._agent(agent)
+        config = self.agent(agent)
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
         if session_id is None:
@@ -178,7 +178,7 @@ class RunStarter:
         check_text(session_id=session_id, message=message)
         check_priority(priority)
         session = self._reads.require_session(session_id)
-        config = self._agent(session.agent_type if agent is None else agent)
+        config = self.agent(session.agent_type if agent is None else agent)
         if session.agent_type != config.name:
             raise AgentMismatchError(session_id, session.agent_type, config.name)
         verdict = self._reads.can_resume(session_id)
@@ -227,7 +227,7 @@ class RunStarter:
         check_text(session_id=session_id, checkpoint_id=checkpoint_id, message=message)
         check_priority(priority)
         session = self._reads.require_session(session_id)
-        self._agent(session.agent_type)
+        self.agent(session.agent_type)
         checkpoint = None if checkpoint_id is None else self._store.get_checkpoint(checkpoint_id)
         if checkpoint_id is not None and (checkpoint is None or checkpoint.session_id != session_id):
             raise CheckpointNotFoundError(session_id, checkpoint_id)
@@ -290,7 +290,7 @@ class RunStarter:
         ``rollback``: the checkpoint a retry starts from; the stream is rolled back to it first
         (:meth:`_roll_back_stream`).
         """
-        agent = self._agent(session.agent_type)
+        agent = self.agent(session.agent_type)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
         start = starts.continuation(

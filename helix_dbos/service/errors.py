@@ -10,7 +10,7 @@ HTTP   codes
 =====  =====================================================================================
 401    ``unauthenticated``: send valid credentials
 404    ``state_session_not_found``, ``state_agent_not_found``, ``state_tool_call_not_found``,
-       ``state_checkpoint_not_found``, ``framework_route_not_found``: check the id (every
+       ``state_checkpoint_not_found``, ``state_schedule_not_found``, ``framework_route_not_found``: check the id (every
        ``*_not_found`` code is a 404)
 405    ``framework_method_not_allowed`` (the ``Allow`` header lists the methods)
 408    ``transport_result_timeout``: the run is still going; ask again to keep waiting
@@ -21,7 +21,8 @@ HTTP   codes
 429    ``tenant_budget_exceeded``: the caller's tenant spent its budget (``retryable`` when the
        budget has a period)
 422    ``validation_error`` (with ``details``), ``validation_invalid_text`` (NUL or a lone
-       surrogate in any string; ``details`` say where): fix the request
+       surrogate in any string; ``details`` say where), ``validation_invalid_schedule`` (a cron
+       expression, time zone or backfill window refused): fix the request
 500    ``framework_internal_error``: a bug; the details are in the server's log, never here
 503    ``transport_error`` (``retryable``; ``Retry-After`` when the database is out of reach)
 =====  =====================================================================================
@@ -60,12 +61,14 @@ STATUS_BY_CODE: dict[str, int] = {
     UNAUTHENTICATED: 401,
     "validation_error": 422,
     "validation_invalid_text": 422,
+    "validation_invalid_schedule": 422,
     "tool_input_invalid": 422,
     "validation_body_too_large": 413,
     "state_session_not_found": 404,
     "state_agent_not_found": 404,
     "state_tool_call_not_found": 404,
     "state_checkpoint_not_found": 404,
+    "state_schedule_not_found": 404,
     "tool_not_found": 404,
     "framework_route_not_found": 404,
     "framework_method_not_allowed": 405,

@@ -53,9 +53,11 @@ EXPECTED_CATEGORIES: dict[str, str] = {
     "state_checkpoint_not_found": "state",
     "state_conflict": "state",
     "state_agent_mismatch": "state",
+    "state_schedule_not_found": "state",
     "transport_error": "transport",
     "validation_error": "validation",
     "validation_invalid_text": "validation",
+    "validation_invalid_schedule": "validation",
     "framework_internal_error": "framework",
     "framework_not_supported": "framework",
     "framework_cancelled": "framework",
@@ -76,9 +78,9 @@ def test_error_code_set_is_the_seeds_table() -> None:
     # The seeds' 21 codes, plus helix-dbos's: an unknown agent, tool call or checkpoint (404 over
     # HTTP), a request that conflicts with the session (409) or names another agent for it (409),
     # text that cannot be stored (422), every model of a fallback chain failing, a request over
-    # the model's context window (a compaction policy compacts and retries on it), and a guardrail
-    # failing the run, and a tenant over its budget (429).
-    assert len(EXPECTED_CATEGORIES) == 31
+    # the model's context window (a compaction policy compacts and retries on it), a guardrail
+    # failing the run, a tenant over its budget (429), and an unknown or invalid agent schedule (404, 422).
+    assert len(EXPECTED_CATEGORIES) == 33
     assert set(get_args(ErrorCode)) == set(EXPECTED_CATEGORIES)
     assert set(EXPECTED_CATEGORIES) == ERROR_CODES
     assert set(EXPECTED_CATEGORIES.values()) == set(get_args(ErrorCategory))

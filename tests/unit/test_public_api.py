@@ -27,6 +27,7 @@ EXPECTED = [
     "AgentMismatchError",
     "AgentNotResumableError",
     "AgentResult",
+    "AgentSchedule",
     "AgentState",
     "AssistantMessage",
     "Budget",
@@ -465,6 +466,14 @@ SUBPACKAGE_NAMES = {
     "is_sub_agent_tool": "helix_dbos.sub_agent",
     "FINISH_TOOL_NAME": "helix_dbos.tool",
     "StreamTruncatedError": "helix_dbos.errors",
+    "ScheduleNotFoundError": "helix_dbos.errors",
+    "ScheduleExistsError": "helix_dbos.errors",
+    "InvalidScheduleError": "helix_dbos.errors",
+    "ScheduleBook": "helix_dbos.runtime.schedules",
+    "ScheduleInfo": "helix_dbos.runtime.schedules",
+    "ScheduleFire": "helix_dbos.runtime.schedules",
+    "FireOutcome": "helix_dbos.runtime.schedules",
+    "BackfillResult": "helix_dbos.runtime.schedules",
 }
 
 
