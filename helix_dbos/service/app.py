@@ -41,6 +41,7 @@ from helix_dbos.service.routes import (
     hitl_router,
     inspector_router,
     queue_router,
+    schedules_router,
     sessions_router,
     streams_router,
     ui_chat_router,
@@ -161,6 +162,7 @@ def create_app(
         ui_chat_router,
         chat_router,
         queue_router,
+        schedules_router,
         inspector_router,
     ):
         app.include_router(router(context))

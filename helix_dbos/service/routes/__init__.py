@@ -24,6 +24,10 @@ Route                                        Seeds' operation / executor call
 ``POST /v1/chat/ui``                         AI SDK ``useChat`` (UI message stream)   (ui_chat)
 ``GET  /v1/chat/ui/{id}/stream``             its reconnect (``DefaultChatTransport``)
 ``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
+``POST /v1/schedules`` (list, get, delete)   agent schedules: ``executor.schedules``   (schedules)
+``POST /v1/schedules/{name}/pause|resume``   pause, resume
+``POST /v1/schedules/{name}/backfill``       run a past window's fires once each
+``GET  /v1/schedules/{name}/fires``          the fires and what each did
 ``GET  /v1/agents``                          the served agents                          (inspector)
 ``GET  /v1/sessions``                        sessions list, with cost
 ``GET  /v1/sessions/{id}/timeline``          runs and steps: durations, tokens, cost
@@ -45,6 +49,7 @@ from helix_dbos.service.routes.health import health_router
 from helix_dbos.service.routes.hitl import hitl_router
 from helix_dbos.service.routes.inspector import inspector_router
 from helix_dbos.service.routes.queue import queue_router
+from helix_dbos.service.routes.schedules import schedules_router
 from helix_dbos.service.routes.sessions import sessions_router
 from helix_dbos.service.routes.streams import streams_router
 from helix_dbos.service.routes.ui_chat import ui_chat_router
@@ -58,6 +63,7 @@ __all__ = [
     "hitl_router",
     "inspector_router",
     "queue_router",
+    "schedules_router",
     "sessions_router",
     "streams_router",
     "ui_chat_router",
