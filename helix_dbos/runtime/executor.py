@@ -607,6 +607,7 @@ class DBOSAgentExecutor:
         here (``shutdown()`` does so): a workflow that finds the runtime uninstalled while DBOS can
         still record would record that as its failure.
         """
+        self.schedules.close()
         self.worker.close()
 
 

@@ -29,6 +29,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -352,7 +353,9 @@ def launch(
         rate_limits=rate_limits,
         tenant_budgets=tenant_budgets,
     )
+    launched_at = datetime.now(UTC)
     _launch_dbos(config, policy, listen_queues=None if execute else [])  # [] dequeues nothing: workers run them
+    executor.schedules.fill_launch_gap(launched_at)
     if queue is not None:
         register_run_queue(queue)
     register_rate_limits(rate_limits)

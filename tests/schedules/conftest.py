@@ -18,20 +18,12 @@ from pathlib import Path
 import pytest
 from dbos import DBOS
 
-from helix_dbos import AgentConfig, DBOSAgentExecutor, SqlSessionStore, define_agent
+from helix_dbos import DBOSAgentExecutor, SqlSessionStore
 from helix_dbos.errors import HelixError
 from helix_dbos.runtime.launch import dbos_config_for
 from helix_dbos.runtime.schedules import ScheduleFire
 from helix_dbos.testing import ScriptedOpenAIServer, ScriptedResponse
-
-
-def reporter(base_url: str, name: str = "reporter") -> AgentConfig:
-    """An agent that answers in one model call (the scripted server's handler answers every request)."""
-    return define_agent(
-        name,
-        system_prompt="Write the report.",
-        llm_config={"model": "openai/fake", "api_base": base_url, "api_key": "test", "max_retries": 0},
-    )
+from tests.schedules.agents import reporter
 
 
 @pytest.fixture(scope="module")

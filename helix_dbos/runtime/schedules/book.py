@@ -67,6 +67,24 @@ class ScheduleBook:
         """``check_agent`` raises for an agent name this process cannot run (the executor's registry lookup)."""
         self._api = api
         self._check_agent = check_agent
+        self._gap_filler: Any = None
+
+    def fill_launch_gap(self, launched_at: datetime) -> None:
+        """Watch for the fire DBOS's catch-up at a launch can drop, and run it (:mod:`.launch_gap`).
+
+        :func:`helix_dbos.launch` calls it right after ``DBOS.launch()``; :meth:`close` stops it.
+        """
+        from helix_dbos.runtime.schedules.launch_gap import LaunchGapFiller
+
+        self.close()
+        self._gap_filler = LaunchGapFiller(self, launched_at)
+        self._gap_filler.start()
+
+    def close(self) -> None:
+        """Stop the launch-gap watch, if one runs."""
+        if self._gap_filler is not None:
+            self._gap_filler.stop()
+            self._gap_filler = None
 
     # -- definition --------------------------------------------------------------------------------
     def create(self, schedule: AgentSchedule | dict[str, Any]) -> ScheduleInfo:
