@@ -49,6 +49,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from helix_dbos.errors import ERROR_CODES, HelixError, ServiceError, database_error_kind, public_error_message
 
@@ -224,7 +225,7 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
         return coded_error_response("framework_route_not_found", message, headers=exc.headers)
     if exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-        return coded_error_response("framework_method_not_allowed", message, headers=exc.headers)
+        return coded_error_response("framework_method_not_allowed", message, headers=_allow_header(request, exc))
     if exc.status_code == 413:
         return coded_error_response("validation_body_too_large", str(exc.detail), headers=exc.headers)
     if exc.status_code < 500:
@@ -232,6 +233,27 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
         detail = ErrorDetail(loc=["body"], msg=str(exc.detail), type="body_invalid")
         return validation_error_response([detail])
     return await unexpected_error_response(request, exc)
+
+
+def _allow_header(request: Request, exc: StarletteHTTPException) -> Mapping[str, str] | None:
+    """The ``Allow`` header of a 405: every method some route serves at the path.
+
+    Starlette's names only the methods of the first route matching the path; a path served by two
+    routes (``GET`` and ``POST /v1/schedules``, one handler each) would list one of them. Each
+    method is tried against the app's routes as the router itself would.
+    """
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
+    if not allowed:
+        return exc.headers
+    return {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def is_handled(exc: BaseException) -> bool:

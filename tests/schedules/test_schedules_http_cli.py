@@ -98,6 +98,10 @@ async def test_http_refuses_bad_input_with_typed_4xx(http: httpx.AsyncClient) ->
     assert reversed_window.json()["error"]["code"] == "validation_invalid_schedule"
     unauthenticated = await http.get("/v1/schedules", headers={"Authorization": "Bearer wrong"})
     assert unauthenticated.status_code == 401
+    # Two routes serve each of these paths: a 405 names both methods (Starlette's named the first's only).
+    for path, allow in (("/v1/schedules", "GET, POST"), ("/v1/schedules/taken", "GET, DELETE")):
+        not_allowed = await http.request("PATCH", path)
+        assert not_allowed.status_code == 405 and not_allowed.headers["allow"] == allow
 
 
 def _cli(url: str, *args: str) -> tuple[int, str, str]:

@@ -70,6 +70,8 @@ def fuzz_target(make_executor: ExecutorFactory, runtime_db: str) -> Iterator[Fuz
     _count_statuses(app, statuses)
     with serve(app, log_level="error") as url:  # the fuzzer's malformed HTTP is uvicorn's to refuse
         yield FuzzTarget(url, statuses)
+    for info in executor.schedules.list():  # the fuzzer's schedules must not fire into the next module
+        executor.schedules.delete(info.schedule.name)
     for session in executor.store.list_sessions(status="active", limit=10_000):
         with contextlib.suppress(HelixError):
             executor.abort(session.session_id, "test teardown")
@@ -105,6 +107,13 @@ max-stream-events = 5
 [[operations]]
 include-path-regex = "/stream$"
 request-timeout = 2
+
+# A cron expression's validity (and a backfill window's order and size) is more than JSON Schema can
+# say: a schema-valid one DBOS would not run is refused with a typed 422 (validation_invalid_schedule).
+[[operations]]
+include-path-regex = "^/v1/schedules(/[^/]+/backfill)?$"
+include-method = "POST"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429"]
 """
 
 
