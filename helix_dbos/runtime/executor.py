@@ -2,17 +2,15 @@
 
 The executor is the public facade over the runtime's two halves, each method a delegation:
 
-- the **client** (:mod:`.client`): the start protocol (:mod:`.starting`: execute, resume, retry,
-  fork, orphaned runs, awaiting results), submissions and run control (:mod:`.control`) and reads
-  (:mod:`.reads`, also the read API of the service and the CLI). None of it needs a workflow
-  running here when runs go on a queue;
-- the **worker** (:mod:`.worker`): the agent registrations, the runtime services a workflow finds,
-  the background duties (heartbeat, parked-call deadlines, takeover: :mod:`.workers`) and the
-  recovery of orphaned runs.
+- the **client** (:mod:`.client`): the start protocol (:mod:`.starting`: execute, resume, retry, fork,
+  orphaned runs, awaiting results), submissions and run control (:mod:`.control`), reads (:mod:`.reads`,
+  also the read API of the service and the CLI) and agent schedules (:mod:`.schedules`). None of it
+  needs a workflow running here when runs go on a queue;
+- the **worker** (:mod:`.worker`): the agent registrations, the runtime services a workflow finds, the
+  background duties (heartbeat, parked-call deadlines, takeover: :mod:`.workers`) and recovery.
 
-Handles (:mod:`.handle`) call back only through the public methods here; awaiting an outcome is
-:mod:`.outcomes`. Methods that block and are called from async code have an ``*_async`` twin,
-DBOS-style (execute, resume, retry, fork, submit, state and usage).
+Handles (:mod:`.handle`) call back only through the public methods here; awaiting an outcome is :mod:`.outcomes`.
+Blocking methods called from async code have an ``*_async`` twin, DBOS-style (execute, resume, retry, fork, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dbos import DBOS
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
@@ -43,7 +40,6 @@ from helix_dbos.runtime.outcomes import await_outcome
 from helix_dbos.runtime.queues import RunQueue, priority_of
 from helix_dbos.runtime.rate_limits import ProviderRateLimit, RateLimitCapability
 from helix_dbos.runtime.registry import AgentRegistry
-from helix_dbos.runtime.schedules import ScheduleBook
 from helix_dbos.runtime.services import RuntimeServices
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.runtime.wake import TransactionalWaker
@@ -144,11 +140,10 @@ class DBOSAgentExecutor:
         self.client.starting.tenant_budgets = {check_tenant(t): b for t, b in (tenant_budgets or {}).items()}
         self.reads = self.client.reads
         """The read API the service and the CLI use (:mod:`.reads`)."""
+        self.schedules = self.client.schedules
+        """Agent schedules: cron fires that start runs (:mod:`.schedules`)."""
         self.worker = AgentWorker(self._services, self.client.starting)
         """Runs this process's share of workflows (:mod:`.worker`)."""
-        self._services.starter = self.client.starting
-        self.schedules = ScheduleBook(DBOS, check_agent=self.client.starting.agent)
-        """Agent schedules: cron fires that start runs (:mod:`.schedules`)."""
         for agent in agents:
             self.register(agent)
         self.worker.install()
@@ -607,7 +602,6 @@ class DBOSAgentExecutor:
         here (``shutdown()`` does so): a workflow that finds the runtime uninstalled while DBOS can
         still record would record that as its failure.
         """
-        self.schedules.close()
         self.worker.close()
 
 

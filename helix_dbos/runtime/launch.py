@@ -458,6 +458,7 @@ def shutdown(
     executor_id = str(DBOS.executor_id) if executor is not None else ""
     if executor is not None:
         executor.stop_background_tasks()  # no takeover or sweep may start work while draining
+        executor.schedules.close()  # nor a backfill of a fire dropped at launch (fill_launch_gap)
         try:
             left = drain(executor, drain_timeout_seconds)
             drained = not left
