@@ -86,7 +86,7 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         "/schedules/{name}/pause",
         response_model=ScheduleInfo,
         tags=["schedules"],
-        responses=error_responses(NOT_FOUND),
+        responses=error_responses(NOT_FOUND, body=True),
     )
     async def pause(name: ScheduleName) -> ScheduleInfo:
         """Stop firing (within about a second); the fire times until a resume are not run."""
@@ -96,7 +96,7 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         "/schedules/{name}/resume",
         response_model=ScheduleInfo,
         tags=["schedules"],
-        responses=error_responses(NOT_FOUND),
+        responses=error_responses(NOT_FOUND, body=True),
     )
     async def resume(name: ScheduleName) -> ScheduleInfo:
         """Fire again from the next fire time; the paused window is not caught up (backfill it to run it)."""
