@@ -8,6 +8,7 @@ and on the command line one line with a hint and a non-zero exit.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -146,3 +147,32 @@ def test_cli_bad_input_is_one_line_with_a_hint(scheduled: Scheduled, schedule_db
     assert code == 1 and err.startswith("helix-dbos: invalid name:") and "letters, digits" in err
     code, _, err = _cli(schedule_db, "backfill", "x", "--start", "yesterday")
     assert code == 1 and "--start is not an ISO 8601 time" in err
+
+
+async def test_a_schedule_is_its_tenants_and_fires_in_its_sessions(scheduled: Scheduled) -> None:
+    tokens = {"acme-token-0123456789": "acme", "umbrella-token-012345": "umbrella"}
+    transport = httpx.ASGITransport(app=create_app(scheduled.executor, bearer_tokens=tokens))
+
+    def as_tenant(token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=transport, base_url="http://s", headers={"Authorization": f"Bearer {token}"})
+
+    async with as_tenant("acme-token-0123456789") as acme, as_tenant("umbrella-token-012345") as umbrella:
+        body = _schedule("acme-hourly", cron="0 * * * *", enabled=False, tenant="umbrella")
+        created = await acme.post("/v1/schedules", json=body)
+        assert created.status_code == 201 and created.json()["schedule"]["tenant"] == "acme"  # the caller's, always
+        assert (await umbrella.get("/v1/schedules")).json() == {"schedules": []}
+        for method, path in (("GET", ""), ("POST", "/pause"), ("GET", "/fires"), ("DELETE", "")):
+            other = await umbrella.request(method, f"/v1/schedules/acme-hourly{path}")
+            assert other.status_code == 404 and other.json()["error"]["code"] == "state_schedule_not_found"
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        window = {"start": (hour - timedelta(minutes=90)).isoformat(), "end": hour.isoformat()}
+        assert (await umbrella.post("/v1/schedules/acme-hourly/backfill", json=window)).status_code == 404
+        assert len((await acme.post("/v1/schedules/acme-hourly/backfill", json=window)).json()["enqueued"]) == 1
+        deadline = time.monotonic() + 20
+        while not (fires := (await acme.get("/v1/schedules/acme-hourly/fires")).json()) or not fires[0]["outcome"]:
+            assert time.monotonic() < deadline, fires
+            await asyncio.sleep(0.1)
+    outcome = fires[0]["outcome"]
+    assert outcome["status"] == "started"
+    session = scheduled.executor.get_session(outcome["session_id"])
+    assert session is not None and session.tenant == "acme"

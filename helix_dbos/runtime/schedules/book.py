@@ -41,6 +41,7 @@ from helix_dbos.runtime.schedules.model import (
     fire_time_of,
     fire_times,
 )
+from helix_dbos.tenancy import DEFAULT_TENANT
 
 __all__ = ["BackfillResult", "ScheduleBook"]
 
@@ -119,47 +120,52 @@ class ScheduleBook:
             self._api.pause_schedule(spec.name)
         return self.get(spec.name)
 
-    def get(self, name: str) -> ScheduleInfo:
-        """The schedule named ``name`` (:class:`ScheduleNotFoundError` if there is none)."""
+    def get(self, name: str, *, tenant: str | None = None) -> ScheduleInfo:
+        """The schedule named ``name``; :class:`ScheduleNotFoundError` if there is none.
+
+        With ``tenant`` (every method takes it, as the service passes the caller's), another
+        tenant's schedule is not found either.
+        """
         raw = self._raw(name)
         info = None if raw is None else _info(raw)
-        if info is None:
+        if info is None or not _visible(info, tenant):
             raise ScheduleNotFoundError(name)
         return info
 
-    def list(self) -> builtins.list[ScheduleInfo]:
-        """Every agent schedule, by name."""
+    def list(self, *, tenant: str | None = None) -> builtins.list[ScheduleInfo]:
+        """Every agent schedule (of ``tenant``, when given), by name."""
         found = [_info(raw) for raw in self._api.list_schedules(workflow_name=FIRE_WORKFLOW_NAME)]
-        return sorted((info for info in found if info is not None), key=lambda info: info.schedule.name)
+        visible = (info for info in found if info is not None and _visible(info, tenant))
+        return sorted(visible, key=lambda info: info.schedule.name)
 
-    def pause(self, name: str) -> ScheduleInfo:
+    def pause(self, name: str, *, tenant: str | None = None) -> ScheduleInfo:
         """Stop firing (within the polling interval); its fire times until a resume are not run."""
-        self.get(name)
+        self.get(name, tenant=tenant)
         self._api.pause_schedule(name)
         return self.get(name)
 
-    def resume(self, name: str) -> ScheduleInfo:
+    def resume(self, name: str, *, tenant: str | None = None) -> ScheduleInfo:
         """Fire again from the next fire time; the paused window is not caught up (backfill it to run it)."""
-        info = self.get(name)
+        info = self.get(name, tenant=tenant)
         if info.status == "paused":
             set_schedule_last_fired_at(self._api, name, datetime.now(UTC))
             self._api.resume_schedule(name)
         return self.get(name)
 
-    def delete(self, name: str) -> None:
+    def delete(self, name: str, *, tenant: str | None = None) -> None:
         """Remove the schedule; fires already enqueued still run, and its runs and sessions stay."""
-        self.get(name)
+        self.get(name, tenant=tenant)
         self._api.delete_schedule(name)
 
     # -- fires -------------------------------------------------------------------------------------
-    def backfill(self, name: str, start: datetime, end: datetime) -> BackfillResult:
+    def backfill(self, name: str, start: datetime, end: datetime, *, tenant: str | None = None) -> BackfillResult:
         """Run each fire time strictly between ``start`` and ``end`` that has not fired, once.
 
         A fire time that fired already (live, or by an earlier backfill) has a workflow under the
         same id and is not run again, so backfilling a window twice adds nothing. At most 1000
         fire times per call; naive datetimes are UTC. Works on a paused schedule too.
         """
-        spec = self.get(name).schedule
+        spec = self.get(name, tenant=tenant).schedule
         fire_times(spec, start, end)  # bounds the window (InvalidScheduleError) before DBOS enqueues
         before = {f.fire_id for f in self._fires(name, None)}
         handles = self._api.backfill_schedule(name, _utc(start), _utc(end))
@@ -172,9 +178,9 @@ class ScheduleBook:
             already_fired=[i for i in ids if i in before],
         )
 
-    def fires(self, name: str, *, limit: int = 100) -> builtins.list[ScheduleFire]:
+    def fires(self, name: str, *, limit: int = 100, tenant: str | None = None) -> builtins.list[ScheduleFire]:
         """The schedule's most recent fires (newest first) with what each did."""
-        self.get(name)
+        self.get(name, tenant=tenant)
         return self._fires(name, None, limit=limit)
 
     def _fires(
@@ -197,6 +203,10 @@ class ScheduleBook:
         if raw is None or raw["workflow_name"] != FIRE_WORKFLOW_NAME:
             return None  # another workflow's DBOS schedule is not an agent schedule
         return dict(raw)
+
+
+def _visible(info: ScheduleInfo, tenant: str | None) -> bool:
+    return tenant is None or (info.schedule.tenant or DEFAULT_TENANT) == tenant
 
 
 def _utc(when: datetime) -> datetime:

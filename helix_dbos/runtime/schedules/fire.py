@@ -68,6 +68,7 @@ def fire_schedule(fire_time: datetime, schedule: AgentSchedule) -> FireOutcome:
             AgentInput(message=schedule.message, state=schedule.state),
             session_id=session_id,
             idempotency_key=fire_idempotency_key(schedule.name, fire_time),
+            tenant=schedule.tenant,
         )
     except AgentAlreadyRunningError as exc:
         _logger.info(

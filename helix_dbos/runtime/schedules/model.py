@@ -75,6 +75,9 @@ class AgentSchedule(BaseModel):
     worker starts again (DBOS's automatic backfill from the last fire); ``skip`` drops them."""
     enabled: bool = True
     """``False`` creates the schedule paused."""
+    tenant: str | None = Field(default=None, min_length=1, max_length=200)
+    """The tenant whose sessions the fires run in (``None``: the default tenant). Over HTTP it is the
+    caller's, and a schedule of another tenant is not found."""
 
 
 class ScheduleInfo(BaseModel):

@@ -5,7 +5,8 @@ each fire time (:mod:`helix_dbos.runtime.schedules`), and list a schedule's fire
 did. Refusals are typed: an invalid cron expression, time zone or backfill window is a 422
 (``validation_invalid_schedule``), an unknown schedule a 404 (``state_schedule_not_found``), an
 agent the server does not serve a 404 (``state_agent_not_found``), a name taken a 409
-(``state_conflict``).
+(``state_conflict``). A schedule belongs to the caller's tenant: its fires run in that tenant's
+sessions, and another tenant's schedule is not found (404), as another tenant's session is.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import Path, Query
+from fastapi import Path, Query, Request
 from fastapi.routing import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.runtime.schedules import AgentSchedule, BackfillResult, ScheduleFire, ScheduleInfo
 from helix_dbos.runtime.schedules.model import SCHEDULE_NAME_PATTERN
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import RouteContext
+from helix_dbos.service.routes.context import RouteContext, caller_tenant
 
 __all__ = ["BackfillRequest", "ScheduleDeleted", "ScheduleList", "schedules_router"]
 
@@ -67,20 +68,21 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         "and recorded). `missed_fires` says what happens to fire times that passed while no worker ran.",
         responses=error_responses(INVALID, "state_agent_not_found", "state_conflict", body=True),
     )
-    async def create(body: AgentSchedule) -> ScheduleInfo:
-        return await service.call(book.create, body)
+    async def create(request: Request, body: AgentSchedule) -> ScheduleInfo:
+        mine = body.model_copy(update={"tenant": caller_tenant(request)})  # fires run in the caller's tenant
+        return await service.call(book.create, mine)
 
     @router.get("/schedules", response_model=ScheduleList, tags=["schedules"], responses=error_responses())
-    async def list_schedules() -> ScheduleList:
-        """Every agent schedule with its status (`active`, `paused`) and last fire time."""
-        return ScheduleList(schedules=await service.call(book.list))
+    async def list_schedules(request: Request) -> ScheduleList:
+        """The caller's tenant's agent schedules with their status (`active`, `paused`) and last fire time."""
+        return ScheduleList(schedules=await service.call(book.list, tenant=caller_tenant(request)))
 
     @router.get(
         "/schedules/{name}", response_model=ScheduleInfo, tags=["schedules"], responses=error_responses(NOT_FOUND)
     )
-    async def get_schedule(name: ScheduleName) -> ScheduleInfo:
-        """One schedule."""
-        return await service.call(book.get, name)
+    async def get_schedule(request: Request, name: ScheduleName) -> ScheduleInfo:
+        """One schedule (another tenant's is not found)."""
+        return await service.call(book.get, name, tenant=caller_tenant(request))
 
     @router.post(
         "/schedules/{name}/pause",
@@ -88,9 +90,9 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         tags=["schedules"],
         responses=error_responses(NOT_FOUND, body=True),
     )
-    async def pause(name: ScheduleName) -> ScheduleInfo:
+    async def pause(request: Request, name: ScheduleName) -> ScheduleInfo:
         """Stop firing (within about a second); the fire times until a resume are not run."""
-        return await service.call(book.pause, name)
+        return await service.call(book.pause, name, tenant=caller_tenant(request))
 
     @router.post(
         "/schedules/{name}/resume",
@@ -98,9 +100,9 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         tags=["schedules"],
         responses=error_responses(NOT_FOUND, body=True),
     )
-    async def resume(name: ScheduleName) -> ScheduleInfo:
+    async def resume(request: Request, name: ScheduleName) -> ScheduleInfo:
         """Fire again from the next fire time; the paused window is not caught up (backfill it to run it)."""
-        return await service.call(book.resume, name)
+        return await service.call(book.resume, name, tenant=caller_tenant(request))
 
     @router.delete(
         "/schedules/{name}",
@@ -108,9 +110,9 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         tags=["schedules"],
         responses=error_responses(NOT_FOUND),
     )
-    async def delete(name: ScheduleName) -> ScheduleDeleted:
+    async def delete(request: Request, name: ScheduleName) -> ScheduleDeleted:
         """Remove the schedule; fires already enqueued still run."""
-        await service.call(book.delete, name)
+        await service.call(book.delete, name, tenant=caller_tenant(request))
         return ScheduleDeleted(name=name)
 
     @router.post(
@@ -119,9 +121,9 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         tags=["schedules"],
         responses=error_responses(NOT_FOUND, INVALID, body=True),
     )
-    async def backfill(name: ScheduleName, body: BackfillRequest) -> BackfillResult:
+    async def backfill(request: Request, name: ScheduleName, body: BackfillRequest) -> BackfillResult:
         """Run each fire time of the window that has not fired, once; a second backfill adds nothing."""
-        return await service.call(book.backfill, name, body.start, body.end)
+        return await service.call(book.backfill, name, body.start, body.end, tenant=caller_tenant(request))
 
     @router.get(
         "/schedules/{name}/fires",
@@ -129,8 +131,10 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         tags=["schedules"],
         responses=error_responses(NOT_FOUND),
     )
-    async def fires(name: ScheduleName, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[ScheduleFire]:
+    async def fires(
+        request: Request, name: ScheduleName, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> list[ScheduleFire]:
         """The schedule's latest fires, newest first, each with its outcome (the run it started, or why not)."""
-        return await service.call(book.fires, name, limit=limit)
+        return await service.call(book.fires, name, limit=limit, tenant=caller_tenant(request))
 
     return router
