@@ -15,18 +15,19 @@
 | ``tail.py`` | ``tail``: follow a session's stream live |
 | ``fork.py`` | ``fork``: branch a session from a checkpoint |
 | ``schedules.py`` | ``schedules create|list|show|pause|resume|delete|backfill|fires`` |
+| ``gc.py`` | ``gc``: delete what is past a retention policy |
 
 Importing this package registers every command on :data:`app`.
 """
 
 from __future__ import annotations
 
-from helix_dbos.cli import db, demo_run, fork, schedules, serve, sessions, tail, workers
+from helix_dbos.cli import db, demo_run, fork, gc, schedules, serve, sessions, tail, workers
 from helix_dbos.cli.common import app
 
 __all__ = ["app", "main"]
 
-_COMMAND_MODULES = (demo_run, workers, serve, sessions, tail, fork, schedules, db)
+_COMMAND_MODULES = (demo_run, workers, serve, sessions, tail, fork, schedules, gc, db)
 """Imported for their side effect: each registers its commands on ``app``."""
 
 
