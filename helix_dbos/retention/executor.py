@@ -43,7 +43,7 @@ from helix_dbos.retention.inventory import live_families, session_pages
 from helix_dbos.retention.planner import RetentionPlan, RunExpiry, SessionExpiry, plan_retention
 from helix_dbos.retention.policy import RetentionPolicy
 from helix_dbos.retention.workflows import FINISHED_WORKFLOW_STATUSES, WorkflowRows
-from helix_dbos.store.engine import begin_read, begin_write
+from helix_dbos.store.engine import begin_read, begin_write, create_engine_for
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES
 from helix_dbos.store.schema import (
     checkpoints,
@@ -105,7 +105,7 @@ class GcReport(BaseModel):
 
 
 def collect_garbage(
-    engine: Engine,
+    database: Engine | str,
     policy: RetentionPolicy,
     workflows: WorkflowRows | None,
     *,
@@ -116,6 +116,8 @@ def collect_garbage(
 ) -> GcReport:
     """Delete everything ``policy`` says is past it, as of ``now_ms``; return the per-table counts.
 
+    ``database`` is the store's engine or URL (an engine made here is disposed at the end).
+
     ``workflows`` is DBOS's side (``None``: DBOS rows are left alone, e.g. when DBOS keeps its
     tables elsewhere). Raises :class:`~helix_dbos.retention.policy.RetentionPolicyError` for a
     policy without any limit, ``ValueError`` for a ``batch_size`` below 1.
@@ -123,6 +125,15 @@ def collect_garbage(
     policy.require_a_limit()
     if batch_size < 1 or page_size < 1:
         raise ValueError(f"batch_size and page_size must be at least 1, not {batch_size} and {page_size}")
+    if isinstance(database, str):
+        engine = create_engine_for(database)
+        try:
+            return collect_garbage(
+                engine, policy, workflows, now_ms=now_ms, batch_size=batch_size, dry_run=dry_run, page_size=page_size
+            )
+        finally:
+            engine.dispose()
+    engine = database
     report = GcReport(dry_run=dry_run)
     if not dry_run:
         orphans = _orphaned_sessions(engine)

@@ -105,6 +105,14 @@ EXPECTED = [
 ]
 
 SUBPACKAGE_NAMES = {
+    "DbosWorkflowRows": "helix_dbos.retention",
+    "GcReport": "helix_dbos.retention",
+    "RetentionPolicy": "helix_dbos.retention",
+    "RetentionPolicyError": "helix_dbos.retention",
+    "RetentionRules": "helix_dbos.retention",
+    "RetentionSweeper": "helix_dbos.retention",
+    "collect_garbage": "helix_dbos.retention",
+    "plan_retention": "helix_dbos.retention",
     "CapabilityRun": "helix_dbos.capability",
     "RunCapability": "helix_dbos.capability",
     "RunEnd": "helix_dbos.capability",
