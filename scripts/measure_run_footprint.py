@@ -124,7 +124,8 @@ def measure(url: str, runs: int) -> None:
             assert result.status == "completed", result
         elapsed = time.perf_counter() - started
         after = table_figures(engine)
-        print(f"{runs} runs of {MODEL_CALLS} model calls (streamed text) and {MODEL_CALLS - 1} tool calls, {elapsed:.1f} s")
+        tools = MODEL_CALLS - 1
+        print(f"{runs} runs of {MODEL_CALLS} model calls (streamed text) and {tools} tool calls, {elapsed:.1f} s")
         print(f"{'table':32} {'rows/run':>9} {'bytes/run':>10}")
         total_rows = total_bytes = 0.0
         for name, (rows, size) in after.items():
