@@ -9,7 +9,7 @@ are left alone and the output says so.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -27,7 +27,58 @@ from helix_dbos.cli.common import (
 )
 from helix_dbos.cli.inputs import CliError
 
-__all__ = ["gc"]
+if TYPE_CHECKING:
+    from helix_dbos.retention import RetentionPolicy, RetentionSweeper
+
+__all__ = ["GcEvery", "GcPolicy", "background_policy", "gc", "start_sweeper"]
+
+GcEvery = Annotated[
+    float | None,
+    typer.Option(
+        metavar="SECONDS", min=0.01, help="Also delete what is past --gc-policy every SECONDS (see helix-dbos gc)."
+    ),
+]
+GcPolicy = Annotated[
+    str | None,
+    typer.Option(
+        metavar="JSON",
+        help='The retention policy of --gc-every, e.g. \'{"keep_days": 30, "keep_failed_days": 90}\'.',
+    ),
+]
+
+
+def background_policy(every_seconds: float | None, policy_json: str | None) -> RetentionPolicy | None:
+    """The policy of a worker's background collection (``None``: none), checked before anything starts."""
+    from pydantic import ValidationError
+
+    from helix_dbos.retention import RetentionPolicy
+
+    if every_seconds is None and policy_json is None:
+        return None
+    if every_seconds is None or policy_json is None:
+        raise CliError("--gc-every and --gc-policy go together: give both, or neither", exit_code=2)
+    try:
+        policy = RetentionPolicy.model_validate_json(policy_json)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'policy'}: {e['msg']}" for e in exc.errors())
+        raise CliError(
+            f'bad --gc-policy ({problems}): use JSON such as \'{{"keep_days": 30, "keep_last_runs": 5}}\'',
+            exit_code=2,
+        ) from None
+    if policy.is_empty:
+        raise CliError("--gc-policy sets no limit: give keep_days, keep_failed_days or keep_last_runs", exit_code=2)
+    return policy
+
+
+def start_sweeper(database_url: str, policy: RetentionPolicy, every_seconds: float) -> RetentionSweeper:
+    """Start the background collection of a launched process (DBOS's rows through the launched ``DBOS``)."""
+    from dbos import DBOS
+
+    from helix_dbos.retention import DbosWorkflowRows, RetentionSweeper
+
+    sweeper = RetentionSweeper(database_url, policy, DbosWorkflowRows(DBOS), every_seconds=every_seconds)
+    sweeper.start()
+    return sweeper
 
 
 @app.command()

@@ -35,6 +35,7 @@ from helix_dbos.cli.common import (
     sqlite_path,
 )
 from helix_dbos.cli.demo_run import report_recovered
+from helix_dbos.cli.gc import GcEvery, GcPolicy, background_policy, start_sweeper
 from helix_dbos.cli.inputs import configure_cli_logging, load_agents
 
 if TYPE_CHECKING:
@@ -106,10 +107,14 @@ def worker(
     takeover_after: Annotated[
         float, typer.Option(hidden=True, help="Seconds before a silent worker's runs move.")
     ] = 30.0,
+    gc_every: GcEvery = None,
+    gc_policy: GcPolicy = None,
 ) -> None:
     """Run a worker: recover this executor's in-flight runs and execute new ones, until stopped.
 
     With --queue it runs the runs any server or worker enqueued there, within the queue's limits.
+    With --gc-every and --gc-policy it also deletes what is past the retention policy, one
+    collection at a time across all workers.
     """
     from helix_dbos.cli.model_check import check_agent_models
     from helix_dbos.runtime.launch import launch, shutdown
@@ -118,6 +123,7 @@ def worker(
         database_url=database_url, executor_id=executor_id, run_queue=queue, rate_limits=rate_limits_flag(rate_limit)
     )
     url = resolve_url(settings.database_url)
+    retention = background_policy(gc_every, gc_policy)
     loaded = load_agents(agents)
     run_queue = parse_queue(settings.run_queue)
     adapter = None
@@ -136,6 +142,7 @@ def worker(
         llm_adapter=adapter,
         takeover_after_seconds=takeover_after,
     )
+    sweeper = None if retention is None or gc_every is None else start_sweeper(url, retention, gc_every)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # before "worker up": a SIGTERM after it stops cleanly
     console.print(
@@ -151,6 +158,8 @@ def worker(
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if sweeper is not None:
+            sweeper.stop()
         left = shutdown(executor)
         if left:
             console.print(

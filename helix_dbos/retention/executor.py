@@ -223,13 +223,10 @@ def _delete_claimed(
 
     for table in (messages, checkpoints, usage, sub_session_refs, pending_tool_calls):
         report.add(table.name, _delete_in_batches(engine, table, unclaimed(table), batch_size, dry_run))
-    stream_ids = sorted({stream_of[sid] for sid in ids})
-    # A stream named by a session still there (a custom stream id shared) stays.
-    unshared = ~sa.exists().where(sessions.c.stream_id == stream_chunks.c.stream_id)
-    chunk_rows = stream_chunks.c.stream_id.in_(stream_ids) & (sa.true() if dry_run else unshared)
+    stream_ids = _unshared_streams(engine, ids, sorted({stream_of[sid] for sid in ids}), dry_run)
+    chunk_rows = stream_chunks.c.stream_id.in_(stream_ids)
     report.add(stream_chunks.name, _delete_in_batches(engine, stream_chunks, chunk_rows, batch_size, dry_run))
-    unshared_stream = ~sa.exists().where(sessions.c.stream_id == streams.c.stream_id)
-    stream_rows = streams.c.stream_id.in_(stream_ids) & (sa.true() if dry_run else unshared_stream)
+    stream_rows = streams.c.stream_id.in_(stream_ids)
     report.add(streams.name, _delete_in_batches(engine, streams, stream_rows, batch_size, dry_run))
     if trees is None:
         with begin_read(engine) as conn:
@@ -240,6 +237,22 @@ def _delete_claimed(
         trees = _finished_trees(workflows, wanted)
     _delete_workflows(workflows, [w for sid in ids for w in trees.get(sid, [])], batch_size, report, dry_run)
     report.add(runs.name, _delete_in_batches(engine, runs, unclaimed(runs), batch_size, dry_run))
+
+
+def _unshared_streams(engine: Engine, session_ids: list[str], stream_ids: list[str], dry_run: bool) -> list[str]:
+    """The streams of these deleted sessions that no remaining session names.
+
+    A stream named after its session (the default) is that session's. Only a custom stream id could
+    be shared, and only those are looked up (``sessions.stream_id`` has no index: one scan per
+    group, paid only by groups with custom stream ids). On a dry run nothing was claimed.
+    """
+    custom = sorted(set(stream_ids) - set(session_ids))
+    if dry_run or not custom:
+        return stream_ids
+    query = sa.select(sessions.c.stream_id).where(sessions.c.stream_id.in_(custom))
+    with begin_read(engine) as conn:
+        named = {r[0] for r in conn.execute(query)}
+    return [s for s in stream_ids if s not in named]
 
 
 def _orphaned_sessions(engine: Engine) -> list[str]:
@@ -280,7 +293,8 @@ def _delete_runs(
     finished_not_current = (
         runs.c.run_id.in_(run_ids)
         & runs.c.status.in_(sorted(TERMINAL_RUN_STATUSES))
-        & ~sa.exists().where(sessions.c.run_id == runs.c.run_id)
+        # Keyed on the session's primary key: a lookup per row, not a scan of sessions.
+        & ~sa.exists().where(sessions.c.session_id == runs.c.session_id, sessions.c.run_id == runs.c.run_id)
     )
     deleted = _delete_in_batches(engine, runs, finished_not_current, batch_size, dry_run)
     report.add(runs.name, deleted)

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from helix_dbos.retention.executor import GcReport, collect_garbage
 from helix_dbos.retention.policy import RetentionPolicy
 from helix_dbos.retention.workflows import WorkflowRows
-from helix_dbos.store.engine import now_ms
+from helix_dbos.store.engine import create_engine_for, now_ms
 
 __all__ = ["GC_LOCK_KEY", "RetentionSweeper"]
 
@@ -31,13 +31,16 @@ GC_LOCK_KEY = 0x6865_6C69_7867_6300 >> 1
 
 
 class RetentionSweeper:
-    """One daemon thread collecting garbage every ``every_seconds`` until :meth:`stop`."""
+    """One daemon thread collecting garbage every ``every_seconds`` until :meth:`stop`.
+
+    ``database`` is the store's engine or URL.
+    """
 
     THREAD_NAME = "helix-retention"
 
     def __init__(
         self,
-        engine: Engine,
+        database: Engine | str,
         policy: RetentionPolicy,
         workflows: WorkflowRows | None,
         *,
@@ -48,7 +51,9 @@ class RetentionSweeper:
         policy.require_a_limit()
         if every_seconds <= 0:
             raise ValueError(f"every_seconds must be positive, not {every_seconds}")
-        self._engine = engine
+        # A URL gets an engine of its own, disposed by stop(); an engine passed in is the caller's.
+        self._owns_engine = isinstance(database, str)
+        self._engine = create_engine_for(database) if isinstance(database, str) else database
         self._policy = policy
         self._workflows = workflows
         self._every = every_seconds
@@ -101,3 +106,5 @@ class RetentionSweeper:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_seconds)
+        if self._owns_engine:
+            self._engine.dispose()

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from helix_dbos.cli.gc import background_policy
+from helix_dbos.cli.inputs import CliError
 from tests.cli.conftest import cli_env, run_cli
 
 
@@ -43,3 +51,61 @@ def test_gc_without_a_policy_is_one_line_with_a_hint(tmp_path: Path) -> None:
         "helix-dbos: gc needs a policy: give --keep-days, --keep-failed-days or --keep-last "
         "(add --dry-run to see what it would delete)"
     ]
+
+
+def test_a_worker_with_gc_every_deletes_in_the_background(tmp_path: Path) -> None:
+    env = cli_env()
+    assert run_cli("demo", cwd=tmp_path, env=env).returncode == 0
+    store, system = tmp_path / ".helix" / "helix.sqlite", tmp_path / ".helix" / "helix-dbos.sqlite"
+    workflows = _count(system, "workflow_status")
+    command = [sys.executable, "-m", "helix_dbos.cli", "worker", "--agents", "demo"]
+    worker = subprocess.Popen(
+        [*command, "--gc-every", "0.2", "--gc-policy", '{"keep_days": 0}'],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 60
+        while _count(store, "helix_sessions") and time.time() < deadline:
+            time.sleep(0.2)
+        assert _count(store, "helix_sessions") == 0
+        assert _count(store, "helix_stream_chunks") == 0
+        assert _count(system, "workflow_status") == workflows - 1
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out + err
+
+
+def test_a_bad_gc_policy_stops_the_worker_before_it_starts(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    proc = run_cli("worker", "--agents", "demo", "--database-url", url, "--gc-every", "5", env=cli_env())
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "helix-dbos: --gc-every and --gc-policy go together: give both, or neither"
+    ]
+    assert not (tmp_path / "h.sqlite").exists()  # refused before anything was created
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ('{"keep_days": -1}', "bad --gc-policy (keep_days: Input should be greater than or equal to 0)"),
+        ('{"keep_last_runs": 2, "colour": 1}', "bad --gc-policy (colour: Extra inputs are not permitted)"),
+        ("{}", "--gc-policy sets no limit"),
+        ("not json", "bad --gc-policy (policy: Invalid JSON"),
+    ],
+)
+def test_gc_policy_errors_say_what_is_wrong(policy: str, message: str) -> None:
+    with pytest.raises(CliError) as caught:
+        background_policy(5, policy)
+    assert caught.value.message.startswith(message) and caught.value.exit_code == 2
+
+
+def test_gc_policy_with_agent_overrides() -> None:
+    policy = background_policy(60, '{"keep_days": 30, "agents": {"support": {"keep_days": 90}}}')
+    assert policy is not None and policy.rules_for("support").keep_days == 90
+    assert background_policy(None, None) is None
