@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 
-from helix_dbos.retention import DBOS_WORKFLOWS, DbosWorkflowRows, RetentionPolicy, collect_garbage
+from helix_dbos.retention import DBOS_WORKFLOWS, DbosWorkflowRows, RetentionPolicy, RetentionSweeper, collect_garbage
+from helix_dbos.retention.sweeper import GC_LOCK_KEY
 from helix_dbos.runtime.launch import dbos_system_database_url
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.engine import now_ms
@@ -196,12 +197,12 @@ def _check_collection(executor: Any, runtime_db: str, scale: int) -> None:
 
 
 def test_gc_deletes_exactly_what_the_policy_says(executor: Any, runtime_db: str) -> None:
-    _check_collection(executor, runtime_db, scale=5)  # ~75 runs
+    _check_collection(executor, runtime_db, scale=5)  # 14 x 5 + 3 = 73 runs
 
 
 @pytest.mark.slow
 def test_gc_over_a_thousand_runs(executor: Any, runtime_db: str) -> None:
-    _check_collection(executor, runtime_db, scale=68)  # 1,000+ runs
+    _check_collection(executor, runtime_db, scale=72)  # 14 x 72 + 3 = 1,011 runs
 
 
 def test_gc_during_load_fails_no_run(executor: Any, runtime_db: str) -> None:
@@ -243,3 +244,30 @@ def test_gc_during_load_fails_no_run(executor: Any, runtime_db: str) -> None:
     assert sum(r.runs_deleted for r in rounds) > 0
     for sid in sessions_:
         assert executor.store.load_session(sid) is not None
+
+
+def test_sweepers_collect_in_the_background_one_at_a_time(executor: Any, runtime_db: str) -> None:
+    """Two workers' sweepers: while one holds the collection lock the other skips its round."""
+    engine = executor.store.engine
+    old = run_sessions(executor, ["hello"] * 3, prefix=f"sweep-{time.monotonic_ns()}")
+    backdate(engine, old, 400)
+    policy = RetentionPolicy(keep_days=365)
+    first = RetentionSweeper(runtime_db, policy, DbosWorkflowRows(DBOS), every_seconds=0.05)
+    second = RetentionSweeper(engine, policy, DbosWorkflowRows(DBOS), every_seconds=60)
+    with engine.connect() as holder:
+        holder.execution_options(isolation_level="AUTOCOMMIT")
+        holder.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": GC_LOCK_KEY})  # another worker's round
+        try:
+            first.start()
+            time.sleep(0.5)
+            assert first.rounds == 0 and second.run_once() is None
+            assert all(executor.store.load_session(sid) is not None for sid in old)
+        finally:
+            holder.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": GC_LOCK_KEY})
+    try:
+        _wait_for(lambda: first.rounds >= 1)
+        assert all(executor.store.load_session(sid) is None for sid in old)
+        assert first.last_report is not None and first.last_report.sessions_deleted >= 3
+    finally:
+        first.stop()
+    assert DBOS.get_workflow_status(f"{old[0]}-turn-1") is None
