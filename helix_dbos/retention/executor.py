@@ -32,12 +32,12 @@ delete names rows by key and a claim succeeds once; the loser deletes nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from helix_dbos.retention.inventory import live_families, session_pages
 from helix_dbos.retention.planner import RetentionPlan, RunExpiry, SessionExpiry, plan_retention
@@ -288,7 +288,10 @@ def _delete_runs(
     chunk_rows = stream_chunks.c.stream_id.in_(sorted({r.stream_id for r in ready})) & stream_chunks.c.run_id.in_(
         run_ids
     )
-    report.add(stream_chunks.name, _delete_in_batches(engine, stream_chunks, chunk_rows, batch_size, dry_run))
+    chunks_deleted = _delete_in_batches(
+        engine, stream_chunks, chunk_rows, batch_size, dry_run, also=_count_out_of_streams
+    )
+    report.add(stream_chunks.name, chunks_deleted)
     _delete_workflows(workflows, [w for r in ready for w in finished[r.run_id]], batch_size, report, dry_run)
     finished_not_current = (
         runs.c.run_id.in_(run_ids)
@@ -299,6 +302,19 @@ def _delete_runs(
     deleted = _delete_in_batches(engine, runs, finished_not_current, batch_size, dry_run)
     report.add(runs.name, deleted)
     report.runs_deleted += deleted
+
+
+def _count_out_of_streams(conn: Connection, deleted: Sequence[sa.Row[Any]]) -> None:
+    """Keep ``helix_streams.chunk_count`` true for a stream that lives on (its readers report it)."""
+    per_stream: dict[str, int] = {}
+    for row in deleted:
+        per_stream[row[0]] = per_stream.get(row[0], 0) + 1
+    for stream_id, removed in per_stream.items():
+        conn.execute(
+            sa.update(streams)
+            .where(streams.c.stream_id == stream_id)
+            .values(chunk_count=streams.c.chunk_count - removed)
+        )
 
 
 # --- shared --------------------------------------------------------------------------------------------
@@ -339,9 +355,18 @@ def _delete_workflows(
 
 
 def _delete_in_batches(
-    engine: Engine, table: sa.Table, where: sa.ColumnElement[bool], batch_size: int, dry_run: bool
+    engine: Engine,
+    table: sa.Table,
+    where: sa.ColumnElement[bool],
+    batch_size: int,
+    dry_run: bool,
+    *,
+    also: Callable[[Connection, Sequence[sa.Row[Any]]], object] | None = None,
 ) -> int:
-    """Delete the rows of ``table`` matching ``where``, ``batch_size`` primary keys per transaction."""
+    """Delete the rows of ``table`` matching ``where``, ``batch_size`` primary keys per transaction.
+
+    ``also(conn, keys)`` runs in each batch's transaction with the keys it deleted.
+    """
     if dry_run:
         with begin_read(engine) as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(where)).scalar_one())
@@ -358,6 +383,8 @@ def _delete_in_batches(
                 else sa.tuple_(*key).in_([tuple(row) for row in found])
             )
             total += conn.execute(sa.delete(table).where(by_key)).rowcount
+            if also is not None:
+                also(conn, found)
         if len(found) < batch_size:
             return total
 
