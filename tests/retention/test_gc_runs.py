@@ -140,9 +140,18 @@ def _gc(runtime_db: str, engine: sa.Engine, **kwargs: Any) -> Any:
 
 
 def _check_collection(executor: Any, runtime_db: str, scale: int) -> None:
+    fleet = _build_fleet(executor, f"gc{scale}-{time.monotonic_ns()}", scale)
+    try:
+        _collect_and_check(executor, runtime_db, scale, fleet)
+    finally:  # a failed check must not leave the parked run waiting on DBOS's threads at exit
+        for call in executor.list_pending_tool_calls(fleet["parked"]):
+            executor.submit_tool_result(
+                fleet["parked"], {"kind": "client-tool-result", "tool_call_id": call.tool_call_id, "result": "x"}
+            )
+
+
+def _collect_and_check(executor: Any, runtime_db: str, scale: int, fleet: dict[str, Any]) -> None:
     engine = executor.store.engine
-    prefix = f"gc{scale}-{time.monotonic_ns()}"
-    fleet = _build_fleet(executor, prefix, scale)
     parked = fleet["parked"]
 
     def in_parked(t: sa.Table) -> sa.ColumnElement[bool]:
@@ -177,19 +186,17 @@ def _check_collection(executor: Any, runtime_db: str, scale: int) -> None:
 
     # Sessions that live on keep every message and their latest runs; kept sessions keep everything.
     with engine.connect() as conn:
-        counted = dict(
-            conn.execute(
-                sa.select(streams.c.stream_id, streams.c.chunk_count).where(streams.c.stream_id.in_(fleet["multi"]))
-            )
-        )
-        stored = dict(
-            conn.execute(
-                sa.select(stream_chunks.c.stream_id, sa.func.count())
-                .where(stream_chunks.c.stream_id.in_(fleet["multi"]))
-                .group_by(stream_chunks.c.stream_id)
-            )
-        )
-    assert counted == stored  # a stream that lives on still counts its chunks right
+        counted = conn.execute(
+            sa.select(streams.c.stream_id, streams.c.chunk_count).where(streams.c.stream_id.in_(fleet["multi"]))
+        ).all()
+        stored = conn.execute(
+            sa.select(stream_chunks.c.stream_id, sa.func.count())
+            .where(stream_chunks.c.stream_id.in_(fleet["multi"]))
+            .group_by(stream_chunks.c.stream_id)
+        ).all()
+    assert {r[0]: r[1] for r in counted} == {
+        r[0]: r[1] for r in stored
+    }  # a stream that lives on still counts its chunks right
     for sid in fleet["multi"][:3]:
         assert [r.turn for r in executor.store.list_runs(sid)] == [2, 3]
         assert executor.store.get_message_count(sid) == len(executor.store.get_messages(sid, limit=1000).messages)
