@@ -69,7 +69,8 @@ def test_a_worker_with_gc_every_deletes_in_the_background(tmp_path: Path) -> Non
     )
     try:
         def left() -> tuple[int, int, int]:  # a round claims the session first, deletes its DBOS rows last
-            return _count(store, "helix_sessions"), _count(store, "helix_stream_chunks"), _count(system, "workflow_status")
+            sessions, chunks = _count(store, "helix_sessions"), _count(store, "helix_stream_chunks")
+            return sessions, chunks, _count(system, "workflow_status")
 
         deadline = time.time() + 60
         while left() != (0, 0, workflows - 1) and time.time() < deadline:
