@@ -68,6 +68,7 @@ def test_a_worker_with_gc_every_deletes_in_the_background(tmp_path: Path) -> Non
         text=True,
     )
     try:
+
         def left() -> tuple[int, int, int]:  # a round claims the session first, deletes its DBOS rows last
             sessions, chunks = _count(store, "helix_sessions"), _count(store, "helix_stream_chunks")
             return sessions, chunks, _count(system, "workflow_status")
