@@ -42,7 +42,8 @@ GcPolicy = Annotated[
     str | None,
     typer.Option(
         metavar="JSON",
-        help='The retention policy of --gc-every, e.g. \'{"keep_days": 30, "keep_failed_days": 90}\'.',
+        help="The retention policy of --gc-every as a JSON object: keep_days, keep_failed_days, keep_last_runs "
+        "and per-agent overrides under agents (docs: Retention).",
     ),
 ]
 
