@@ -34,6 +34,7 @@ import logging
 
 from helix_dbos._version import __version__
 from helix_dbos.agent import AgentConfig, AgentHooks, PersistentAgentConfig, define_agent
+from helix_dbos.double_text import DoubleTextPolicy, DoubleTextReceipt
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
     AgentMismatchError,
@@ -41,6 +42,7 @@ from helix_dbos.errors import (
     ConflictingOptionsError,
     DatabaseUnavailableError,
     DefinitionError,
+    DoubleTextPolicyError,
     ErrorCode,
     HelixError,
     InvalidTextError,
@@ -131,6 +133,9 @@ __all__ = [
     "DBOSAgentExecutor",
     "DatabaseUnavailableError",
     "DefinitionError",
+    "DoubleTextPolicy",
+    "DoubleTextPolicyError",
+    "DoubleTextReceipt",
     "ErrorCode",
     "FailedOutcome",
     "FileInput",

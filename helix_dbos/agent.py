@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from helix_dbos.capability import RESERVED_CAPABILITY_NAMES, RunCapability
 from helix_dbos.compaction.policy import CompactionPolicy
+from helix_dbos.double_text import DoubleTextPolicy, check_double_text
 from helix_dbos.errors import DefinitionError, HelixError
 from helix_dbos.llm.config import LLMConfig
 from helix_dbos.mcp.servers import MCPServer
@@ -124,6 +125,9 @@ class AgentConfig(BaseModel):
     mcp_servers: tuple[MCPServer, ...] = ()
     """MCP servers whose tools the agent can call (``{server}__{tool}``); see :mod:`helix_dbos.mcp`.
     Each run lists them in recorded steps. Not inherited, like ``capabilities``."""
+    double_text: DoubleTextPolicy = "reject"
+    """What a message posted while one of its runs is in flight does, unless the request says
+    (:mod:`helix_dbos.double_text`); ``"steer"`` also makes its runs listen for steering messages."""
     compaction: CompactionPolicy | None = None
     """What the model sees once the transcript is long (window, cleared tool results, summary); the
     transcript itself is kept whole. See :mod:`helix_dbos.compaction`. Not inherited."""
@@ -168,6 +172,7 @@ def define_agent(
     mcp_servers: Sequence[MCPServer] = (),
     workspace: Any = None,
     compaction: CompactionPolicy | None = None,
+    double_text: DoubleTextPolicy = "reject",
 ) -> AgentConfig:
     """Define an agent, validating it now so mistakes fail at import time, not mid-run.
 
@@ -181,6 +186,8 @@ def define_agent(
     ``output_schema`` returns it (``docs/finishing-agents.md``). ``workspace`` is accepted only as ``None``:
     like the seeds' DBOS runtime, helix-dbos has no workspaces and refuses one with a
     ``framework_not_supported`` :class:`HelixError` rather than run the agent without it.
+    ``double_text`` is the default policy for a message posted while a run is in flight
+    (``docs/double-texting.md``).
     """
     if workspace is not None:
         raise HelixError(
@@ -243,6 +250,7 @@ def define_agent(
     servers = _check_mcp_servers(name, mcp_servers)
     if compaction is not None and not isinstance(compaction, CompactionPolicy):
         raise DefinitionError(f"agent {name!r}: compaction must be a CompactionPolicy, got {compaction!r}")
+    policy = check_double_text(double_text) or "reject"
     return AgentConfig(
         name=name,
         description=description,
@@ -263,6 +271,7 @@ def define_agent(
         capabilities=own,
         mcp_servers=servers,
         compaction=compaction,
+        double_text=policy,
     )
 
 

@@ -72,7 +72,7 @@ T = TypeVar("T")
 RESERVED_CAPABILITY_NAMES = frozenset(
     {"llm", "tool", "hooks", "finalize", "approval_gate", "hitl", "child", "companion", "memory", "budget"}
     | {"remote", "skills", "fail_run", "sub_agents", "remote_sub_agents", "companions", "tool_starts"}
-    | {"mcp", "rate_limit", "compaction"}
+    | {"mcp", "rate_limit", "compaction", "double_text"}
 )
 """Names an agent's own capability may not take: its steps would read as a built-in step's."""
 

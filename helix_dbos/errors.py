@@ -9,6 +9,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     │   └── SubAgentDefinitionError     validation_error      a sub-agent tool over an agent it cannot run
     ├── ConflictingOptionsError         validation_error      two options that name the same thing, both given
     ├── AgentAlreadyRunningError        state_already_running a run is in flight for the session
+    ├── DoubleTextPolicyError           validation_error      an unknown double-texting policy
     ├── AgentNotResumableError          state_not_resumable
     ├── AgentMismatchError              state_agent_mismatch  the session belongs to another agent
     ├── SessionNotFoundError            state_session_not_found
@@ -262,6 +263,18 @@ class AgentAlreadyRunningError(HelixError):
             retryable=False,
         )
         self.session_id, self.current_status = session_id, current_status
+
+
+class DoubleTextPolicyError(HelixError, ValueError):
+    """A ``double_text`` value that names no policy (reject, enqueue, interrupt, rollback, steer)."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(
+            f"double_text must be one of 'reject', 'enqueue', 'interrupt', 'rollback', 'steer', got {value!r}",
+            code="validation_error",
+            retryable=False,
+        )
+        self.value = value
 
 
 class AgentNotResumableError(HelixError):

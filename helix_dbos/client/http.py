@@ -52,6 +52,8 @@ class RunAccepted(_View):
     run_id: str
     status: str
     stream_url: str
+    double_text: dict[str, Any] | None = None
+    """What became of the input: ``{policy, status, run_id, position, ticket_id}`` (``docs/double-texting.md``)."""
 
 
 class RunResult(_View):
@@ -214,16 +216,21 @@ class HelixClient:
         *,
         session_id: str | None = None,
         idempotency_key: str | None = None,
+        double_text: str | None = None,
     ) -> RunAccepted:
         """Start a run of ``agent`` (``POST /v1/runs``): a new session, or the next turn of a completed one.
 
         With ``idempotency_key`` a repeat (a retry after a lost answer) returns the same run.
+        ``double_text``: what the input does if the session's run is still in flight (``reject``,
+        ``enqueue``, ``interrupt``, ``rollback``, ``steer``; default: the agent's policy).
         """
         body: dict[str, Any] = {"agent": agent, "input": input}
         if session_id is not None:
             body["session_id"] = session_id
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
+        if double_text is not None:
+            body["double_text"] = double_text
         return RunAccepted.model_validate(self._request("POST", "/v1/runs", json=body))
 
     def status(self, session_id: str) -> SessionStatusView:

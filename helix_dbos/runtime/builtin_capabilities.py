@@ -6,7 +6,8 @@ this order, and a replay must meet them the same way. Append new features; never
 Human in the loop, last, shares no point with another built-in: its steps come where the tool
 phases took them before it was a capability. MCP servers, after it, add tools in their own
 point, ``run_tools``, which no other built-in uses. Compaction, last, alone shapes what the model
-is sent, ``model_messages``, and asks for a failed call again, ``retry_model_call``.)
+is sent, ``model_messages``, and asks for a failed call again, ``retry_model_call``. Steering,
+after it, adds a double-texted message before each model call of a listening agent's runs.)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from helix_dbos.runtime.hitl_capability import HitlCapability
 from helix_dbos.runtime.memory import MemoryCapability
 from helix_dbos.runtime.remote_sub_agents import RemoteSubAgentsCapability
 from helix_dbos.runtime.skills import SkillsCapability
+from helix_dbos.runtime.steering import SteeringCapability
 from helix_dbos.runtime.sub_agents import SubAgentsCapability
 
 
@@ -35,6 +37,7 @@ def builtin_capabilities() -> tuple[RunCapability, ...]:
         HitlCapability(),
         MCPCapability(),
         CompactionCapability(),
+        SteeringCapability(),
     )
 
 

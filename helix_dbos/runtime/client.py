@@ -18,6 +18,7 @@ from dbos import DBOS
 
 from helix_dbos.runtime.backend import Backend
 from helix_dbos.runtime.control import ContinueParked, RunController
+from helix_dbos.runtime.double_text import DoubleTexting
 from helix_dbos.runtime.queues import RunQueue
 from helix_dbos.runtime.reads import RunReads
 from helix_dbos.runtime.schedules import ScheduleBook
@@ -50,3 +51,6 @@ class AgentClient:
         """Agent schedules: create, list, pause, resume, delete, backfill (:mod:`.schedules`)."""
         self.control = RunController(services, backend, self.reads, handle, continue_parked, waker=waker)
         """Answers to pending tool calls, interrupt and abort."""
+        self.double_text = DoubleTexting(services, self.starting, self.control, handle)
+        """Messages posted while a run is in flight, under a policy other than ``reject``."""
+        self.starting.double_text = services.double_text = self.double_text

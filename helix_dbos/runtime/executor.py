@@ -25,6 +25,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
+from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import AgentAlreadyRunningError, RunNotFinishedError, StaleStateError
 from helix_dbos.llm.base import LLMAdapter
 from helix_dbos.logger import Logger, std_logger
@@ -174,11 +175,13 @@ class DBOSAgentExecutor:
         hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
         tenant: str | None = None,
+        double_text: DoubleTextPolicy | None = None,
     ) -> AgentExecutionHandle:
         """Start a run: a new session, or the next turn of a ``completed`` one.
 
-        A second identical request while the first is running returns the same run; a different
-        request while a run is in flight raises :class:`AgentAlreadyRunningError`. With an
+        A second identical request while the first is running returns the same run; a different one
+        follows ``double_text`` (default: the agent's): ``reject`` raises :class:`AgentAlreadyRunningError`,
+        the others defer it durably, ``handle.double_text`` says how (:mod:`helix_dbos.double_text`). With an
         ``idempotency_key``, a repeat of the request returns its run even after it finished; without
         a ``session_id`` the key also names the session (:func:`session_id_for_key`). ``priority``
         orders a queued backlog (lower first; see :mod:`.queues`); without a queue it is unused.
@@ -186,10 +189,8 @@ class DBOSAgentExecutor:
         the same option under the seeds' name (``ExecuteOptions.hookManager``), also as a dict of
         :class:`AgentHooks` fields. Both at once raise :class:`ConflictingOptionsError`.
         An agent named but not registered raises :class:`AgentNotFoundError`; a session of another
-        agent :class:`AgentMismatchError`.
-
-        A start is one store transaction followed by the workflow's start under a workflow id derived
-        from the session and turn, so two identical requests meet at the same run (:mod:`.starting`).
+        agent :class:`AgentMismatchError`. The start protocol (one store transaction, then the
+        workflow under an id derived from the session and turn) is :mod:`.starting`'s.
 
         ``tenant``: the new session's (:mod:`helix_dbos.tenancy`); another tenant's session is a
         :class:`SessionNotFoundError`; ``None`` is the default tenant and checks nothing (trusted code).
@@ -202,6 +203,7 @@ class DBOSAgentExecutor:
             hooks=per_call_hooks(hooks, hook_manager),
             priority=priority,
             tenant=tenant,
+            double_text=double_text,
         )
 
     async def execute_async(
@@ -215,20 +217,20 @@ class DBOSAgentExecutor:
         hook_manager: AgentHooks | dict[str, Any] | None = None,
         priority: int | None = None,
         tenant: str | None = None,
+        double_text: DoubleTextPolicy | None = None,
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`execute`."""
         return await asyncio.to_thread(
-            functools.partial(
-                self.execute,
-                agent,
-                input,
-                session_id=session_id,
-                idempotency_key=idempotency_key,
-                hooks=hooks,
-                hook_manager=hook_manager,
-                priority=priority,
-                tenant=tenant,
-            )
+            self.execute,
+            agent,
+            input,
+            session_id=session_id,
+            idempotency_key=idempotency_key,
+            hooks=hooks,
+            hook_manager=hook_manager,
+            priority=priority,
+            tenant=tenant,
+            double_text=double_text,
         )
 
     def resume(
@@ -310,15 +312,13 @@ class DBOSAgentExecutor:
     ) -> AgentExecutionHandle:
         """Async twin of :meth:`retry`."""
         return await asyncio.to_thread(
-            functools.partial(
-                self.retry,
-                session_id,
-                checkpoint_id=checkpoint_id,
-                message=message,
-                hooks=hooks,
-                hook_manager=hook_manager,
-                priority=priority,
-            )
+            self.retry,
+            session_id,
+            checkpoint_id=checkpoint_id,
+            message=message,
+            hooks=hooks,
+            hook_manager=hook_manager,
+            priority=priority,
         )
 
     def fork(

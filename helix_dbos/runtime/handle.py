@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from helix_dbos.agent import AgentHooks
+from helix_dbos.double_text import DoubleTextReceipt
 from helix_dbos.errors import SessionNotFoundError
 from helix_dbos.session import (
     AbortedOutcome,
@@ -80,6 +81,8 @@ class AgentExecutionHandle:
         self.agent_name = agent_name
         self.hooks = hooks
         """The per-call hooks this handle's run was started with; ``resume`` and ``retry`` pass them on."""
+        self.double_text: DoubleTextReceipt | None = None
+        """From ``execute``: what became of the message (started, queued, steering) and the run that carries it."""
 
     @property
     def session_id(self) -> str:

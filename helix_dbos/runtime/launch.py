@@ -359,6 +359,7 @@ def launch(
     if queue is not None:
         register_run_queue(queue)
     register_rate_limits(rate_limits)
+    executor.client.double_text.register_queue()
     executor.recover_orphaned_runs()
     if background_tasks:
         executor.start_background_tasks(takeover_after_seconds=takeover_after_seconds)

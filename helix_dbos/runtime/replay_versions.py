@@ -39,6 +39,7 @@ from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.rate_limits import RATE_EXACT_PATCH, RATE_LIMITS_PATCH
 from helix_dbos.runtime.resumes import RESUMED_AT_START_PATCH
+from helix_dbos.runtime.steering import STEER_PATCH
 from helix_dbos.runtime.unknown_outcomes import UNKNOWN_OUTCOMES_PATCH
 
 
@@ -146,6 +147,14 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "of an approved require_approval call that a guard flags",
         "guardrails/capability.py: Guardrails._ask, before the question is registered; "
         "Guardrails._carry_held_results, in a continuation whose open approvals are of guarded tools",
+    ),
+    ReplayPatch(
+        STEER_PATCH,
+        "a run of an agent defined with double_text='steer' takes the steering messages waiting for it "
+        "(DBOS.recv on helix.double_text.steer, without waiting) before each model call, appends them as user "
+        "messages and publishes the deliveries it took (the workflow event helix.double_text.steered)",
+        "runtime/steering.py: SteeringCapability.before_model_call, at the first model call of a run whose "
+        "agent listens",
     ),
 )
 """Every named patch, oldest first."""

@@ -28,6 +28,7 @@ from helix_dbos.tool import AbortSignal
 if TYPE_CHECKING:
     # Types only: the executor builds both, and importing them here would put the stream layer
     # under every step module.
+    from helix_dbos.runtime.double_text import DoubleTexting
     from helix_dbos.runtime.registry import AgentRegistry
     from helix_dbos.runtime.starting import RunStarter
     from helix_dbos.runtime.streaming import RunStreams
@@ -63,6 +64,8 @@ class RuntimeServices:
     starter: RunStarter | None = None
     """The executor's start protocol, which a schedule's fire workflow starts its run through
     (:mod:`.schedules.fire`); the executor sets it once its client is built."""
+    double_text: DoubleTexting | None = None
+    """Delivers double-texted messages (:mod:`.double_text`); the client sets it, the ticket workflow uses it."""
     _hooks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:

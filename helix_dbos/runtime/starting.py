@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandle
 from pydantic import BaseModel
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from helix_dbos._clock import now_ms
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.checkpoint import Checkpoint
+from helix_dbos.double_text import DoubleTextPolicy, DoubleTextReceipt, check_double_text
 from helix_dbos.errors import (
     AgentAlreadyRunningError,
     AgentMismatchError,
@@ -52,6 +53,9 @@ from helix_dbos.store.base import ForkResult, RunRecord, SessionRecord, StartRun
 from helix_dbos.stream.chunks import StreamResyncChunk
 from helix_dbos.tenancy import DEFAULT_TENANT, TenantBudget, check_tenant
 from helix_dbos.validation import check_text
+
+if TYPE_CHECKING:
+    from helix_dbos.runtime.double_text import DoubleTexting
 
 __all__ = ["HandleFactory", "RunStarter"]
 
@@ -89,6 +93,8 @@ class RunStarter:
             raise HelixError("The runtime services name no agent-run workflow", code="framework_internal_error")
         self._workflow = services.run_workflow
         """The agent-run DBOS workflow (from the services, so this module need not import the loop)."""
+        self.double_text: DoubleTexting | None = None
+        """Where a message that meets a run in flight goes, under a policy but ``reject`` (:mod:`.double_text`)."""
         self._local_handles: OrderedDict[str, WorkflowHandle[Any]] = OrderedDict()
         """In-process futures of runs this process started (the fast way to wait); bounded, because a
         long-running server starts runs nobody waits on here. A dropped entry falls back to the
@@ -120,6 +126,7 @@ class RunStarter:
         hooks: AgentHooks | None = None,
         priority: int | None = None,
         tenant: str | None = None,
+        double_text: DoubleTextPolicy | None = None,
     ) -> AgentExecutionHandle:
         """A run of a new session, or the next turn of a finished one (see ``DBOSAgentExecutor.execute``)."""
         check_text(input=input, session_id=session_id, idempotency_key=idempotency_key)
@@ -127,6 +134,7 @@ class RunStarter:
         if tenant is not None:
             check_tenant(tenant)
         config = self.agent(agent)
+        policy = check_double_text(double_text) or config.double_text
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
         if session_id is None:
@@ -158,12 +166,16 @@ class RunStarter:
             started, opened = self._record_start(start, stream_id)
         except AgentAlreadyRunningError:
             self.start_if_orphaned(session_id)
-            raise
+            if policy == "reject" or self.double_text is None:
+                raise
+            return self.double_text.defer(config, session_id, parsed, policy, idempotency_key, hooks)
         if started.existing:
             self.start_if_orphaned(session_id)
-            return self._handle(started.run, config.name, hooks)
-        self._start_workflow(config, started.run, started.session, hooks, priority=priority, stream_opened=opened)
-        return self._handle(started.run, config.name, hooks)
+        else:
+            self._start_workflow(config, started.run, started.session, hooks, priority=priority, stream_opened=opened)
+        handle = self._handle(started.run, config.name, hooks)
+        handle.double_text = DoubleTextReceipt(policy=policy, status="started", run_id=started.run.run_id)
+        return handle
 
     def resume(
         self,

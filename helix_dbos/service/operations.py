@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from helix_dbos.double_text import DoubleTextReceipt
 from helix_dbos.errors import (
     HelixError,
     ResultTimeoutError,
@@ -101,7 +102,7 @@ class ServiceOperations:
         run = self.executor.reads.get_run(run_id)
         return run.status if run is not None else "running"
 
-    def start(self, body: StartRunRequest, scope: str, tenant: str) -> tuple[str, str, Any]:
+    def start(self, body: StartRunRequest, scope: str, tenant: str) -> tuple[str, str, Any, DoubleTextReceipt | None]:
         session_id = body.session_id
         if session_id is None and body.idempotency_key is not None:
             session_id = session_id_for_key(body.idempotency_key, scope)
@@ -112,8 +113,9 @@ class ServiceOperations:
             idempotency_key=body.idempotency_key,
             priority=body.priority,
             tenant=tenant,
+            double_text=body.double_text,
         )
-        return handle.session_id, handle.run_id, self.run_status(handle.run_id)
+        return handle.session_id, handle.run_id, self.run_status(handle.run_id), handle.double_text
 
     def resume(self, session_id: str, body: ResumeRequest) -> tuple[str, str, Any]:
         handle = self.executor.resume(body.agent, session_id, body.message, priority=body.priority)
@@ -244,9 +246,12 @@ class ServiceOperations:
             run_id=handle.run_id if handle is not None else None,
         )
 
-    def chat(self, body: ChatRequest, tenant: str) -> tuple[str, str]:
-        handle = self.executor.execute(body.agent, {"message": body.message}, session_id=body.session_id, tenant=tenant)
-        return handle.session_id, handle.run_id
+    def chat(self, body: ChatRequest, tenant: str) -> tuple[str, str, DoubleTextReceipt | None]:
+        message = {"message": body.message}
+        handle = self.executor.execute(
+            body.agent, message, session_id=body.session_id, tenant=tenant, double_text=body.double_text
+        )
+        return handle.session_id, handle.run_id, handle.double_text
 
     def chat_start(self, session_id: str) -> tuple[str, int]:
         """The session's stream id and the current run's first stream position."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from helix_dbos.double_text import DoubleTextPolicy, DoubleTextReceipt
 from helix_dbos.messages import UserInputMessage
 from helix_dbos.session import AgentInput, RunStatus, SessionStatus
 from helix_dbos.stream.base import StreamStatus
@@ -48,6 +49,10 @@ class StartRunRequest(_Request):
     idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """A repeat of the request with the same key returns the same run, even after it finished."""
     priority: Priority | None = None
+    double_text: DoubleTextPolicy | None = None
+    """What the message does if the session's run is still in flight: ``reject`` (409
+    ``state_already_running``), ``enqueue``, ``interrupt``, ``rollback`` or ``steer``; default: the agent's
+    policy. See ``docs/double-texting.md``."""
 
 
 class ResumeRequest(_Request):
@@ -116,6 +121,10 @@ class ChatRequest(_Request):
     agent: AgentName
     message: SendMessage
     session_id: SessionId | None = None
+    double_text: DoubleTextPolicy | None = None
+    """What the message does if the session's run is still in flight: ``reject`` (409
+    ``state_already_running``), ``enqueue``, ``interrupt``, ``rollback`` or ``steer``; default: the agent's
+    policy. See ``docs/double-texting.md``."""
 
 
 class _Response(BaseModel):
@@ -131,6 +140,9 @@ class RunAccepted(_Response):
     """The run's status when the response was written (usually ``running``)."""
     stream_url: str
     """Where to read the session's chunks (SSE)."""
+    double_text: DoubleTextReceipt | None = None
+    """What became of the message: ``started`` now, or ``queued`` / ``steering`` behind the run in flight,
+    with the run that carries it (``run_id``) and its place in the session's line."""
 
 
 class ForkView(_Response):
@@ -158,6 +170,9 @@ class ChatAccepted(_Response):
     run_id: str
     stream_url: str
     """The chat stream of the session, which starts at this run's first chunk."""
+    double_text: DoubleTextReceipt | None = None
+    """What became of the message: ``started`` now, or ``queued`` / ``steering`` behind the run in flight,
+    with the run that carries it (``run_id``) and its place in the session's line."""
 
 
 class RunView(_Response):

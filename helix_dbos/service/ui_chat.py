@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import HelixError
 from helix_dbos.session import ApprovalResponse, ClientToolResult
 
@@ -65,6 +66,9 @@ class UIChatRequest(BaseModel):
     messageId: str | None = None
     agent: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """The agent to run; optional when the service serves exactly one."""
+    double_text: DoubleTextPolicy | None = None
+    """What a message posted while the chat's run is in flight does (the transport's ``body``, or the
+    ``X-Helix-Double-Text`` header); default: the agent's policy. See ``docs/double-texting.md``."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import AgentNotFoundError, HelixError, ToolCallAlreadyAnsweredError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service.ui_chat import Answers, NewTurn, reply_message_id, tool_answers
@@ -49,14 +50,41 @@ def ui_chat_agent(executor: DBOSAgentExecutor, name: str | None) -> str:
 
 
 def start_turn(
-    executor: DBOSAgentExecutor, session_id: str, agent: str | None, turn: NewTurn, tenant: str | None = None
+    executor: DBOSAgentExecutor,
+    session_id: str,
+    agent: str | None,
+    turn: NewTurn,
+    tenant: str | None = None,
+    double_text: DoubleTextPolicy | None = None,
 ) -> UIReply:
-    """Start the run answering the user's message (in ``tenant``), or find the one an identical post started."""
+    """Start the run answering the user's message (in ``tenant``), or find the one an identical post started.
+
+    A message that met a run in flight (``double_text``): a steering one is answered with the
+    stream of the run it steers from here on; a queued one waits for its turn, then is answered
+    with the run that carries it (a refusal, a failed session, is the reply's ``error``).
+    """
     name = ui_chat_agent(executor, agent)
+    message = {"message": turn.text}
     handle = executor.execute(
-        name, {"message": turn.text}, session_id=session_id, idempotency_key=turn.idempotency_key, tenant=tenant
+        name,
+        message,
+        session_id=session_id,
+        idempotency_key=turn.idempotency_key,
+        tenant=tenant,
+        double_text=double_text,
     )
-    run = executor.reads.get_run(handle.run_id)
+    receipt = handle.double_text
+    if receipt is not None and receipt.status == "steering":
+        current = executor.reads.require_session(session_id)
+        after = executor.streams.latest_sequence(current.stream_id)
+        return UIReply(session_id, receipt.run_id, current.stream_id, after, reply_message_id(receipt.run_id))
+    run_id = handle.run_id
+    if receipt is not None and receipt.status == "queued" and receipt.ticket_id is not None:
+        outcome = executor.client.double_text.wait_for_ticket(receipt.ticket_id)
+        if outcome.run_id is None:
+            raise HelixError(outcome.error or "the message was not run", code="state_conflict", retryable=False)
+        run_id = outcome.run_id
+    run = executor.reads.get_run(run_id)
     session = executor.reads.get_session(session_id)
     if run is None or session is None:  # pragma: no cover - execute wrote both before returning
         raise HelixError(f"Run {handle.run_id!r} was not found after it started", code="framework_internal_error")

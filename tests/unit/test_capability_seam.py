@@ -66,6 +66,7 @@ def test_every_built_in_feature_is_a_capability() -> None:
     assert names == [
         *("skills", "budget", "memory", "companions", "sub_agents", "remote_sub_agents", "hitl", "mcp"),
         "compaction",
+        "double_text",
     ]
     assert all(isinstance(c, RunCapability) for c in builtin_capabilities())
 

@@ -53,13 +53,17 @@ def chat_router(ctx: RouteContext) -> APIRouter:
         status_code=202,
         response_model=ChatAccepted,
         tags=["chat"],
-        description="Chat handler `POST /chat`: a new session, or the next turn of a completed one.",
+        description="Chat handler `POST /chat`: a new session, or the next turn of a completed one. A message "
+        "posted while the session's run is in flight follows `double_text` (`docs/double-texting.md`).",
         responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True),
     )
     async def chat(request: Request, body: ChatRequest) -> ChatAccepted:
-        session_id, run_id = await service.call(service.chat, body, caller_tenant(request))
+        session_id, run_id, receipt = await service.call(service.chat, body, caller_tenant(request))
         return ChatAccepted(
-            session_id=session_id, run_id=run_id, stream_url=stream_url(request, "chat_stream", session_id)
+            session_id=session_id,
+            run_id=run_id,
+            stream_url=stream_url(request, "chat_stream", session_id),
+            double_text=receipt,
         )
 
     @router.get(

@@ -14,6 +14,7 @@ from fastapi.params import Depends
 from fastapi.routing import APIRoute, APIRouter
 from starlette.responses import Response
 
+from helix_dbos.double_text import DoubleTextReceipt
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.schemas import (
@@ -116,7 +117,9 @@ class RouteContext:
         """A fresh ``/v1`` router with the app's guarded route class."""
         return APIRouter(prefix="/v1", route_class=self.route_class, dependencies=self.dependencies)
 
-    def accepted(self, request: Request, started: tuple[str, str, Any]) -> RunAccepted:
+    def accepted(
+        self, request: Request, started: tuple[str, str, Any], double_text: DoubleTextReceipt | None = None
+    ) -> RunAccepted:
         """The 202 answer to a started run, pointing at its session stream."""
         session_id, run_id, status = started
         return RunAccepted(
@@ -124,6 +127,7 @@ class RouteContext:
             run_id=run_id,
             status=status,
             stream_url=stream_url(request, "session_stream", session_id),
+            double_text=double_text,
         )
 
     async def sse(self, session_id: str, after: int | None, last_event_id: str | None, *, chat: bool) -> Response:

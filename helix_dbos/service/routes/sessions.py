@@ -44,12 +44,15 @@ def sessions_router(ctx: RouteContext) -> APIRouter:
         tags=["runs"],
         description="Seeds' `POST /start`. Starts a run: a new session, or the next turn of a `completed` "
         "session given by `session_id`. An identical request while the run is in flight, or a repeat with the "
-        "same `idempotency_key` (without `session_id`: for the same caller), returns the same run.",
+        "same `idempotency_key` (without `session_id`: for the same caller), returns the same run. A different "
+        "request while a run is in flight follows `double_text` (default: the agent's policy; `reject` is a 409).",
         responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True),
     )
     async def start_run(request: Request, body: StartRunRequest) -> RunAccepted:
         scope = principal_scope(getattr(request.state, "principal", None))
-        return ctx.accepted(request, await service.call(service.start, body, scope, caller_tenant(request)))
+        started = await service.call(service.start, body, scope, caller_tenant(request))
+        session_id, run_id, status, receipt = started
+        return ctx.accepted(request, (session_id, run_id, status), receipt)
 
     @router.get(
         "/sessions/{session_id}",

@@ -22,11 +22,12 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Path, Request
+from fastapi import Header, Path, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRouter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
@@ -48,6 +49,14 @@ __all__ = ["ui_chat_router"]
 
 logger = logging.getLogger("helix_dbos.service")
 
+DoubleTextHeader = Annotated[
+    DoubleTextPolicy | None,
+    Header(
+        alias="x-helix-double-text",
+        description="The double-texting policy of the post (`reject`, `enqueue`, `interrupt`, `rollback`, "
+        "`steer`), when the transport cannot add it to the body.",
+    ),
+]
 ChatIdPath = Annotated[str, Path(min_length=1, max_length=400, description="The chat id (`useChat`'s `id`).")]
 
 PROTOCOL_DOC = (
@@ -147,14 +156,19 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
             "state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True
         ),
     )
-    async def ui_chat(request: Request, body: UIChatRequest) -> EventSourceResponse:
+    async def ui_chat(
+        request: Request, body: UIChatRequest, double_text_header: DoubleTextHeader = None
+    ) -> EventSourceResponse:
         session_id = chat_session_id(body.id, principal_scope(getattr(request.state, "principal", None)))
         try:
             plan = plan_request(body)
+            policy = body.double_text or double_text_header
             if isinstance(plan, Answers):
                 reply = await service.call(answer_tools, executor, session_id, plan)
             else:
-                reply = await service.call(start_turn, executor, session_id, body.agent, plan, caller_tenant(request))
+                reply = await service.call(
+                    start_turn, executor, session_id, body.agent, plan, caller_tenant(request), policy
+                )
         except HelixError as exc:
             if exc.code not in REFUSED_IN_STREAM:
                 raise
