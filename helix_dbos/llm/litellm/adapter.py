@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -39,15 +40,18 @@ from helix_dbos.llm.litellm.response import (
     step_result,
     token_usage,
 )
+from helix_dbos.llm.litellm.send_gate_transport import install_send_gate
 from helix_dbos.llm.litellm.streaming import CallbackFailed, StreamAccumulator, notify, stream_was_cut
 from helix_dbos.llm.retry import Move, next_move, retry_delay_seconds
-from helix_dbos.llm.send_slot import claim_send_slot
+from helix_dbos.llm.send_slot import LeavingRequest, claim_send_slot, claims_active, request_leaving
 from helix_dbos.step_result import AttemptOutcome, ErrorStepResult, ModelAttempt, StepResult, TokenUsage
 
 __all__ = ["LITELLM_INSTALL_HINT", "LiteLLMAdapter", "import_litellm"]
 
 LITELLM_INSTALL_HINT = "pip install 'helix-dbos[litellm]'"
 """How to get LiteLLM, named in the error raised when it is missing."""
+
+_unclaimed_logger = logging.getLogger("helix_dbos.llm.litellm")
 
 _OUTCOME_OF: dict[Move, AttemptOutcome] = {"retry": "retried", "fall_back": "fell_back", "fail": "failed"}
 
@@ -64,7 +68,45 @@ def import_litellm() -> Any:
             f"LiteLLMAdapter needs LiteLLM, which is not installed: {LITELLM_INSTALL_HINT}", name=exc.name
         ) from exc
     litellm.suppress_debug_info = True  # otherwise every error prints "Give Feedback / Get Help"
+    global _send_gate_installed
+    if _send_gate_installed is None:
+        _send_gate_installed = install_send_gate(litellm)
     return litellm
+
+
+_send_gate_installed: bool | None = None
+"""Whether LiteLLM's transports claim send slots themselves (:mod:`~helix_dbos.llm.litellm.send_gate_transport`)."""
+
+
+@asynccontextmanager
+async def _sending(model: str) -> AsyncIterator[None]:
+    """Around one ``acompletion``: its requests claim their send slots at the transport, or here.
+
+    Without the transport gate, the slot is claimed here, just before the call. With it, a call
+    that got a response although no request of it passed a gated transport (a client LiteLLM built
+    before the gate was installed) is counted now, so the window still holds every request sent.
+    """
+    if not _send_gate_installed:
+        await claim_send_slot(model)
+        yield
+        return
+    with request_leaving(model) as leaving:
+        try:
+            yield
+        except Exception as exc:
+            if getattr(exc, "status_code", None) is not None:  # the provider answered: the request left
+                await _count_unclaimed(leaving)
+            raise
+        await _count_unclaimed(leaving)
+
+
+async def _count_unclaimed(leaving: LeavingRequest) -> None:
+    if leaving.claims == 0 and claims_active():
+        _unclaimed_logger.warning(
+            "a request to %s left through an HTTP client without the send gate; counted after it was sent",
+            leaving.model,
+        )
+        await claim_send_slot(leaving.model)
 
 
 class _Aborted(Exception):
@@ -247,8 +289,9 @@ class LiteLLMAdapter:
         )
 
     async def _complete(self, litellm: Any, request: LiteLLMRequest, callbacks: LLMStreamCallbacks) -> RawResponse:
-        await claim_send_slot(str(request.kwargs.get("model", "")))
-        raw = raw_response_from_completion(await litellm.acompletion(**request.kwargs))
+        async with _sending(str(request.kwargs.get("model", ""))):
+            completion = await litellm.acompletion(**request.kwargs)
+        raw = raw_response_from_completion(completion)
         if raw.reasoning:
             await notify(callbacks.thinking(raw.reasoning, False))
             await notify(callbacks.thinking("", True))
@@ -264,8 +307,8 @@ class LiteLLMAdapter:
         callbacks: LLMStreamCallbacks,
     ) -> tuple[RawResponse, int]:
         """Consume a stream, reporting deltas live; returns the response and how many calls were reported."""
-        await claim_send_slot(str(request.kwargs.get("model", "")))
-        stream = await litellm.acompletion(**request.kwargs)
+        async with _sending(str(request.kwargs.get("model", ""))):
+            stream = await litellm.acompletion(**request.kwargs)
         accumulator = StreamAccumulator(callbacks, request.strict_schemas)
         try:
             async for chunk in stream:
