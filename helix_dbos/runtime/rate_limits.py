@@ -8,11 +8,15 @@ limit's DBOS queue and waits, durably, until DBOS dequeues it: the dequeue is th
 admission workflow then *holds its slot* (it stays ``PENDING``, which is what DBOS's
 ``global_concurrency`` counts across every executor) until the run releases it after the call:
 
-- ``requests`` per ``period_s``: queue ``helix-rate-{name}``, ``global_concurrency=requests``;
-  the slot is held until the release, **then ``period_s`` more**. Every call is inside the hold
-  of its own slot from before it is sent until ``period_s`` after it returned, so any window of
-  ``period_s`` at the provider meets at most ``requests`` calls, however late a loaded process
-  sends a call after its admission.
+- ``requests`` per ``period_s``, ``exact`` (the default): queue ``helix-rate-{name}`` admits at
+  that rate (DBOS's rolling limiter), and each request claims a send slot in the database as it
+  leaves, in the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`,
+  :mod:`helix_dbos.llm.send_slot`): the count is made where the provider makes it, at the send.
+- ``requests`` per ``period_s``, ``strict``: queue ``helix-rate-{name}``,
+  ``global_concurrency=requests``; the slot is held until the release, **then ``period_s``
+  more**. Every call is inside the hold of its own slot from before it is sent until ``period_s``
+  after it returned, so any window of ``period_s`` at the provider meets at most ``requests``
+  calls, however late a loaded process sends a call after its admission.
 - ``concurrency``: queue ``helix-conc-{name}``, ``global_concurrency=concurrency``; held until
   the release.
 
@@ -72,8 +76,9 @@ RELEASE_TOPIC = "helix.release"
 RATE_EXACT_PATCH = "helix-rate-exact"
 """The DBOS replay patch under which an ``exact`` limit's call is admitted by a rolling count and
 gated at the send (no held slot, no release step). Asked once per run, right after
-:data:`RATE_LIMITS_PATCH`, only when the matching limit is ``exact``: a run recorded while the
-default was ``strict`` answers ``False`` and keeps holding its slot and sending its release."""
+:data:`RATE_LIMITS_PATCH`, only when the matching limit is ``exact`` (the default): a run recorded
+while the default was ``strict`` (or under a ``strict`` limit) answers ``False`` and keeps holding
+its slot and sending its release."""
 RATE_LIMITS_PATCH = "helix-rate-limits"
 """The DBOS replay patch under which a run's model calls wait for admission on a limit's queue.
 
@@ -118,18 +123,19 @@ class ProviderRateLimit(BaseModel):
     """How long a slot stays taken by a run that never releases it (cancelled or failed mid-call)."""
     polling_interval_s: float = Field(default=DEFAULT_POLLING_INTERVAL_S, gt=0, le=60)
     """How often each worker looks for admissions to grant (the floor of an admission's latency)."""
-    mode: Literal["exact", "strict", "rolling"] = "strict"
-    """How ``requests`` are counted. ``exact`` (opt-in): the queue admits at the limit's rate (a rolling count
-    of admissions), and each send claims a slot in the database just before the request leaves
-    (:mod:`helix_dbos.runtime.send_gate`): at most ``requests`` sends in any ``period_s +
-    send_margin_s``, so the provider never sees more than ``requests`` in a period, at nearly the
-    full rate, as long as every send leaves within ``send_margin_s`` of its claim (on a loaded
-    machine a send can leave later, and the provider then sees a few calls too many; see
-    ``docs/scaling.md``). ``strict``: a call's slot is held from its admission until
-    ``period_s`` after the call returned, so the provider never sees more than ``requests`` in a
-    period, however late a call is sent after its admission; a slot is busy for the period plus the
-    call's latency. ``rolling``: DBOS's limiter counts admissions in a rolling period (the full
-    rate), and a call sent late after its admission can meet the next period's calls at the provider."""
+    mode: Literal["exact", "strict", "rolling"] = "exact"
+    """How ``requests`` are counted. ``exact`` (the default): the queue admits at the limit's rate (a
+    rolling count of admissions), and each request claims a slot in the database as it leaves, in
+    the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`): at most ``requests`` sends in
+    any ``period_s + send_margin_s``, so the provider never sees more than ``requests`` in a period,
+    at nearly the full rate. ``strict``: a call's slot is held from its admission until ``period_s``
+    after the call returned, so the provider never sees more than ``requests`` in a period however
+    late a call is sent, whatever the adapter; a slot is busy for the period plus the call's
+    latency (the default before ``exact`` was counted at the transport; runs recorded then replay
+    as ``strict``, see :data:`RATE_EXACT_PATCH`). ``rolling``: DBOS's limiter counts admissions in a
+    rolling period (the full rate), and a call sent late after its admission can meet the next
+    period's calls at the provider. ``exact`` gates the sends of adapters that claim send slots
+    (LiteLLM's); with another adapter only its admission is counted: use ``strict`` there."""
 
     send_margin_s: float = Field(default=DEFAULT_SEND_MARGIN_S, ge=0, le=60)
     """``exact`` mode: how late after its claim a send may leave and still be counted in its window.
@@ -166,6 +172,14 @@ class ProviderRateLimit(BaseModel):
         """The window the exact gate counts ``requests`` in: ``period_s + send_margin_s``."""
         return self.period_s + self.send_margin_s
 
+    def send_window(self) -> SendWindow:
+        """What the exact gate allows: ``requests`` sends per :attr:`send_window_s`, each sent fresh.
+
+        A claim that took longer than half the send margin is stamped again, so the other half
+        is left for the HTTP client between the claim and the bytes leaving.
+        """
+        return SendWindow(self.limit_name, self.requests or 1, self.send_window_s, fresh_s=self.send_margin_s / 2)
+
     def admissions(self, *, held: bool | None = None) -> list[Admission]:
         """The slots a call takes, in the order it takes them: requests first, then concurrency.
 
@@ -178,8 +192,10 @@ class ProviderRateLimit(BaseModel):
             if held if held is not None else self.mode == "strict":
                 found.append(Admission("rate", self.queue_name, self.requests, self.period_s))
             else:
-                period = self.send_window_s if self.gated_at_send else self.period_s
-                found.append(Admission("rate", self.queue_name, self.requests, period, rolling=True))
+                # exact: admitted at the plain rate, a little faster than the gate lets calls go, so
+                # the gate always has a call ready when a slot frees (the queue's own polling delays
+                # would otherwise add up, window after window, into lost throughput)
+                found.append(Admission("rate", self.queue_name, self.requests, self.period_s, rolling=True))
         if self.concurrency is not None:
             found.append(Admission("conc", self.concurrency_queue_name, self.concurrency, 0.0))
         return found
@@ -393,9 +409,8 @@ class RateLimitCapability(RunCapability):
 
         async def claim(model: str) -> None:
             limit = limit_for(self.limits, model)
-            if limit is not None and limit.gated_at_send and limit.requests is not None:
-                window = SendWindow(limit.limit_name, limit.requests, limit.send_window_s)
-                await gate.claim(window)
+            if limit is not None and limit.gated_at_send:
+                await gate.claim(limit.send_window())
 
         return claim
 

@@ -2,16 +2,20 @@
 
 A limit's DBOS queue admits calls at the limit's rate (durably, across workers, without a thread
 per waiting run), but it counts *admissions*, and a call reaches the provider some time after its
-admission. So the ``exact`` mode of :class:`~helix_dbos.ProviderRateLimit` adds this gate at the
-moment of sending: immediately before the request leaves (the adapter awaits
-:func:`helix_dbos.llm.send_slot.claim_send_slot`), the call claims a send slot. A claim succeeds
+admission. So the ``exact`` mode of :class:`~helix_dbos.ProviderRateLimit` (the default) adds this
+gate at the moment of sending: as the request leaves (the HTTP client's transport awaits
+:func:`helix_dbos.llm.send_slot.claim_at_send`), the call claims a send slot. A claim succeeds
 when fewer than ``requests`` claims fall in the window ending now; otherwise the call sleeps until
 the oldest of them leaves the window (computed, not polled) and claims again.
 
 The window is ``period_s + send_margin_s``: a send that leaves up to ``send_margin_s`` after its
-claim still cannot meet ``requests`` others in one ``period_s`` at the provider (the claims of any
+stamp still cannot meet ``requests`` others in one ``period_s`` at the provider (the stamps of any
 ``period_s`` of sends fall in one window of ``period_s + send_margin_s``). The margin costs that
-fraction of the rate: ``requests`` per ``period_s + send_margin_s``.
+fraction of the rate: ``requests`` per ``period_s + send_margin_s``. The stamp is taken inside the
+claim's round trip (a thread hop, a transaction, the event loop's wake-up), so a claim whose round
+trip took longer than half the margin (``SendWindow.fresh_s``; a loaded machine) gives its slot
+back and is stamped again at once (:func:`claim_fresh`): the send then leaves within the margin
+of its stamp.
 
 - **PostgreSQL** (every worker on one database): one short transaction per claim in
   ``helix_rate_sends``, serialised per limit by a transaction-level advisory lock, stamped with the
@@ -29,6 +33,7 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -50,6 +55,19 @@ class SendWindow:
     limit_name: str
     requests: int
     window_s: float
+    fresh_s: float = 0.0
+    """How long a claim may take, from asking to having, and still be sent as claimed (0: any time).
+
+    The stamp is taken somewhere inside that time, so a claim that took longer may leave more
+    than the send margin after its stamp: it is stamped again (:func:`claim_fresh`)."""
+
+
+@dataclass(frozen=True)
+class ClaimTry:
+    """One try at a claim: a slot (``stamp``, in the gate's clock), or how long to wait first."""
+
+    wait_s: float
+    stamp: float | None = None
 
 
 def wait_before_claim(claimed: list[float], now: float, window: SendWindow) -> float:
@@ -64,34 +82,70 @@ def wait_before_claim(claimed: list[float], now: float, window: SendWindow) -> f
     return max(live[len(live) - window.requests] + window.window_s - now, 1e-3)
 
 
+RESTAMPS = 5
+"""How many times a slow claim is stamped again before it is sent as it is (a machine that slow
+sends late whatever we do; the provider's ``429`` and its ``Retry-After`` are the last word)."""
+
+
+async def claim_fresh(try_claim: Callable[[SendWindow, float | None], Awaitable[ClaimTry]], window: SendWindow) -> None:
+    """Claim a slot whose stamp is at most ``window.fresh_s`` old when this returns.
+
+    Waits (computed, not polled) while the window is full. A claim that took longer than
+    ``fresh_s`` (the database, a thread hop, a busy event loop) gives its slot back and is
+    stamped now instead, in one transaction: that always succeeds at once, since the window
+    held the slot it frees, and it keeps the send within the margin of its stamp.
+    """
+    replacing: float | None = None
+    restamps = 0
+    while True:
+        asked = time.monotonic()
+        got = await try_claim(window, replacing)
+        if got.stamp is None:
+            await asyncio.sleep(got.wait_s)
+            continue
+        if window.fresh_s <= 0 or time.monotonic() - asked <= window.fresh_s or restamps >= RESTAMPS:
+            return
+        replacing, restamps = got.stamp, restamps + 1
+
+
 class PostgresSendGate:
     """Claims send slots in ``helix_rate_sends``, shared by every process on the database."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def try_claim(self, window: SendWindow) -> float:
-        """Claim a slot now (returns 0) or say how long to wait before trying again (one transaction)."""
+    def try_claim(self, window: SendWindow, replacing: float | None = None) -> ClaimTry:
+        """Claim a slot now, or say how long to wait (one transaction); ``replacing``: a slot to give back first."""
         with self._engine.begin() as conn:
             conn.execute(_CLAIM_LOCK, {"key": f"helix-rate-send:{window.limit_name}"})
+            if replacing is not None:
+                conn.execute(
+                    sa.delete(rate_sends).where(
+                        rate_sends.c.limit_name == window.limit_name, rate_sends.c.claimed_at == replacing
+                    )
+                )
             now = float(conn.execute(_NOW).scalar_one())
             since = now - window.window_s
             rows = conn.execute(_IN_WINDOW, {"name": window.limit_name, "since": since}).scalars()
             claimed = [float(t) for t in rows]
             wait = wait_before_claim(claimed, now, window)
-            if wait == 0.0:
-                conn.execute(sa.insert(rate_sends).values(limit_name=window.limit_name, claimed_at=now))
-                conn.execute(
-                    sa.delete(rate_sends).where(
-                        rate_sends.c.limit_name == window.limit_name, rate_sends.c.claimed_at <= since
-                    )
+            if wait > 0.0:
+                return ClaimTry(wait)
+            conn.execute(sa.insert(rate_sends).values(limit_name=window.limit_name, claimed_at=now))
+            conn.execute(
+                sa.delete(rate_sends).where(
+                    rate_sends.c.limit_name == window.limit_name, rate_sends.c.claimed_at <= since
                 )
-            return wait
+            )
+            return ClaimTry(0.0, now)
 
     async def claim(self, window: SendWindow) -> None:
-        """Wait until a slot is free and claim it (the transaction runs off the event loop)."""
-        while (wait := await asyncio.to_thread(self.try_claim, window)) > 0:
-            await asyncio.sleep(wait)
+        """Wait until a slot is free and claim it (each transaction runs off the event loop)."""
+
+        async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
+            return await asyncio.to_thread(self.try_claim, w, replacing)
+
+        await claim_fresh(try_claim, window)
 
 
 class LocalSendGate:
@@ -101,22 +155,28 @@ class LocalSendGate:
         self._lock = threading.Lock()
         self._claims: dict[str, deque[float]] = {}
 
-    def try_claim(self, window: SendWindow) -> float:
-        """Claim a slot now (returns 0) or say how long to wait before trying again."""
+    def try_claim(self, window: SendWindow, replacing: float | None = None) -> ClaimTry:
+        """Claim a slot now, or say how long to wait; ``replacing``: a slot to give back first."""
         with self._lock:
             now = time.monotonic()
             claims = self._claims.setdefault(window.limit_name, deque())
+            if replacing is not None and replacing in claims:
+                claims.remove(replacing)
             while claims and claims[0] <= now - window.window_s:
                 claims.popleft()
             wait = wait_before_claim(list(claims), now, window)
-            if wait == 0.0:
-                claims.append(now)
-            return wait
+            if wait > 0.0:
+                return ClaimTry(wait)
+            claims.append(now)
+            return ClaimTry(0.0, now)
 
     async def claim(self, window: SendWindow) -> None:
         """Wait until a slot is free and claim it."""
-        while (wait := self.try_claim(window)) > 0:
-            await asyncio.sleep(wait)
+
+        async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
+            return self.try_claim(w, replacing)
+
+        await claim_fresh(try_claim, window)
 
 
 SendGate = PostgresSendGate | LocalSendGate
@@ -132,10 +192,13 @@ def send_gate_for(engine: Engine | None) -> SendGate:
 
 
 __all__ = [
+    "RESTAMPS",
+    "ClaimTry",
     "LocalSendGate",
     "PostgresSendGate",
     "SendGate",
     "SendWindow",
+    "claim_fresh",
     "send_gate_for",
     "wait_before_claim",
 ]

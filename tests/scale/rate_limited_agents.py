@@ -24,8 +24,8 @@ from helix_dbos.llm.litellm import LiteLLMAdapter
 from helix_dbos.llm.send_slot import SendSlotClaim, send_slots
 from helix_dbos.messages import UserMessage
 from helix_dbos.runtime.aio import background_loop
-from helix_dbos.runtime.rate_limits import DEFAULT_SEND_MARGIN_S
-from helix_dbos.runtime.send_gate import PostgresSendGate, SendWindow
+from helix_dbos.runtime.rate_limits import ProviderRateLimit
+from helix_dbos.runtime.send_gate import PostgresSendGate
 from helix_dbos.store.engine import to_sqlalchemy_url
 
 WARM_UP = "warm-up"
@@ -63,7 +63,7 @@ def _warm_up_claim(gate: str | None) -> SendSlotClaim | None:
     if not gate:
         return None
     requests, _, url = gate.partition(",")
-    window = SendWindow("openai", int(requests), 1.0 + DEFAULT_SEND_MARGIN_S)
+    window = ProviderRateLimit(match="openai/", requests=int(requests), mode="exact").send_window()
     send_gate = PostgresSendGate(sa.create_engine(to_sqlalchemy_url(url)))
 
     async def claim(model: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from helix_dbos import HelixError, ProviderRateLimit
@@ -13,7 +15,7 @@ from helix_dbos.runtime.rate_limits import (
     limit_for,
     parse_rate_limits,
 )
-from helix_dbos.runtime.send_gate import SendWindow, wait_before_claim
+from helix_dbos.runtime.send_gate import RESTAMPS, ClaimTry, LocalSendGate, SendWindow, claim_fresh, wait_before_claim
 from helix_dbos.settings import HelixSettings
 
 
@@ -92,7 +94,7 @@ def test_exact_mode_and_its_margin_are_spelled_in_a_spec() -> None:
     assert limit.mode == "exact" and limit.send_margin_s == 0.1 and limit.gated_at_send
     assert limit.send_window_s == pytest.approx(1.1)
     (admission,) = limit.admissions()
-    assert admission.rolling and admission.after_release_s == pytest.approx(1.1)  # admitted at the gate's rate
+    assert admission.rolling and admission.after_release_s == pytest.approx(1.0)  # the plain rate: the gate paces sends
     assert limit.admissions(held=True)[0].held  # a run recorded before the exact patch keeps its held slot
 
 
@@ -102,3 +104,41 @@ def test_a_claim_waits_for_the_oldest_claim_of_a_full_window_to_leave_it() -> No
     assert wait_before_claim([8.5, 9.5], 10.0, window) == 0.0  # 8.5 is out of (9, 10]
     assert wait_before_claim([9.2, 9.5], 10.0, window) == pytest.approx(0.2)
     assert wait_before_claim([9.2, 9.5, 9.9], 10.0, window) == pytest.approx(0.5)
+
+
+def test_a_claim_that_took_longer_than_its_freshness_is_stamped_again() -> None:
+    window = SendWindow("x", 5, 1.0, fresh_s=0.02)
+    tries: list[float | None] = []
+
+    async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
+        tries.append(replacing)
+        if len(tries) == 1:
+            await asyncio.sleep(0.05)  # a slow round trip: the stamp may be 50 ms old at the send
+        return ClaimTry(0.0, stamp=float(len(tries)))
+
+    asyncio.run(claim_fresh(try_claim, window))
+    assert tries == [None, 1.0]  # the second try gives the first slot back
+
+
+def test_a_machine_too_slow_for_any_fresh_claim_sends_after_a_few_stamps() -> None:
+    window = SendWindow("x", 5, 1.0, fresh_s=0.001)
+    tries: list[float | None] = []
+
+    async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
+        tries.append(replacing)
+        await asyncio.sleep(0.005)
+        return ClaimTry(0.0, stamp=float(len(tries)))
+
+    asyncio.run(claim_fresh(try_claim, window))
+    assert len(tries) == 1 + RESTAMPS
+
+
+def test_a_restamp_gives_its_own_slot_back_and_so_never_waits() -> None:
+    gate = LocalSendGate()
+    window = SendWindow("restamp", 2, 10.0)
+    first = gate.try_claim(window)
+    second = gate.try_claim(window)
+    assert first.stamp is not None and second.stamp is not None
+    assert gate.try_claim(window).wait_s > 0  # full
+    again = gate.try_claim(window, replacing=first.stamp)
+    assert again.wait_s == 0.0 and again.stamp is not None and again.stamp > first.stamp

@@ -1,0 +1,80 @@
+"""``exact`` is the default mode, and a run recorded under ``strict`` (the default before) still replays.
+
+One process on the embedded SQLite default, the real LiteLLM client against the scripted
+OpenAI-compatible server. A run is recorded under a ``strict`` limit (its held slot and its
+release are steps of the run); the deployment is then relaunched with the same limit spelled
+without a mode, now ``exact``, and the recorded run is replayed from its record (forked at its
+last step): the exact-mode patch answers ``False`` where the old run has its admission, so the
+replay takes the recorded steps in order, calls the model no second time and enqueues no second
+admission. A new run under the default takes the exact path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dbos import DBOS, SetWorkflowID
+
+from helix_dbos import LLMConfig, ProviderRateLimit, define_agent, launch, shutdown
+from helix_dbos.agent import AgentConfig
+from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_EXACT_PATCH, RATE_LIMITS_PATCH
+from helix_dbos.testing import ScriptedOpenAIServer
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer(handler=lambda _: {"text": "ok"}) as s:
+        yield s
+
+
+def _agent(server: ScriptedOpenAIServer) -> AgentConfig:
+    config = LLMConfig(model="openai/fake", api_base=server.base_url, api_key="test")
+    return define_agent("limited", system_prompt="Answer.", llm_config=config)
+
+
+def _names(run_id: str) -> list[str]:
+    return [str(s["function_name"]) for s in DBOS.list_workflow_steps(run_id)]
+
+
+def test_the_default_is_exact_and_a_run_recorded_under_strict_replays(
+    tmp_path: Path, server: ScriptedOpenAIServer
+) -> None:
+    url = f"sqlite:///{tmp_path}/helix.sqlite"
+    agent = _agent(server)
+    assert ProviderRateLimit.parse("openai/:requests=5/1").mode == "exact"
+
+    strict = ProviderRateLimit(match="openai/", name="openai", requests=5, mode="strict", polling_interval_s=0.05)
+    executor = launch(url, agents=[agent], rate_limits=[strict], background_tasks=False)
+    try:
+        handle = executor.execute("limited", "hi")
+        assert handle.result().status == "completed"
+        run_id = f"{handle.session_id}-turn-1"
+        recorded = _names(run_id)
+    finally:
+        shutdown(executor)
+    assert recorded[:3] == [f"DBOS.patch-{RATE_LIMITS_PATCH}", ADMISSION_WORKFLOW_NAME, "DBOS.getEvent"]
+    assert "DBOS.send" in recorded  # the held slot's release
+    calls = server.request_count
+
+    default = ProviderRateLimit.parse("openai/:requests=5/1,name=openai,poll=0.05")
+    executor = launch(url, agents=[agent], rate_limits=[default], background_tasks=False)
+    try:
+        admissions = len(DBOS.list_workflows(name=ADMISSION_WORKFLOW_NAME))
+        steps = DBOS.list_workflow_steps(run_id)
+        finalize = next(s["function_id"] for s in steps if s["function_name"] == "limited.finalize")
+        with SetWorkflowID(f"{run_id}-replayed"):
+            replay = DBOS.fork_workflow(run_id, finalize)
+        replay.get_result()  # a replay that took the exact path would meet the wrong recorded step here
+        assert _names(f"{run_id}-replayed") == recorded
+        assert server.request_count == calls  # the recorded model call was not made again
+        assert len(DBOS.list_workflows(name=ADMISSION_WORKFLOW_NAME)) == admissions  # nor a second admission
+
+        fresh = executor.execute("limited", "hi again")
+        assert fresh.result().status == "completed"
+        names = _names(f"{fresh.session_id}-turn-1")
+        assert names[:2] == [f"DBOS.patch-{RATE_LIMITS_PATCH}", f"DBOS.patch-{RATE_EXACT_PATCH}"]
+        assert "DBOS.send" not in names  # gated at the send: no held slot to release
+    finally:
+        shutdown(executor)
