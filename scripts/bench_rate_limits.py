@@ -15,7 +15,8 @@ in any one-second window (its own clock), throughput (requests / (last - first +
 the throughput of the steady middle (the arrivals between 20 % and 80 % of them) against N,
 and p50/p95 admission wait (enqueued -> dequeued, from DBOS's rows).
 
-Usage: python scripts/bench_rate_limits.py [--runs 200] [--limit 10] [--database-url URL]
+Usage: python scripts/bench_rate_limits.py [--runs 200] [--limit 10] [--modes strict,exact,rolling,none]
+[--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py;
 fsync off): absolute figures are for comparison between rows, on a shared 2-core machine.
 """
@@ -33,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helix_dbos import upgrade
 from scripts._bench_setup import DATABASE_URL_ENV
 from tests.pg import create_database, start_local_cluster, unique_name
-from tests.scale import rate_limit_load
 from tests.scale.rate_limit_load import LoadFigures, run_load
+
+ROWS: dict[str, str | None] = {"strict": "strict", "exact": "exact", "rolling": "rolling", "none": None}
+"""Each row's ``mode`` (``none``: no limit at all)."""
 
 
 def _ms(value: float | None) -> str:
@@ -54,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--modes", default=",".join(ROWS), help="the rows to measure, comma-separated")
     parser.add_argument("--database-url", default=os.environ.get(DATABASE_URL_ENV))
     args = parser.parse_args()
     cluster = None if args.database_url else start_local_cluster()
@@ -63,13 +67,18 @@ def main() -> None:
         f"{'req/s':>8} {'of N':>7} {'steady':>7} {'wait p50':>8} {'p95 ms':>8} {'secs':>6}"
     )
     try:
-        for label, mode in (("strict", "strict"), ("exact", "exact"), ("rolling", "rolling"), ("none", None)):
+        for label in args.modes.split(","):
+            mode = ROWS[label]
             url = create_database(server_url, unique_name(f"bench_rl_{label}"))
             upgrade(url)
-            rate_limit_load.LIMIT_MODE = mode or "strict"
             with tempfile.TemporaryDirectory() as workdir:
                 figures, deployment, _ = run_load(
-                    url, Path(workdir), runs=args.runs, limit=args.limit if mode else None, provider_quota=args.limit
+                    url,
+                    Path(workdir),
+                    runs=args.runs,
+                    limit=args.limit if mode else None,
+                    provider_quota=args.limit,
+                    mode=mode,
                 )
                 deployment.close()
             print(_row(label, figures, args.limit), flush=True)

@@ -20,16 +20,17 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from helix_dbos.runtime.launch import dbos_system_database_url
-from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME
+from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, ProviderRateLimit
 from helix_dbos.store.engine import to_sqlalchemy_url
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.scale.deployment import Deployment
 from tests.scale.rate_limited_agents import WARM_UP
 
 AGENTS = ("--agents", "tests.scale.rate_limited_agents:agents")
-RUN_QUEUE = "helix-runs:poll=0.02"
-LIMIT_MODE = "strict"
-"""The ``mode`` of the deployment's limit (``scripts/bench_rate_limits.py`` compares both)."""
+RUN_QUEUE = "helix-runs:poll=0.02,worker_concurrency=8"
+"""Each worker takes at most 8 runs at a time: the queued load is shared by all three from the start."""
+DEFAULT_MODE: str = ProviderRateLimit.model_fields["mode"].default
+"""The ``mode`` a limit has when its spec names none."""
 
 
 @dataclass(frozen=True)
@@ -102,30 +103,38 @@ def run_load(
     limit: int | None,
     workers: int = 3,
     provider_quota: int | None = None,
+    mode: str | None = None,
 ) -> tuple[LoadFigures, Deployment, list[str]]:
     """Start ``runs`` runs over HTTP on a fresh deployment and wait for all; the caller closes it.
 
     ``limit``: the deployment's ``--rate-limit openai/:requests=N/1`` (``None``: none). The
     provider answers ``429`` above ``provider_quota`` requests per second (default: ``limit``).
+    ``mode``: the limit's ``mode`` (``None``: the spec names none, so the default applies).
     """
     quota = provider_quota if provider_quota is not None else limit
     server = ScriptedOpenAIServer(handler=lambda body: {"text": "ok"}, rate_limit_per_second=quota)
     server.start()
-    extra = ("--rate-limit", f"openai/:requests={limit}/1,mode={LIMIT_MODE}") if limit is not None else ()
+    spec = f"openai/:requests={limit}/1" + (f",mode={mode}" if mode else "")
+    extra = ("--rate-limit", spec) if limit is not None else ()
     deployment = Deployment(
         database_url,
         workdir,
         queue=RUN_QUEUE,
-        workers=workers,
+        workers=0,
         step_seconds=0,
         agents=AGENTS,
         extra_args=extra,
-        extra_env={"HELIX_RATE_TEST_API_BASE": server.base_url, **_warm_up_gate(database_url, limit)},
+        extra_env={"HELIX_RATE_TEST_API_BASE": server.base_url, **_warm_up_gate(database_url, limit, mode)},
+        # a worker starved by a loaded machine must not look dead: a takeover would send its calls again
+        takeover_after=30.0,
     )
     try:
         started = time.monotonic()
+        # Every run is queued before a worker starts: the demand is there from the first second, so
+        # the figures measure the limit, not how fast a loaded API server takes new runs.
         with ThreadPoolExecutor(4) as pool:
             sessions = list(pool.map(lambda i: deployment.start_run(f"run {i}", agent="caller"), range(runs)))
+        deployment.start_workers([f"w{n}" for n in range(1, workers + 1)])
         statuses = _wait_finished(deployment, sessions, timeout=60 + 3 * runs)
         seconds = time.monotonic() - started
         arrivals = [t for t, body in zip(server.arrival_times, server.requests, strict=True) if not _warm_up(body)]
@@ -153,9 +162,9 @@ def run_load(
     return figures, deployment, sessions
 
 
-def _warm_up_gate(database_url: str, limit: int | None) -> dict[str, str]:
+def _warm_up_gate(database_url: str, limit: int | None, mode: str | None) -> dict[str, str]:
     """Workers warm up through the exact gate (the provider counts warm-ups against its quota too)."""
-    if limit is None or LIMIT_MODE != "exact":
+    if limit is None or (mode or DEFAULT_MODE) != "exact":
         return {}
     return {"HELIX_RATE_TEST_GATE": f"{limit},{database_url}"}
 

@@ -3,10 +3,13 @@
 One API server (``serve --no-execute``) and three ``helix-dbos worker`` processes, each started with
 ``--rate-limit openai/:requests=N/1``; every run makes one real LiteLLM call to a scripted provider
 that answers ``429`` once ``N`` requests were served in the second before
-(:mod:`tests.scale.rate_limit_load`). Proven from the provider's own timestamps: no run fails, the
-provider is never asked past its quota (no ``429``), and no one-second window holds more than
-``N`` requests. Without the shared limit the same load is refused (three processes each sending
-as fast as they can); the throughput against ``N`` is printed by ``scripts/bench_rate_limits.py``.
+(:mod:`tests.scale.rate_limit_load`). Proven from the provider's own timestamps (the ground truth,
+not the limit's own counts): no run fails, the provider is never asked past its quota (no
+``429``), no one-second window holds more than ``N`` requests, and (the 200-run load) it is served
+at no less than 90 % of ``N`` (requests over the time from the first arrival to one second after
+the last). Every run is queued before the workers start, so the demand is there from the start.
+Without the shared limit the same load is refused (three processes each sending as fast as they
+can); ``scripts/bench_rate_limits.py`` prints the figures of every mode side by side.
 """
 
 from __future__ import annotations
@@ -21,14 +24,21 @@ from tests.scale.rate_limit_load import run_load
 pytestmark = pytest.mark.postgres
 
 
-def _prove(database_url: str, workdir: Path, *, runs: int, limit: int) -> None:
-    figures, deployment, _ = run_load(database_url, workdir, runs=runs, limit=limit)
+MIN_SHARE_OF_N = 0.9
+"""The throughput the limit must reach, as a share of ``N`` (issue 29's figure), asserted by the
+200-run load: a load of a few seconds on a shared machine measures the machine more than the limit
+(``scripts/bench_rate_limits.py`` prints it for every mode)."""
+
+
+def _prove(database_url: str, workdir: Path, *, runs: int, limit: int, min_share: float = 0.0) -> None:
+    figures, deployment, _ = run_load(database_url, workdir, runs=runs, limit=limit)  # the default mode
     try:
         assert figures.failed == 0 and figures.completed == runs, (figures, deployment.logs())
         assert figures.requests == runs, figures  # one call per run: nothing was retried
         assert figures.rejected == 0, figures
         assert figures.max_per_second <= limit, figures
         assert figures.max_per_second == limit, figures  # the quota was used, not left idle
+        assert figures.throughput >= min_share * limit, figures
     finally:
         deployment.close()
 
@@ -37,7 +47,7 @@ def _prove(database_url: str, workdir: Path, *, runs: int, limit: int) -> None:
 def test_three_workers_share_one_provider_limit(
     new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    _prove(new_migrated_database("ratelimit"), tmp_path_factory.mktemp("ratelimit"), runs=30, limit=5)
+    _prove(new_migrated_database("ratelimit"), tmp_path_factory.mktemp("ratelimit"), runs=25, limit=5)
 
 
 @pytest.mark.slow
@@ -45,7 +55,13 @@ def test_three_workers_share_one_provider_limit(
 def test_three_workers_share_one_provider_limit_at_200_runs(
     new_migrated_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    _prove(new_migrated_database("ratelimit"), tmp_path_factory.mktemp("ratelimit"), runs=200, limit=10)
+    _prove(
+        new_migrated_database("ratelimit"),
+        tmp_path_factory.mktemp("ratelimit"),
+        runs=200,
+        limit=10,
+        min_share=MIN_SHARE_OF_N,
+    )
 
 
 @pytest.mark.slow
