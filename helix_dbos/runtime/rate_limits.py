@@ -192,13 +192,23 @@ class ProviderRateLimit(BaseModel):
             if held if held is not None else self.mode == "strict":
                 found.append(Admission("rate", self.queue_name, self.requests, self.period_s))
             else:
-                # exact: admitted at the plain rate, a little faster than the gate lets calls go, so
-                # the gate always has a call ready when a slot frees (the queue's own polling delays
-                # would otherwise add up, window after window, into lost throughput)
-                found.append(Admission("rate", self.queue_name, self.requests, self.period_s, rolling=True))
+                found.append(self._rolling_admission())
         if self.concurrency is not None:
             found.append(Admission("conc", self.concurrency_queue_name, self.concurrency, 0.0))
         return found
+
+    def _rolling_admission(self) -> Admission:
+        """``rolling``: ``requests`` per ``period_s``. ``exact``: the gate's rate, counted over two windows.
+
+        A rolling limiter reuses a slot only at its first poll after the slot's window ends, so
+        each window loses a polling delay (tens of milliseconds on a loaded machine, window after
+        window). Counted over twice the gate's window (twice the calls), ``exact`` admits at the
+        gate's long-run rate, so no backlog builds up at the gate, and loses half as much; the
+        burst it lets through (at most ``requests`` more) waits at the gate, which keeps it exact.
+        """
+        if not self.gated_at_send:
+            return Admission("rate", self.queue_name, self.requests or 1, self.period_s, rolling=True)
+        return Admission("rate", self.queue_name, 2 * (self.requests or 1), 2 * self.send_window_s, rolling=True)
 
     def matches(self, model: str) -> bool:
         """Whether calls to ``model`` count against this limit."""

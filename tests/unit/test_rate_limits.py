@@ -94,7 +94,7 @@ def test_exact_mode_and_its_margin_are_spelled_in_a_spec() -> None:
     assert limit.mode == "exact" and limit.send_margin_s == 0.1 and limit.gated_at_send
     assert limit.send_window_s == pytest.approx(1.1)
     (admission,) = limit.admissions()
-    assert admission.rolling and admission.after_release_s == pytest.approx(1.0)  # the plain rate: the gate paces sends
+    assert admission.rolling and admission.slots == 20 and admission.after_release_s == pytest.approx(2.2)  # 2 windows
     assert limit.admissions(held=True)[0].held  # a run recorded before the exact patch keeps its held slot
 
 
