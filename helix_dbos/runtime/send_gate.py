@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ def wait_before_claim(claimed: list[float], now: float, window: SendWindow) -> f
     return max(live[len(live) - window.requests] + window.window_s - now, 1e-3)
 
 
-RESTAMPS = 5
+RESTAMPS = 2
 """How many times a slow claim is stamped again before it is sent as it is (a machine that slow
 sends late whatever we do; the provider's ``429`` and its ``Retry-After`` are the last word)."""
 
@@ -106,6 +107,15 @@ async def claim_fresh(try_claim: Callable[[SendWindow, float | None], Awaitable[
         if window.fresh_s <= 0 or time.monotonic() - asked <= window.fresh_s or restamps >= RESTAMPS:
             return
         replacing, restamps = got.stamp, restamps + 1
+
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+def _turn(limit_name: str) -> asyncio.Lock:
+    """Whose turn it is to claim a slot of ``limit_name`` in this process (one lock per event loop)."""
+    locks = _turns.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(limit_name, asyncio.Lock())
 
 
 class PostgresSendGate:
@@ -140,12 +150,18 @@ class PostgresSendGate:
             return ClaimTry(0.0, now)
 
     async def claim(self, window: SendWindow) -> None:
-        """Wait until a slot is free and claim it (each transaction runs off the event loop)."""
+        """Wait until a slot is free and claim it (each transaction runs off the event loop).
+
+        One claim of a limit at a time per process (the others queue behind it, in order): calls
+        waiting for a full window would otherwise all wake when its oldest claim leaves it and
+        all try, one transaction each under the limit's lock, for the one slot that freed.
+        """
 
         async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
             return await asyncio.to_thread(self.try_claim, w, replacing)
 
-        await claim_fresh(try_claim, window)
+        async with _turn(window.limit_name):
+            await claim_fresh(try_claim, window)
 
 
 class LocalSendGate:
