@@ -8,11 +8,11 @@ limit's DBOS queue and waits, durably, until DBOS dequeues it: the dequeue is th
 admission workflow then *holds its slot* (it stays ``PENDING``, which is what DBOS's
 ``global_concurrency`` counts across every executor) until the run releases it after the call:
 
-- ``requests`` per ``period_s``, ``exact`` (the default): queue ``helix-rate-{name}`` admits at
+- ``requests`` per ``period_s``, ``exact`` (opt-in): queue ``helix-rate-{name}`` admits at
   that rate (DBOS's rolling limiter), and each request claims a send slot in the database as it
   leaves, in the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`,
   :mod:`helix_dbos.llm.send_slot`): the count is made where the provider makes it, at the send.
-- ``requests`` per ``period_s``, ``strict``: queue ``helix-rate-{name}``,
+- ``requests`` per ``period_s``, ``strict`` (the default): queue ``helix-rate-{name}``,
   ``global_concurrency=requests``; the slot is held until the release, **then ``period_s``
   more**. Every call is inside the hold of its own slot from before it is sent until ``period_s``
   after it returned, so any window of ``period_s`` at the provider meets at most ``requests``
@@ -76,9 +76,8 @@ RELEASE_TOPIC = "helix.release"
 RATE_EXACT_PATCH = "helix-rate-exact"
 """The DBOS replay patch under which an ``exact`` limit's call is admitted by a rolling count and
 gated at the send (no held slot, no release step). Asked once per run, right after
-:data:`RATE_LIMITS_PATCH`, only when the matching limit is ``exact`` (the default): a run recorded
-while the default was ``strict`` (or under a ``strict`` limit) answers ``False`` and keeps holding
-its slot and sending its release."""
+:data:`RATE_LIMITS_PATCH`, only when the matching limit is ``exact``: a run recorded under a
+``strict`` limit answers ``False`` and keeps holding its slot and sending its release."""
 RATE_LIMITS_PATCH = "helix-rate-limits"
 """The DBOS replay patch under which a run's model calls wait for admission on a limit's queue.
 
@@ -123,16 +122,17 @@ class ProviderRateLimit(BaseModel):
     """How long a slot stays taken by a run that never releases it (cancelled or failed mid-call)."""
     polling_interval_s: float = Field(default=DEFAULT_POLLING_INTERVAL_S, gt=0, le=60)
     """How often each worker looks for admissions to grant (the floor of an admission's latency)."""
-    mode: Literal["exact", "strict", "rolling"] = "exact"
-    """How ``requests`` are counted. ``exact`` (the default): the queue admits at the limit's rate (a
+    mode: Literal["exact", "strict", "rolling"] = "strict"
+    """How ``requests`` are counted. ``exact`` (opt-in): the queue admits at the limit's rate (a
     rolling count of admissions), and each request claims a slot in the database as it leaves, in
     the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`): at most ``requests`` sends in
-    any ``period_s + send_margin_s``, so the provider never sees more than ``requests`` in a period,
-    at nearly the full rate. ``strict``: a call's slot is held from its admission until ``period_s``
-    after the call returned, so the provider never sees more than ``requests`` in a period however
+    any ``period_s + send_margin_s``, at a higher rate than ``strict``; on a loaded machine a send
+    can still leave later than the margin allows (``docs/scaling.md`` has the figures). ``strict``
+    (the default): a call's slot is held from its admission until ``period_s`` after the call
+    returned, so the provider never sees more than ``requests`` in a period however
     late a call is sent, whatever the adapter; a slot is busy for the period plus the call's
-    latency (the default before ``exact`` was counted at the transport; runs recorded then replay
-    as ``strict``, see :data:`RATE_EXACT_PATCH`). ``rolling``: DBOS's limiter counts admissions in a
+    latency (runs recorded under it replay as ``strict`` when a limit turns ``exact``, see
+    :data:`RATE_EXACT_PATCH`). ``rolling``: DBOS's limiter counts admissions in a
     rolling period (the full rate), and a call sent late after its admission can meet the next
     period's calls at the provider. ``exact`` gates the sends of adapters that claim send slots
     (LiteLLM's); with another adapter only its admission is counted: use ``strict`` there."""

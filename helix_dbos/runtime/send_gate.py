@@ -2,7 +2,7 @@
 
 A limit's DBOS queue admits calls at the limit's rate (durably, across workers, without a thread
 per waiting run), but it counts *admissions*, and a call reaches the provider some time after its
-admission. So the ``exact`` mode of :class:`~helix_dbos.ProviderRateLimit` (the default) adds this
+admission. So the ``exact`` mode of :class:`~helix_dbos.ProviderRateLimit` adds this
 gate at the moment of sending: as the request leaves (the HTTP client's transport awaits
 :func:`helix_dbos.llm.send_slot.claim_at_send`), the call claims a send slot. A claim succeeds
 when fewer than ``requests`` claims fall in the window ending now; otherwise the call sleeps until

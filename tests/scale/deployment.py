@@ -135,13 +135,6 @@ class Deployment:
         for n in range(1, workers + 1):
             self.start_worker(f"w{n}")
 
-    def start_workers(self, names: list[str]) -> list[Proc]:
-        """Start several workers at once (their start-ups overlap) and wait until every one is up."""
-        started = [self.start_worker(name, wait=False) for name in names]
-        for proc in started:
-            proc.wait_for("worker up", timeout=120)
-        return started
-
     def _env(self, executor_id: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("HELIX_DATABASE_URL", "HELIX_RUN_QUEUE")}
         env.update(
@@ -154,7 +147,7 @@ class Deployment:
         env.update(self.extra_env)
         return env
 
-    def _wait_http(self, timeout: float = 120) -> None:
+    def _wait_http(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.api.process.poll() is not None:
@@ -167,7 +160,7 @@ class Deployment:
             time.sleep(0.1)
         raise AssertionError(f"api did not start:\n{self.api.output()[-3000:]}")
 
-    def start_worker(self, name: str, *, wait: bool = True) -> Proc:
+    def start_worker(self, name: str) -> Proc:
         assert self.queue is not None, "workers need a queue"
         proc = Proc(
             name,
@@ -178,8 +171,7 @@ class Deployment:
             self.workdir / f"{name}.log",
             self._env(name),
         )
-        if wait:
-            proc.wait_for("worker up")
+        proc.wait_for("worker up")
         self.workers[name] = proc
         return proc
 

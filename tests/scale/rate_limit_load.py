@@ -120,7 +120,7 @@ def run_load(
         database_url,
         workdir,
         queue=RUN_QUEUE,
-        workers=0,
+        workers=workers,
         step_seconds=0,
         agents=AGENTS,
         extra_args=extra,
@@ -130,11 +130,8 @@ def run_load(
     )
     try:
         started = time.monotonic()
-        # Every run is queued before a worker starts: the demand is there from the first second, so
-        # the figures measure the limit, not how fast a loaded API server takes new runs.
         with ThreadPoolExecutor(4) as pool:
             sessions = list(pool.map(lambda i: deployment.start_run(f"run {i}", agent="caller"), range(runs)))
-        deployment.start_workers([f"w{n}" for n in range(1, workers + 1)])
         statuses = _wait_finished(deployment, sessions, timeout=60 + 3 * runs)
         seconds = time.monotonic() - started
         arrivals = [t for t, body in zip(server.arrival_times, server.requests, strict=True) if not _warm_up(body)]

@@ -7,7 +7,7 @@ that answers ``429`` once ``N`` requests were served in the second before
 not the limit's own counts): no run fails, the provider is never asked past its quota (no
 ``429``), no one-second window holds more than ``N`` requests, and (the 200-run load) it is served
 at no less than 90 % of ``N`` (requests over the time from the first arrival to one second after
-the last). Every run is queued before the workers start, so the demand is there from the start.
+the last).
 Without the shared limit the same load is refused (three processes each sending as fast as they
 can); ``scripts/bench_rate_limits.py`` prints the figures of every mode side by side.
 """

@@ -1,12 +1,12 @@
-"""``exact`` is the default mode, and a run recorded under ``strict`` (the default before) still replays.
+"""A run recorded under a ``strict`` limit still replays when the deployment's limit turns ``exact``.
 
 One process on the embedded SQLite default, the real LiteLLM client against the scripted
 OpenAI-compatible server. A run is recorded under a ``strict`` limit (its held slot and its
-release are steps of the run); the deployment is then relaunched with the same limit spelled
-without a mode, now ``exact``, and the recorded run is replayed from its record (forked at its
+release are steps of the run); the deployment is then relaunched with the same limit in
+``exact`` mode, and the recorded run is replayed from its record (forked at its
 last step): the exact-mode patch answers ``False`` where the old run has its admission, so the
 replay takes the recorded steps in order, calls the model no second time and enqueues no second
-admission. A new run under the default takes the exact path.
+admission. A new run takes the exact path.
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ def _names(run_id: str) -> list[str]:
     return [str(s["function_name"]) for s in DBOS.list_workflow_steps(run_id)]
 
 
-def test_the_default_is_exact_and_a_run_recorded_under_strict_replays(
+def test_a_run_recorded_under_strict_replays_when_the_limit_turns_exact(
     tmp_path: Path, server: ScriptedOpenAIServer
 ) -> None:
     url = f"sqlite:///{tmp_path}/helix.sqlite"
     agent = _agent(server)
-    assert ProviderRateLimit.parse("openai/:requests=5/1").mode == "exact"
 
     strict = ProviderRateLimit(match="openai/", name="openai", requests=5, mode="strict", polling_interval_s=0.05)
     executor = launch(url, agents=[agent], rate_limits=[strict], background_tasks=False)
@@ -58,8 +57,8 @@ def test_the_default_is_exact_and_a_run_recorded_under_strict_replays(
     assert "DBOS.send" in recorded  # the held slot's release
     calls = server.request_count
 
-    default = ProviderRateLimit.parse("openai/:requests=5/1,name=openai,poll=0.05")
-    executor = launch(url, agents=[agent], rate_limits=[default], background_tasks=False)
+    exact = ProviderRateLimit.parse("openai/:requests=5/1,name=openai,poll=0.05,mode=exact")
+    executor = launch(url, agents=[agent], rate_limits=[exact], background_tasks=False)
     try:
         admissions = len(DBOS.list_workflows(name=ADMISSION_WORKFLOW_NAME))
         steps = DBOS.list_workflow_steps(run_id)
