@@ -50,8 +50,8 @@ if "--start" in sys.argv:
     print("started", flush=True)
 deadline = time.time() + 60
 while time.time() < deadline:
+    session = executor.get_session(SESSION_ID)  # first: once it is idle, the runs read next are final
     runs = executor.list_runs(SESSION_ID)
-    session = executor.get_session(SESSION_ID)
     if len(runs) == len(MESSAGES) and session is not None and session.status != "active":
         print(f"finished {session.status} after {time.time() - t0:.1f}s", flush=True)
         break

@@ -109,8 +109,10 @@ def settled(executor: DBOSAgentExecutor, session_id: str, runs: int, timeout: fl
     """The session's runs once there are ``runs`` of them and the session is not active."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = executor.list_runs(session_id)
+        # The session first: once it is idle, the runs read after it are final (read the other way
+        # round, a run could end between the two reads and be seen still running).
         session = executor.get_session(session_id)
+        found = executor.list_runs(session_id)
         if len(found) >= runs and session is not None and session.status != "active":
             return found
         time.sleep(0.05)
