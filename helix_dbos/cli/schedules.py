@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["schedules_app"]
 
-schedules_app = new_app("Agent schedules: cron fires that start an agent run (create, pause, resume, backfill; list their fires).")
+schedules_app = new_app(
+    "Agent schedules: cron fires that start an agent run (create, pause, resume, backfill; list their fires)."
+)
 app.add_typer(schedules_app, name="schedules")
 
 Name = Annotated[str, typer.Argument(help="The schedule's name.")]
