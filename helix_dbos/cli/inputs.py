@@ -38,6 +38,7 @@ _EXTRA_OF_MODULE = {
     "sse_starlette": "server",
     "uvicorn": "server",
     "opentelemetry": "otel",
+    "a2a": "a2a",
 }
 
 

@@ -69,6 +69,9 @@ def serve(
     execute: Annotated[
         bool, typer.Option("--execute/--no-execute", help="Also run agents here (--no-execute needs --queue).")
     ] = True,
+    a2a: Annotated[
+        bool, typer.Option("--a2a", help="Also serve every agent over A2A at /a2a/AGENT (needs helix-dbos[a2a]).")
+    ] = False,
 ) -> None:
     """Serve agents over HTTP + SSE, with the inspector at /ui: one database URL, nothing else to run.
 
@@ -110,6 +113,10 @@ def serve(
         raise typer.Exit(2) from None
     if allow_unauthenticated and not is_loopback(host):
         typer.echo(f"WARNING: serving WITHOUT authentication on {host}: anyone who can reach it can run agents.")
+    if a2a:  # before the database is touched: a missing extra is one line, not a launched server
+        from helix_dbos.a2a.sdk import require_a2a_sdk
+
+        require_a2a_sdk()
     url = resolve_url(settings.database_url)
     loaded = load_agents(agents)
     adapter = load_object(llm_adapter) if llm_adapter else None
@@ -134,6 +141,7 @@ def serve(
         queue=run_queue,
         execute=execute,
         settings=settings,
+        a2a=a2a,
     )
 
 

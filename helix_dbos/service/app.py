@@ -93,6 +93,7 @@ def create_app(
     blocking_threads: int = 32,
     result_waiters: int = 64,
     title: str = "helix-dbos agent service",
+    a2a: bool = False,
 ) -> FastAPI:
     """Build the HTTP + SSE service over ``executor``.
 
@@ -105,9 +106,17 @@ def create_app(
     ``tenant`` attribute or key): a tenant sees, lists and controls its own sessions only, and
     another tenant's session is a 404 ``state_session_not_found`` on every route.
 
+    ``a2a=True`` also serves every agent over the A2A protocol at ``/a2a/{agent}`` (its card at
+    ``/a2a/{agent}/.well-known/agent-card.json``; see :mod:`helix_dbos.a2a`); it needs the ``[a2a]``
+    extra, and raises ``ModuleNotFoundError`` naming it before anything is built when it is missing.
+
     The app does not own the executor: launch it before and shut it down after serving (the
     ``helix-dbos serve`` command does both).
     """
+    if a2a:
+        from helix_dbos.a2a.sdk import require_a2a_sdk
+
+        require_a2a_sdk()
     authenticator = Authenticator(
         authenticate=authenticate, bearer_tokens=bearer_tokens, allow_unauthenticated=allow_unauthenticated
     )
@@ -166,6 +175,10 @@ def create_app(
         inspector_router,
     ):
         app.include_router(router(context))
+    if a2a:
+        from helix_dbos.a2a.routes import a2a_router
+
+        app.include_router(a2a_router(context, bearer=authenticator.uses_bearer_tokens))
     install_openapi(app, agent_names=lambda: executor.registry.names())
     return app
 

@@ -72,11 +72,13 @@ def run_server(
     queue: RunQueue | None = None,
     execute: bool = True,
     settings: HelixSettings | None = None,
+    a2a: bool = False,
 ) -> None:
     """Launch helix-dbos on ``database_url`` and serve the app until SIGINT/SIGTERM.
 
     ``settings`` (default :meth:`HelixSettings.from_env`) goes to :func:`launch`; the other
-    arguments override it.
+    arguments override it. ``a2a=True`` also serves the agents over A2A (``create_app(a2a=True)``);
+    a missing ``[a2a]`` extra is named before DBOS is launched.
     """
     try:
         import uvicorn
@@ -89,6 +91,10 @@ def run_server(
     from helix_dbos.service.app import create_app
 
     check_auth(tokens, allow_unauthenticated)
+    if a2a:
+        from helix_dbos.a2a.sdk import require_a2a_sdk
+
+        require_a2a_sdk()
     if threading.current_thread() is threading.main_thread():  # only there can handlers be installed
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     executor = launch(
@@ -102,7 +108,9 @@ def run_server(
         hot_window_seconds=hot_window_seconds,
     )
     try:
-        app = create_app(executor, bearer_tokens=_tokens(tokens), allow_unauthenticated=allow_unauthenticated)
+        app = create_app(
+            executor, bearer_tokens=_tokens(tokens), allow_unauthenticated=allow_unauthenticated, a2a=a2a
+        )
         config = uvicorn.Config(
             app,
             host=host,

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,39 @@ def test_mcp_missing_names_the_mcp_extra_when_a_server_is_defined() -> None:
     )
     assert "pip install 'helix-dbos[mcp]'" in out
     assert out.count("\n") == 1, out  # one line
+
+
+def test_a2a_missing_names_the_a2a_extra_before_the_app_is_built() -> None:
+    out = _run(
+        ("a2a",),
+        """
+        import helix_dbos.a2a  # the client transport and the hint need no SDK
+        from helix_dbos.service.app import create_app
+
+        try:
+            create_app(None, allow_unauthenticated=True, a2a=True)  # refused before the executor is used
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert "pip install 'helix-dbos[a2a]'" in out
+    assert out.count("\n") == 1, out
+
+
+def test_serve_a2a_without_the_sdk_names_the_a2a_extra_before_the_database(tmp_path: Path) -> None:
+    database = tmp_path / "never.sqlite"
+    out = _run(
+        ("a2a",),
+        f"""
+        from typer.testing import CliRunner
+        from helix_dbos.cli import app
+
+        result = CliRunner().invoke(
+            app, ["serve", "--agents", "demo", "--a2a", "--allow-unauthenticated", "--database-url",
+                  "sqlite:///{database}"],
+        )
+        print(result.exit_code, result.output.strip().splitlines()[-1])
+        """,
+    )
+    assert "pip install 'helix-dbos[a2a]'" in out and not out.startswith("0"), out
+    assert not database.exists()  # named before anything touched the database

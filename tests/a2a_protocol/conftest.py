@@ -1,0 +1,63 @@
+"""One real ``helix-dbos serve --a2a`` process on SQLite, serving ``tests.a2a_protocol.agents`` for the module.
+
+Its ``boss`` reaches the same service's ``/a2a/digger`` over HTTP (``$HELIX_A2A_URL``), so the
+delegation crosses the wire like a call to any A2A agent; the ``pair`` of ends is one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helix_dbos.store.migrate import upgrade
+from tests.a2a_protocol.agents import TOKEN
+from tests.serve_process import ServeProcess
+
+
+@dataclass
+class A2AService:
+    serve: ServeProcess
+    shared: Path
+    """``$HELIX_A2A_DIR``: the ``dig`` tool's execution log and gate."""
+
+    def url(self, agent: str) -> str:
+        return f"{self.serve.base_url}/a2a/{agent}"
+
+    def open_gate(self) -> None:
+        (self.shared / "gate").touch()
+
+    def dig_entries(self) -> list[str]:
+        path = self.shared / "dig-entries"
+        return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AService]:
+    root = tmp_path_factory.mktemp("a2a")
+    shared = root / "shared"
+    shared.mkdir()
+    url = f"sqlite:///{root / 'a2a.sqlite'}"
+    upgrade(url)
+    serve = ServeProcess(
+        "a2a", url, agents="tests.a2a_protocol.agents:a2a_agents", llm_adapter="tests.a2a_protocol.agents:model",
+        token=TOKEN, logs=root, env={"HELIX_A2A_DIR": str(shared)}, extra_args=["--a2a"],
+    )  # fmt: skip
+    serve.env["HELIX_A2A_URL"] = f"{serve.base_url}/a2a/digger"
+    try:
+        serve.start()
+        yield A2AService(serve, shared)
+    finally:
+        (shared / "gate").touch()  # release a tool still waiting
+        serve.stop(fail_on_hang=False)
+
+
+@pytest.fixture
+def a2a(service: A2AService) -> Iterator[A2AService]:
+    """The module's service with a fresh execution log and a closed gate."""
+    for name in ("gate", "dig-entries"):
+        (service.shared / name).unlink(missing_ok=True)
+    yield service
+    service.open_gate()
