@@ -32,6 +32,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 from pydantic_core import to_jsonable_python
 
+from helix_dbos.a2a.transport import integral_numbers
 from helix_dbos.errors import public_error_message
 from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord
 
@@ -127,7 +128,7 @@ def message_text(message: Message) -> str:
         if kind == "text":
             pieces.append(part.text)
         elif kind == "data":
-            pieces.append(json.dumps(MessageToDict(part.data), sort_keys=True))
+            pieces.append(json.dumps(integral_numbers(MessageToDict(part.data)), sort_keys=True))
     return "\n".join(piece for piece in pieces if piece)
 
 

@@ -215,9 +215,20 @@ def task_output(task: dict[str, Any], fallback: str) -> Any:
     for artifact in chosen:
         for part in artifact.get("parts") or []:
             if "data" in part:
-                return part["data"]
+                return integral_numbers(part["data"])
     texts = [text for artifact in chosen for text in _texts(artifact.get("parts"))]
     return "".join(texts) if texts else fallback
+
+
+def integral_numbers(value: Any) -> Any:
+    """Whole numbers back as integers: A2A data parts are protobuf ``Struct``s, whose numbers are doubles."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral_numbers(v) for v in value]
+    return value
 
 
 def _texts(parts: Any) -> list[str]:

@@ -2,8 +2,8 @@
 
 ``writer`` answers at once; ``digger`` runs a tool that waits for a gate file (``$HELIX_A2A_DIR/gate``)
 and records each execution (``dig-entries``); ``approver`` runs a tool that needs an approval (a HITL
-wait); ``boss`` delegates to ``digger`` over A2A (``$HELIX_A2A_URL``: the service's own
-``/a2a/digger``, reached over HTTP like any A2A agent).
+wait); ``boss`` delegates to ``digger`` (or, asked to publish, to ``approver``) over A2A, at the
+service's own ``$HELIX_A2A_BASE/a2a/{agent}``, reached over HTTP like any A2A agent.
 """
 
 from __future__ import annotations
@@ -75,11 +75,17 @@ approver = define_agent(
 
 
 def _boss() -> Any:
-    transport = A2ARemoteAgentTransport(os.environ.get("HELIX_A2A_URL", "http://127.0.0.1:9/a2a/digger"), token=TOKEN)
-    research = create_remote_sub_agent_tool(
-        "digger", description="Dig on the A2A agent", input_schema=TopicIn, transport=transport
-    )
-    return define_agent("boss", system_prompt="Delegate.", llm_config="scripted/boss", tools=[research])
+    base = os.environ.get("HELIX_A2A_BASE", "http://127.0.0.1:9")
+    tools = [
+        create_remote_sub_agent_tool(
+            name,
+            description=f"{name} on the A2A agent",
+            input_schema=TopicIn,
+            transport=A2ARemoteAgentTransport(f"{base}/a2a/{name}", token=TOKEN),
+        )
+        for name in ("digger", "approver")
+    ]
+    return define_agent("boss", system_prompt="Delegate.", llm_config="scripted/boss", tools=tools)
 
 
 a2a_agents = [writer, digger, approver, _boss()]
@@ -93,7 +99,8 @@ def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
         return TextStepResult(content=f"Wrote: {said}", should_stop=True, stop_reason="end_turn")
     if isinstance(last, ToolResultMessage):
         return TextStepResult(content=f"Done: {last.content}", should_stop=True, stop_reason="end_turn")
-    tool = {"digger": "dig", "approver": "publish", "boss": "subagent__digger"}[inp.agent_type]
+    delegate = "subagent__approver" if said.startswith("publish") else "subagent__digger"
+    tool = {"digger": "dig", "approver": "publish", "boss": delegate}[inp.agent_type]
     return ToolCallsStepResult(
         tool_calls=[ParsedToolCall(id="call-1", name=tool, arguments={"topic": "dbos"})], stop_reason="tool_use"
     )

@@ -1,6 +1,6 @@
 """One real ``helix-dbos serve --a2a`` process on SQLite, serving ``tests.a2a_protocol.agents`` for the module.
 
-Its ``boss`` reaches the same service's ``/a2a/digger`` over HTTP (``$HELIX_A2A_URL``), so the
+Its ``boss`` reaches the same service's ``/a2a/digger`` over HTTP (``$HELIX_A2A_BASE``), so the
 delegation crosses the wire like a call to any A2A agent; the ``pair`` of ends is one process.
 """
 
@@ -45,7 +45,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AService]:
         "a2a", url, agents="tests.a2a_protocol.agents:a2a_agents", llm_adapter="tests.a2a_protocol.agents:model",
         token=TOKEN, logs=root, env={"HELIX_A2A_DIR": str(shared)}, extra_args=["--a2a"],
     )  # fmt: skip
-    serve.env["HELIX_A2A_URL"] = f"{serve.base_url}/a2a/digger"
+    serve.env["HELIX_A2A_BASE"] = serve.base_url
     try:
         serve.start()
         yield A2AService(serve, shared)

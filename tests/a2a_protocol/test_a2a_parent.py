@@ -71,3 +71,16 @@ def test_a_parent_killed_mid_delegation_reattaches_to_its_task(a2a: A2AService) 
     a2a.open_gate()
     with HelixClient(a2a.serve.base_url, token=TOKEN) as client:
         check_delegation(a2a, client, started.session_id, recovered=True)
+
+
+def test_an_a2a_agent_waiting_for_input_fails_the_call_at_once(a2a: A2AService) -> None:
+    """``input-required`` has no answer across the boundary: the call fails, the task is canceled."""
+    with HelixClient(a2a.serve.base_url, token=TOKEN) as client:
+        started = client.start("boss", "publish dbos")
+        result = client.result(started.session_id, timeout_seconds=30)
+        assert result.status == "completed", result
+        remote_id = remote_session_id_for(started.session_id, "1.1-call-1")
+        refusal = f"Remote sub-agent 'approver' (session {remote_id!r}) waits for a client-executed tool"
+        assert refusal in result.output, result.output  # the call's error, as the model saw it
+        remote = client.status(remote_id)
+        assert remote.aborted and remote.status == "failed"  # the parent canceled the waiting task

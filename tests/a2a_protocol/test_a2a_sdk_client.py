@@ -125,6 +125,13 @@ def test_stream_sends_the_task_its_text_and_the_final_status(a2a: A2AService) ->
     [output] = [u for u in texts if u.artifact.artifact_id == "output"]
     assert output.last_chunk and output.artifact.parts[0].text == "Wrote: streamed"
     assert {e.status_update.task_id for e in events if e.HasField("status_update")} == {events[0].task.id}
+    # the next turn's stream starts at its own run: only its text
+    context_id = events[0].task.context_id
+    turn2 = asyncio.run(send(a2a.url("writer"), user_message("second", context_id=context_id), streaming=True))
+    deltas2 = [
+        e.artifact_update.artifact.parts[0].text for e in turn2 if e.artifact_update.artifact.artifact_id == "text"
+    ]
+    assert "".join(deltas2) == "Wrote: second" and turn2[0].task.id != events[0].task.id
 
 
 def test_cancel_aborts_a_long_run(a2a: A2AService) -> None:
