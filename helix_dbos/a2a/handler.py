@@ -10,7 +10,8 @@ any server process on the database answers for any task.
   the session derives from the message id and the caller, like a keyed start); a new session or a
   completed one starts a run under the idempotency key ``a2a:{messageId}``, so a message sent again
   (a client retrying, a recovered parent) finds the run it started instead of starting another; an
-  interrupted session is resumed. The answer waits until the run ends or waits for input, unless
+  interrupted session is resumed. A task or context of another tenant (:mod:`helix_dbos.tenancy`)
+  is not found; a new session is the caller's tenant's. The answer waits until the run ends or waits for input, unless
   the request asks ``returnImmediately``.
 - ``SendStreamingMessage`` (``message/stream``) and ``SubscribeToTask``: the task, then the run's
   durable stream as events (text deltas appended to the ``text`` artifact, state changes as status
@@ -74,6 +75,7 @@ from helix_dbos.service.schemas import SESSION_ID_PATTERN
 from helix_dbos.store.base import RunRecord
 from helix_dbos.stream.base import ChunkRecord
 from helix_dbos.stream.chunks import TextDeltaChunk
+from helix_dbos.tenancy import DEFAULT_TENANT
 
 T = TypeVar("T")
 BlockingCall = Callable[..., Awaitable[Any]]
@@ -81,6 +83,8 @@ BlockingCall = Callable[..., Awaitable[Any]]
 
 SCOPE_STATE_KEY = "helix_scope"
 """Where the route puts the caller's scope (``principal_scope``) in the call context's state."""
+TENANT_STATE_KEY = "helix_tenant"
+"""Where the route puts the caller's tenant: a task or context of another tenant is not found."""
 MAX_WAIT_SECONDS = 300.0
 """How long a blocking ``SendMessage`` waits for its run before answering with the task as it is."""
 POLL_SECONDS = 0.2
@@ -112,7 +116,7 @@ class HelixA2ARequestHandler(RequestHandler):
         self._call = call
 
     # -- blocking helpers (run in the pool) -------------------------------------------------------------
-    def _start(self, message: Message, scope: str) -> RunRecord:
+    def _start(self, message: Message, scope: str, tenant: str) -> RunRecord:
         text = message_text(message)
         if not message.message_id:
             raise InvalidParamsError(message="message.messageId is required")
@@ -128,38 +132,40 @@ class HelixA2ARequestHandler(RequestHandler):
             run = reads.get_run(message.task_id)
             if run is None or run.session_id != session_id:
                 raise TaskNotFoundError(message=f"task {message.task_id!r} is not a task of context {session_id!r}")
-        if session is not None and session.agent_type != self.agent:
-            raise InvalidParamsError(message=f"context {session_id!r} belongs to another agent")
+        if session is not None and (session.agent_type != self.agent or session.tenant != tenant):
+            raise InvalidParamsError(message=f"context {session_id!r} belongs to another agent or caller")
         if session is not None and session.status in ("interrupted", "paused"):
             handle = self.executor.resume(self.agent, session_id, text)
         else:
-            handle = self.executor.execute(self.agent, {"message": text}, session_id=session_id, idempotency_key=key)
+            handle = self.executor.execute(
+                self.agent, {"message": text}, session_id=session_id, idempotency_key=key, tenant=tenant
+            )
         run = reads.get_run(handle.run_id)
         assert run is not None, "a started run has a record"
         return run
 
-    def _task(self, run_id: str) -> Task:
+    def _task(self, run_id: str, tenant: str) -> Task:
         reads = self.executor.reads
         run = reads.get_run(run_id)
         session = reads.get_session(run.session_id) if run is not None else None
-        if run is None or session is None or session.agent_type != self.agent:
+        if run is None or session is None or session.agent_type != self.agent or session.tenant != tenant:
             raise TaskNotFoundError(message=f"no task {run_id!r} of agent {self.agent!r}")
         pending = [c for c in reads.list_pending_tool_calls(run.session_id) if c.run_id == run.run_id]
         return build_task(run, session, pending)
 
-    def _cancel(self, run_id: str) -> Task:
-        task = self._task(run_id)
+    def _cancel(self, run_id: str, tenant: str) -> Task:
+        task = self._task(run_id, tenant)
         if task.status.state in TERMINAL_STATES:
             raise TaskNotCancelableError(message=f"task {run_id!r} already ended")
         self.executor.abort(task.context_id, "canceled over A2A")
-        return self._task(run_id)
+        return self._task(run_id, tenant)
 
-    def _list(self, context_id: str) -> list[Task]:
+    def _list(self, context_id: str, tenant: str) -> list[Task]:
         reads = self.executor.reads
         session = reads.get_session(context_id)
-        if session is None or session.agent_type != self.agent:
+        if session is None or session.agent_type != self.agent or session.tenant != tenant:
             return []
-        return [self._task(run.run_id) for run in reversed(reads.list_runs(context_id))]  # newest first
+        return [self._task(run.run_id, tenant) for run in reversed(reads.list_runs(context_id))]  # newest first
 
     async def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -170,12 +176,13 @@ class HelixA2ARequestHandler(RequestHandler):
 
     # -- the protocol's operations ---------------------------------------------------------------------
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
-        run = await self._guarded(self._start, params.message, _scope(context))
+        tenant = _tenant(context)
+        run = await self._guarded(self._start, params.message, _scope(context), tenant)
         if params.configuration.return_immediately:
-            return await self._guarded(self._task, run.run_id)
+            return await self._guarded(self._task, run.run_id, tenant)
         deadline = time.monotonic() + MAX_WAIT_SECONDS
         while True:
-            task = await self._guarded(self._task, run.run_id)
+            task = await self._guarded(self._task, run.run_id, tenant)
             if _settled(task) or time.monotonic() >= deadline:
                 return task
             await asyncio.sleep(POLL_SECONDS)
@@ -183,35 +190,37 @@ class HelixA2ARequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        run = await self._guarded(self._start, params.message, _scope(context))
-        async for event in self._follow(run):
+        tenant = _tenant(context)
+        run = await self._guarded(self._start, params.message, _scope(context), tenant)
+        async for event in self._follow(run, tenant):
             yield event
 
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        task = await self._guarded(self._task, params.id)
+        tenant = _tenant(context)
+        task = await self._guarded(self._task, params.id, tenant)
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(message=f"task {params.id!r} already ended: GetTask reads it")
         run = await self._guarded(self.executor.reads.get_run, params.id)
         assert run is not None
-        async for event in self._follow(run):
+        async for event in self._follow(run, tenant):
             yield event
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        return await self._guarded(self._task, params.id)
+        return await self._guarded(self._task, params.id, _tenant(context))
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         if not params.context_id:
             raise InvalidParamsError(message="ListTasks needs a contextId (tasks are listed per context)")
-        tasks = await self._guarded(self._list, params.context_id)
+        tasks = await self._guarded(self._list, params.context_id, _tenant(context))
         if not params.include_artifacts:
             for task in tasks:
                 del task.artifacts[:]
         return ListTasksResponse(tasks=tasks, page_size=len(tasks), total_size=len(tasks))
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        return await self._guarded(self._cancel, params.id)
+        return await self._guarded(self._cancel, params.id, _tenant(context))
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
@@ -239,14 +248,14 @@ class HelixA2ARequestHandler(RequestHandler):
         raise UnsupportedOperationError(message="this agent has no extended card")
 
     # -- following a run --------------------------------------------------------------------------------
-    async def _follow(self, run: RunRecord) -> AsyncIterator[Event]:
+    async def _follow(self, run: RunRecord, tenant: str) -> AsyncIterator[Event]:
         """The task, then its stream's text and status changes, until it ends or waits for input.
 
         The chunks come from the session's durable stream (from the run's first chunk); the state
         from the run's records, looked at between chunks, so a run whose stream stays quiet (waiting
         for an approval) still reaches its input-required status.
         """
-        task = await self._guarded(self._task, run.run_id)
+        task = await self._guarded(self._task, run.run_id, tenant)
         yield task
         session = await self._guarded(self.executor.reads.require_session, run.session_id)
         chunks: asyncio.Queue[ChunkRecord | None] = asyncio.Queue()
@@ -263,7 +272,7 @@ class HelixA2ARequestHandler(RequestHandler):
                         yield self._text(run, chunk.content, append=appended)
                         appended = True
                     continue
-                task = await self._guarded(self._task, run.run_id)
+                task = await self._guarded(self._task, run.run_id, tenant)
                 if task.status.state != state and not _settled(task):
                     state = task.status.state
                     yield _status_event(task)
@@ -340,4 +349,15 @@ def _scope(context: ServerCallContext) -> str:
     return str(context.state.get(SCOPE_STATE_KEY, "anonymous"))
 
 
-__all__ = ["MAX_WAIT_SECONDS", "POLL_SECONDS", "SCOPE_STATE_KEY", "HelixA2ARequestHandler", "a2a_error"]
+def _tenant(context: ServerCallContext) -> str:
+    return str(context.state.get(TENANT_STATE_KEY, DEFAULT_TENANT))
+
+
+__all__ = [
+    "MAX_WAIT_SECONDS",
+    "POLL_SECONDS",
+    "SCOPE_STATE_KEY",
+    "TENANT_STATE_KEY",
+    "HelixA2ARequestHandler",
+    "a2a_error",
+]

@@ -29,6 +29,8 @@ from helix_dbos.remote_sub_agent import create_remote_sub_agent_tool
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
 TOKEN = "a2a-token-0123456789"
+ACME_TOKEN = "a2a-acme-token-0123456789"
+"""The tenant ``acme``'s token (``--tenant-token acme=...``); ``TOKEN`` is the default tenant's."""
 
 
 class TopicIn(BaseModel):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helix_dbos.store.migrate import upgrade
-from tests.a2a_protocol.agents import TOKEN
+from tests.a2a_protocol.agents import ACME_TOKEN, TOKEN
 from tests.serve_process import ServeProcess
 
 
@@ -43,7 +43,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AService]:
     upgrade(url)
     serve = ServeProcess(
         "a2a", url, agents="tests.a2a_protocol.agents:a2a_agents", llm_adapter="tests.a2a_protocol.agents:model",
-        token=TOKEN, logs=root, env={"HELIX_A2A_DIR": str(shared)}, extra_args=["--a2a"],
+        token=TOKEN, logs=root, env={"HELIX_A2A_DIR": str(shared)},
+        extra_args=["--a2a", "--tenant-token", f"acme={ACME_TOKEN}"],
     )  # fmt: skip
     serve.env["HELIX_A2A_BASE"] = serve.base_url
     try:

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.a2a_protocol.agents import ACME_TOKEN
 from tests.a2a_protocol.conftest import A2AService
 
 V1 = {"A2A-Version": "1.0"}
@@ -98,3 +99,18 @@ def test_the_0_3_method_names_work_on_the_same_endpoint(a2a: A2AService) -> None
         "/a2a/writer", json={"jsonrpc": "2.0", "id": "c", "method": "tasks/cancel", "params": {"id": "nope"}}
     ).json()
     assert bad["error"]["code"] == -32001
+
+
+def test_a_task_or_context_of_another_tenant_is_not_found(a2a: A2AService) -> None:
+    sent = rpc(a2a, "writer", "SendMessage", {"message": message("ours")}).json()["result"]["task"]
+    acme = {"Authorization": f"Bearer {ACME_TOKEN}"}
+    assert error_of(rpc(a2a, "writer", "GetTask", {"id": sent["id"]}, **acme))["code"] == -32001
+    assert error_of(rpc(a2a, "writer", "CancelTask", {"id": sent["id"]}, **acme))["code"] == -32001
+    listed = rpc(a2a, "writer", "ListTasks", {"contextId": sent["contextId"]}, **acme).json()["result"]
+    assert listed.get("tasks", []) == []
+    taken = rpc(a2a, "writer", "SendMessage", {"message": message("mine now", contextId=sent["contextId"])}, **acme)
+    assert error_of(taken)["code"] == -32602
+    own = rpc(a2a, "writer", "SendMessage", {"message": message("acme's")}, **acme).json()["result"]["task"]
+    session = a2a.serve.http.get(f"/v1/sessions/{own['contextId']}", headers=acme).json()
+    assert session["status"] == "completed"  # acme's own session, visible to acme
+    assert a2a.serve.http.get(f"/v1/sessions/{own['contextId']}").status_code == 404  # and not to the default tenant
