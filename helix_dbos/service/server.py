@@ -108,9 +108,7 @@ def run_server(
         hot_window_seconds=hot_window_seconds,
     )
     try:
-        app = create_app(
-            executor, bearer_tokens=_tokens(tokens), allow_unauthenticated=allow_unauthenticated, a2a=a2a
-        )
+        app = create_app(executor, bearer_tokens=_tokens(tokens), allow_unauthenticated=allow_unauthenticated, a2a=a2a)
         config = uvicorn.Config(
             app,
             host=host,
