@@ -16,6 +16,7 @@ from the code's prefix, as in the seeds (``provider_overloaded`` -> ``provider``
     ├── CheckpointNotFoundError         state_checkpoint_not_found  not a checkpoint of that session
     ├── ForkConflictError               state_conflict        the fork's new session id is taken by another session
     ├── ForkEditError                   validation_error      a fork's edits contradict each other or the checkpoint
+    ├── AGUIInputError                  validation_error      an AG-UI RunAgentInput the service cannot act on
     ├── RunIdConflictError              state_conflict        a new run's id is taken by a run already recorded
     ├── InvalidTextError                validation_invalid_text  NUL or a lone surrogate in client input
     ├── SessionAlreadyExistsError       state_concurrency_conflict  lost the create_session race
@@ -340,6 +341,17 @@ class ForkEditError(HelixError, ValueError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"Cannot edit the fork: {detail}", code="validation_error", retryable=False)
+
+
+class AGUIInputError(HelixError, ValueError):
+    """An AG-UI ``RunAgentInput`` that is well-formed JSON but asks nothing the service can do.
+
+    No user text and no tool results at the end of ``messages``, a tool message without its
+    ``toolCallId``, a non-object ``state``: answered with a 422 before anything is written.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"Cannot run this RunAgentInput: {detail}", code="validation_error", retryable=False)
 
 
 class RunIdConflictError(HelixError):

@@ -34,6 +34,7 @@ from helix_dbos.service.openapi import install_openapi
 from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.routes import (
     RouteContext,
+    agui_router,
     chat_router,
     control_router,
     forks_router,
@@ -65,6 +66,7 @@ any request.
 | `POST /v1/chat`, `GET /v1/chat/{id}/stream` | chat handler `POST /chat`, `GET /chat/{sessionId}/stream` |
 | `POST /v1/chat/{id}/tool-results`, `/interrupt`, `/abort` | chat handler `submit-tool-result`, `interrupt`, `abort` |
 | `POST /v1/chat/ui`, `GET /v1/chat/ui/{id}/stream` | AI SDK `useChat` (UI message stream) and its reconnect |
+| `POST /v1/agui`, `GET /v1/agui/threads/{id}/stream` | (new) AG-UI `HttpAgent` (AG-UI events) and its re-attach |
 | `GET /v1/queue` | (new) run queue depth and per-worker load, when runs are queued |
 | `GET /v1/agents` | (new) the served agents |
 | `GET /v1/sessions`, `/v1/sessions/{id}/timeline`, `/state` | (new) sessions list, step timeline, custom state |
@@ -169,6 +171,7 @@ def create_app(
         forks_router,
         hitl_router,
         ui_chat_router,
+        agui_router,
         chat_router,
         queue_router,
         schedules_router,

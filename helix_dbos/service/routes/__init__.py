@@ -23,6 +23,8 @@ Route                                        Seeds' operation / executor call
 ``POST /v1/chat/{id}/interrupt`` / abort     ``POST /chat/{sessionId}/interrupt`` / ``abort``
 ``POST /v1/chat/ui``                         AI SDK ``useChat`` (UI message stream)   (ui_chat)
 ``GET  /v1/chat/ui/{id}/stream``             its reconnect (``DefaultChatTransport``)
+``POST /v1/agui``                            AG-UI ``HttpAgent`` (AG-UI events over SSE)  (agui)
+``GET  /v1/agui/threads/{id}/stream``        its re-attach (``Last-Event-ID``)
 ``GET  /v1/queue``                           run queue depth and per-worker load        (queue)
 ``POST /v1/schedules`` (list, get, delete)   agent schedules: ``executor.schedules``   (schedules)
 ``POST /v1/schedules/{name}/pause|resume``   pause, resume
@@ -41,6 +43,7 @@ The seeds' ``GET /workspace`` is not served: the DBOS runtime has no workspaces 
 The order in which the app includes the routers is the order of the OpenAPI document's paths.
 """
 
+from helix_dbos.service.routes.agui import agui_router
 from helix_dbos.service.routes.chat import chat_router
 from helix_dbos.service.routes.context import RouteContext
 from helix_dbos.service.routes.control import control_router
@@ -56,6 +59,7 @@ from helix_dbos.service.routes.ui_chat import ui_chat_router
 
 __all__ = [
     "RouteContext",
+    "agui_router",
     "chat_router",
     "control_router",
     "forks_router",
