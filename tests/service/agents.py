@@ -99,14 +99,60 @@ janitor = define_agent(
     ],
 )
 
-agents = [locator, echo, db_sql_error, db_down, janitor]
+
+class BumpIn(BaseModel):
+    by: int
+
+
+def bump(inp: BumpIn, ctx: ToolContext) -> dict[str, Any]:
+    """Add ``by`` to the state's ``count`` and log it: two keys patched (a replace and an append)."""
+
+    def change(draft: dict[str, Any]) -> None:
+        draft["count"] = int(draft.get("count", 0)) + inp.by
+        draft.setdefault("log", []).append(f"+{inp.by}")
+
+    ctx.update_state(change)
+    return {"count": ctx.get_state()["count"]}
+
+
+class QuestionIn(BaseModel):
+    question: str
+
+
+# A tool that changes the custom state (what AG-UI's STATE_SNAPSHOT / STATE_DELTA carry), after a
+# client-executed tool picked the amount: the change happens after the client answered, so a
+# client always sees it as a delta on the state it was sent.
+counter = define_agent(
+    "counter",
+    system_prompt="Ask how much to add, add it, then say the counter's value.",
+    llm_config="scripted/counter",
+    tools=[
+        define_tool("pick_amount", description="Ask the user", input_schema=QuestionIn, execute="client"),
+        define_tool("bump", description="Add to the counter", input_schema=BumpIn, execute=bump),
+    ],
+)
+
+agents = [locator, echo, db_sql_error, db_down, janitor, counter]
 
 
 def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
     """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers;
-    ``janitor`` asks to remove ``/tmp/x``, then reports the tool's answer."""
+    ``janitor`` asks to remove ``/tmp/x``, then reports the tool's answer; ``counter`` asks the client
+    how much to add, adds it to its state's counter, then reports it."""
     last = inp.messages[-1]
     n = len(inp.messages)
+    if inp.agent_type == "counter":
+        if isinstance(last, ToolResultMessage) and last.tool_name == "bump":
+            return TextStepResult(content=f"Counter: {last.content}", should_stop=True, stop_reason="end_turn")
+        if isinstance(last, ToolResultMessage):
+            by = int(json.loads(last.content).get("by", 1))
+            return ToolCallsStepResult(
+                tool_calls=[ParsedToolCall(id=f"bump-{n}", name="bump", arguments={"by": by})], stop_reason="tool_use"
+            )
+        question = {"question": "How much?"}
+        return ToolCallsStepResult(
+            tool_calls=[ParsedToolCall(id=f"pick-{n}", name="pick_amount", arguments=question)], stop_reason="tool_use"
+        )
     if inp.agent_type == "janitor":
         if isinstance(last, ToolResultMessage):
             return TextStepResult(content=f"Done: {last.content}", should_stop=True, stop_reason="end_turn")
