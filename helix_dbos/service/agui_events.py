@@ -89,8 +89,13 @@ class AGUIEventTranslator:
     ``session_id`` is the thread's session: chunks of its sub-agents (other sessions writing to its
     stream) are not the thread's events. ``message_prefix`` is the helix run id (message ids derive
     from it); ``client_tools`` are the agent's client-executed tools, whose results the client
-    posted itself. ``state`` is the custom
-    state as of stream position ``state_sequence``: state patches at or before it are in it already.
+    posted itself.
+
+    ``state`` is the custom state of checkpoint ``state_checkpoint`` (``None``: a state every patch
+    the response reads applies to). The stream announces each checkpoint (``checkpoint_created``)
+    after the state patches it holds, so patches before that announcement are in ``state`` already
+    and patches after it are not, whether the announcement comes before the response starts
+    sending or after (the run committed the checkpoint but had not announced it yet).
     """
 
     def __init__(
@@ -112,7 +117,6 @@ class AGUIEventTranslator:
         self._anchor_state: Any = state if state is not None else {}
         self._anchor = state_checkpoint
         self._state: StreamProjector[Any] = StreamProjector(initial_state=self._anchor_state)
-        self._started = False
         self._step: int | None = None
         self._text_open = False
         self._reasoning_open = False
@@ -133,7 +137,6 @@ class AGUIEventTranslator:
 
     def start(self) -> list[AGUIEvent]:
         """``RUN_STARTED``, the state as of where the response starts, and what is open there."""
-        self._started = True
         events: list[AGUIEvent] = [
             {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id},
             {"type": "STATE_SNAPSHOT", "snapshot": self._state.state},
@@ -181,12 +184,7 @@ class AGUIEventTranslator:
         chunk = record.chunk
         if not self._own(chunk):
             return []
-        anchored_before = self._anchor is None
         changed = self._track_state(record)
-        if isinstance(chunk, CheckpointCreatedChunk):
-            if not anchored_before and self._anchor is None and self._started:
-                return [{"type": "STATE_SNAPSHOT", "snapshot": self._state.state}]
-            return []
         if isinstance(chunk, StatePatchChunk):
             if not changed:
                 return []  # in the snapshot this response started from
@@ -235,7 +233,7 @@ class AGUIEventTranslator:
             return False
         if not isinstance(chunk, StatePatchChunk):
             return False
-        if self._anchor is not None and not self._started:
+        if self._anchor is not None:
             return False  # before the checkpoint's announcement: in its state already
         applied = self._state.patches_applied
         self._state.apply(record)

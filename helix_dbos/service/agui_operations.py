@@ -6,7 +6,8 @@ from. The decisions themselves are pure (:mod:`helix_dbos.service.agui`).
 
 The state a response starts from is the newest checkpoint's, anchored in the stream by that
 checkpoint's ``checkpoint_created`` chunk (the patches before it are in the checkpoint, the ones
-after it are not; :class:`~helix_dbos.service.agui_events.AGUIEventTranslator` follows them), or,
+after it are not; :class:`~helix_dbos.service.agui_events.AGUIEventTranslator` follows them; so a
+replay from a run's start shows the state as of that checkpoint from its first event), or,
 before the session's first checkpoint, the session's state read *before* looking for one: had a
 step committed in between, the checkpoint would be found, so every patch the stream holds after
 the run's start is missing from that state. A ``STATE_DELTA`` never repeats what the
@@ -85,18 +86,17 @@ def _client_tools(executor: DBOSAgentExecutor, agent: str) -> frozenset[str]:
 def _state_anchor(executor: DBOSAgentExecutor, session_id: str) -> StateAnchor:
     state = executor.reads.get_state(session_id)  # first: see the module docstring
     checkpoint = executor.store.get_latest_checkpoint(session_id)
-    if checkpoint is not None:
-        run = executor.reads.get_run(checkpoint.state.run_id)
-        return StateAnchor(
-            state=dict(checkpoint.state.custom_state),
-            checkpoint_id=checkpoint.id,
-            read_from=run.stream_start_sequence if run is not None and run.session_id == session_id else 0,
-        )
     current = executor.reads.get_current_run(session_id)
+    current_start = current.stream_start_sequence if current is not None else 0
+    if checkpoint is None:
+        return StateAnchor(state=dict(state.custom_state) if state else {}, checkpoint_id=None, read_from=current_start)
+    run = executor.reads.get_run(checkpoint.state.run_id)
+    if run is None or run.session_id != session_id:
+        # A fork's checkpoint, copied from another session: never announced in this stream, and
+        # every patch this session's runs wrote came after it.
+        return StateAnchor(state=dict(checkpoint.state.custom_state), checkpoint_id=None, read_from=current_start)
     return StateAnchor(
-        state=dict(state.custom_state) if state is not None else {},
-        checkpoint_id=None,
-        read_from=current.stream_start_sequence if current is not None else 0,
+        state=dict(checkpoint.state.custom_state), checkpoint_id=checkpoint.id, read_from=run.stream_start_sequence
     )
 
 
