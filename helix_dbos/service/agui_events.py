@@ -132,8 +132,14 @@ class AGUIEventTranslator:
         self._track_state(record)
 
     def consume(self, record: ChunkRecord) -> None:
-        """Take in a chunk the client has already seen (a resume's prefix): state only, no events."""
+        """Take in a chunk the client has already seen (a resume's prefix): state only, no events.
+
+        A pause the client saw ended the AG-UI run it was reading (:meth:`finish` closed the step
+        and message), so what follows opens its own.
+        """
         self.translate(record)
+        if is_pause(record.chunk):
+            self._close_step()
 
     def start(self) -> list[AGUIEvent]:
         """``RUN_STARTED``, the state as of where the response starts, and what is open there."""

@@ -202,6 +202,19 @@ def test_a_resume_inside_a_message_reopens_it_and_goes_on() -> None:
     assert events[7]["delta"] == '{"x":1}'
 
 
+def test_a_continuation_after_a_pause_opens_its_own_step() -> None:
+    chunks = records(
+        ToolStartChunk(**base(), tool_call_id="c1", tool_name="ask", arguments={}),
+        RunPausedChunk(**base(), pending_tool_call_ids=["c1"]),
+        TextDeltaChunk(**base(2), content="Thanks"),
+    )
+    t = translator(client_tools=frozenset({"ask"}))
+    for record in chunks[:2]:
+        t.consume(record)
+    events = run_all(t, chunks[2:])  # nothing of step 1 re-opened:
+    assert types(events)[2:4] == ["STEP_STARTED", "TEXT_MESSAGE_START"] and events[2]["stepName"] == "step-2"
+
+
 def test_a_pause_on_client_tools_finishes_with_the_pending_calls() -> None:
     t = translator(client_tools=frozenset({"ask"}))
     pause = RunPausedChunk(**base(), pending_tool_call_ids=["c1"])

@@ -182,6 +182,7 @@ SUBPACKAGE_NAMES = {
     "create_terminate_child_tool": "helix_dbos.companion_tools",
     "create_wait_for_result_tool": "helix_dbos.companion_tools",
     "is_companion_tool": "helix_dbos.companion_tools",
+    "AGUIInputError": "helix_dbos.errors",
     "CheckpointNotFoundError": "helix_dbos.errors",
     "DatabaseNotMigratedError": "helix_dbos.errors",
     "ErrorCategory": "helix_dbos.errors",
