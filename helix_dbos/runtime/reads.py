@@ -105,6 +105,10 @@ class RunReads:
         """A checkpoint by its id (in any session)."""
         return self._store.get_checkpoint(checkpoint_id)
 
+    def get_latest_checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The session's newest checkpoint, whole (state included); ``None`` before its first step commits."""
+        return self._store.get_latest_checkpoint(session_id)
+
     def list_checkpoints(self, session_id: str, *, offset: int = 0, limit: int = 50) -> PaginatedCheckpoints:
         """The session's checkpoints, newest first: the points ``fork`` can branch from."""
         return self._store.list_checkpoints(session_id, offset=offset, limit=limit)

@@ -75,7 +75,7 @@ def event_json(event: AGUIEvent) -> str:
 
 
 def is_pause(chunk: StreamChunk) -> bool:
-    """Whether the AG-UI run ends at ``chunk`` when nothing follows it (the route checks that)."""
+    """Whether ``chunk`` stops its run to wait (for answers, or for a resume)."""
     return isinstance(chunk, RunPausedChunk | RunInterruptedChunk)
 
 
@@ -138,7 +138,7 @@ class AGUIEventTranslator:
         and message), so what follows opens its own.
         """
         self.translate(record)
-        if is_pause(record.chunk):
+        if self.pauses_at(record.chunk):
             self._close_step()
 
     def start(self) -> list[AGUIEvent]:
@@ -183,6 +183,13 @@ class AGUIEventTranslator:
         if code:
             event["code"] = code
         return [event]
+
+    def pauses_at(self, chunk: StreamChunk) -> bool:
+        """Whether the AG-UI run ends at ``chunk`` when nothing follows it (the route checks that).
+
+        Only the thread's own runs count: a sub-agent's pause, mirrored into the stream, is its own.
+        """
+        return is_pause(chunk) and self._own(chunk)
 
     # -- chunks ------------------------------------------------------------------------------------
     def translate(self, record: ChunkRecord) -> list[AGUIEvent]:

@@ -85,7 +85,7 @@ def _client_tools(executor: DBOSAgentExecutor, agent: str) -> frozenset[str]:
 
 def _state_anchor(executor: DBOSAgentExecutor, session_id: str) -> StateAnchor:
     state = executor.reads.get_state(session_id)  # first: see the module docstring
-    checkpoint = executor.store.get_latest_checkpoint(session_id)
+    checkpoint = executor.reads.get_latest_checkpoint(session_id)
     current = executor.reads.get_current_run(session_id)
     current_start = current.stream_start_sequence if current is not None else 0
     if checkpoint is None:

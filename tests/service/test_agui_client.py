@@ -43,8 +43,14 @@ def _node() -> str:
     return node
 
 
-def test_the_ag_ui_client_talks_to_serve(pg_database_url: str, tmp_path: Path) -> None:
-    """About 15 s: a server process starts, then six scenarios run through the Node client."""
+@pytest.mark.parametrize(
+    "hot_window_seconds", ["60", pytest.param("0.2", marks=pytest.mark.slow)], ids=["hot", "parked"]
+)
+def test_the_ag_ui_client_talks_to_serve(pg_database_url: str, tmp_path: Path, hot_window_seconds: str) -> None:
+    """Hot: answers wake the waiting run. Parked (slow): runs park at once and an answer starts the continuation.
+
+    About 20 s each: a server process starts (most of it), then six scenarios run through the Node client.
+    """
     node = _node()
     port = free_port()
     server = CliProcess(
@@ -58,6 +64,8 @@ def test_the_ag_ui_client_talks_to_serve(pg_database_url: str, tmp_path: Path) -
         pg_database_url,
         "--port",
         str(port),
+        "--hot-window-seconds",
+        hot_window_seconds,
         "--token",
         TOKEN,
         env=cli_env(),

@@ -30,7 +30,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.service.agui import AGUIAnswers, RunAgentInput, plan_run, thread_session_id
-from helix_dbos.service.agui_events import AGUIEvent, AGUIEventTranslator, event_json, is_pause
+from helix_dbos.service.agui_events import AGUIEvent, AGUIEventTranslator, event_json
 from helix_dbos.service.agui_operations import AGUIReply, answer_calls, reattach, start_turn
 from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
@@ -93,7 +93,7 @@ async def agui_events(
             events = translator.translate(record)
             for i, event in enumerate(events):
                 yield _event(event, record.sequence if i == len(events) - 1 else None)
-            if is_pause(record.chunk):
+            if translator.pauses_at(record.chunk):
                 info = await stream_info(ctx.executor.streams, reply.stream_id)
                 if info is None or info.latest_sequence <= record.sequence:
                     ending = translator.finish(record.chunk)
