@@ -347,7 +347,8 @@ class AGUIInputError(HelixError, ValueError):
     """An AG-UI ``RunAgentInput`` that is well-formed JSON but asks nothing the service can do.
 
     No user text and no tool results at the end of ``messages``, a tool message without its
-    ``toolCallId``, a non-object ``state``: answered with a 422 before anything is written.
+    ``toolCallId``: nothing is written, and the AG-UI route answers a run whose only events are
+    ``RUN_STARTED`` and ``RUN_ERROR`` with this code (a body its schema refuses is a 422).
     """
 
     def __init__(self, detail: str) -> None:

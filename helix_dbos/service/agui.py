@@ -95,12 +95,12 @@ class RunAgentInput(BaseModel):
     """The AG-UI run: a repeat of the same ``runId`` on the thread finds the same helix run."""
     parentRunId: str | None = None
     protocolVersion: str | None = None
-    messages: list[AGUIMessage]
+    messages: Annotated[list[AGUIMessage], Field(min_length=1)]
     tools: list[AGUITool] = Field(default_factory=list)
     """Tools the client runs; the agent's own client-executed tools of the same names are what the model sees."""
     context: list[dict[str, Any]] = Field(default_factory=list)
-    state: Any = None
-    """The client's state; seeds a new thread's custom state (an object), ignored on an existing thread."""
+    state: dict[str, Any] | None = None
+    """The client's state; seeds a new thread's custom state, ignored on an existing thread."""
     forwardedProps: Any = None
     """``{"agent": "<name>"}`` picks the agent when the service serves several."""
     resume: list[AGUIResumeEntry] | None = None
@@ -155,13 +155,11 @@ def plan_run(body: RunAgentInput) -> AGUITurn | AGUIAnswers:
         results.insert(0, message)
     if results or body.resume:
         return AGUIAnswers(results=results, resume=list(body.resume or []))
-    if not body.messages or body.messages[-1].role != "user":
+    if body.messages[-1].role != "user":
         raise AGUIInputError("the last message must be the user's (a new turn) or tool results (answers)")
     text = _text(body.messages[-1].content)
     if not text.strip():
         raise AGUIInputError("the last user message has no text")
-    if body.state is not None and not isinstance(body.state, dict):
-        raise AGUIInputError("state must be a JSON object (it seeds the session's custom state)")
     return AGUITurn(text=text, idempotency_key=turn_key(body.threadId, body.runId), state=body.state or None)
 
 

@@ -221,8 +221,14 @@ async function resume() {
   return { droppedAt, text: assistantText(agent), replayed: assistantText(fresh) };
 }
 
-// 6. A RunAgentInput the service cannot act on: a typed 422.
+// 6. A RunAgentInput the service cannot act on: a typed 422 when the schema refuses it, a
+// RUN_ERROR with the code when the schema allows it (here: an assistant message last).
 async function badInput() {
+  const agent = new HelixAgent({ agentName: 'echo', threadId: `refused-${runTag}` });
+  agent.addMessage({ id: `a-${runTag}`, role: 'assistant', content: 'I speak first' });
+  let refused;
+  await agent.runAgent({}, { onRunErrorEvent: ({ event }) => void (refused = event) });
+  assert.equal(refused?.code, 'validation_error');
   const response = await fetch(url, {
     method: 'POST',
     headers: { ...headers, 'Content-Type': 'application/json' },
@@ -231,7 +237,7 @@ async function badInput() {
   assert.equal(response.status, 422);
   const body = await response.json();
   assert.equal(body.error.code, 'validation_error');
-  return { status: response.status, code: body.error.code };
+  return { status: response.status, code: body.error.code, inStream: refused.code };
 }
 
 const summary = {

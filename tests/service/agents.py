@@ -135,6 +135,15 @@ counter = define_agent(
 agents = [locator, echo, db_sql_error, db_down, janitor, counter]
 
 
+def _amount(answer: str) -> int:
+    """The ``by`` of the client's answer to ``pick_amount``; 1 for anything else (fuzzed answers)."""
+    try:
+        by = json.loads(answer).get("by", 1)
+    except (ValueError, AttributeError):
+        return 1
+    return by if isinstance(by, int) and not isinstance(by, bool) else 1
+
+
 def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
     """``echo`` repeats the last user message; ``locator`` notes, asks the client, then answers;
     ``janitor`` asks to remove ``/tmp/x``, then reports the tool's answer; ``counter`` asks the client
@@ -145,9 +154,9 @@ def decide(inp: LLMGenerateInput) -> TextStepResult | ToolCallsStepResult:
         if isinstance(last, ToolResultMessage) and last.tool_name == "bump":
             return TextStepResult(content=f"Counter: {last.content}", should_stop=True, stop_reason="end_turn")
         if isinstance(last, ToolResultMessage):
-            by = int(json.loads(last.content).get("by", 1))
             return ToolCallsStepResult(
-                tool_calls=[ParsedToolCall(id=f"bump-{n}", name="bump", arguments={"by": by})], stop_reason="tool_use"
+                tool_calls=[ParsedToolCall(id=f"bump-{n}", name="bump", arguments={"by": _amount(last.content)})],
+                stop_reason="tool_use",
             )
         question = {"question": "How much?"}
         return ToolCallsStepResult(

@@ -6,8 +6,9 @@ PostgreSQL with the scripted agents of ``tests/service/agents.py``: a text run s
 a client-executed tool answered by the client in a new run (HITL), an approval answered through
 the protocol's interrupt and resume, the custom state as ``STATE_SNAPSHOT`` and ``STATE_DELTA``
 over two turns, a dropped connection resumed with ``Last-Event-ID`` (and a replay from the run's
-start for a client holding nothing), and a typed 422. The library checks the order of every event
-and parses each against the protocol's schema, so any drift of the protocol fails the script.
+start for a client holding nothing), and refusals: a typed 422, and a RUN_ERROR with the code.
+The library checks the order of every event and parses each against the protocol's schema, so any
+drift of the protocol fails the script.
 
 Needs ``tests/node/node_modules`` (``npm ci`` in ``tests/node``; ``.ci/run`` does it). Without it
 the test skips, except under ``CI=true``, where a missing client is a failure.
@@ -90,4 +91,4 @@ def test_the_ag_ui_client_talks_to_serve(pg_database_url: str, tmp_path: Path, h
     assert summary["state"]["state"] == {"count": 10, "log": ["+2", "+3"]}
     assert summary["resume"]["text"].endswith("You are in Quito.")
     assert summary["resume"]["replayed"] == "Let me take a note first.Now I ask your browser.You are in Quito."
-    assert summary["badInput"] == {"status": 422, "code": "validation_error"}
+    assert summary["badInput"] == {"status": 422, "code": "validation_error", "inStream": "validation_error"}

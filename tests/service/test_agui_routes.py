@@ -1,4 +1,4 @@
-"""The AG-UI routes in process: typed 4xx for bodies they cannot act on, OpenAPI, repeats, re-attach.
+"""The AG-UI routes in process: typed refusals of bodies they cannot act on, OpenAPI, repeats, re-attach.
 
 The protocol itself is proven with AG-UI's own client in ``test_agui_client.py``; these pin what a
 client library would never send: malformed bodies, unknown threads, bad ``Last-Event-ID`` values.
@@ -32,11 +32,15 @@ def events(response: httpx.Response) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("body", "code", "where"),
     [
-        ({"runId": "r", "messages": []}, "validation_error", ["body", "threadId"]),
+        (
+            {"runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]},
+            "validation_error",
+            ["body", "threadId"],
+        ),
         ({"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "robot"}]}, "validation_error", None),
-        ({"threadId": "t", "runId": "r", "messages": []}, "validation_error", None),
+        ({"threadId": "t", "runId": "r", "messages": []}, "validation_error", ["body", "messages"]),
         (run_input("t", text="a\u0000b"), "validation_invalid_text", None),
-        (run_input("t", state=[1, 2]), "validation_error", None),
+        (run_input("t", state=[1, 2]), "validation_error", ["body", "state"]),
     ],
 )
 async def test_a_run_agent_input_it_cannot_act_on_is_a_typed_422(
@@ -47,11 +51,15 @@ async def test_a_run_agent_input_it_cannot_act_on_is_a_typed_422(
         assert [d["loc"] for d in error["details"]] == [where]
 
 
-async def test_the_agent_is_named_in_forwarded_props_when_several_are_served(client: httpx.AsyncClient) -> None:
+async def test_a_schema_valid_body_it_cannot_act_on_is_a_run_error_with_the_code(client: httpx.AsyncClient) -> None:
+    """The schema allows it, so no 4xx: the client sees the refusal as the run's failure (RUN_ERROR)."""
     unnamed = run_input("t-agent")
     del unnamed["forwardedProps"]
-    error = assert_error(await client.post("/v1/agui", json=unnamed), 422, "validation_error")
-    assert "forwardedProps" in error["message"]
+    assistant_last = run_input("t-agent", messages=[{"id": "a", "role": "assistant", "content": "x"}])
+    for refused, says in ((unnamed, "forwardedProps"), (assistant_last, "last message")):
+        got = events(await client.post("/v1/agui", json=refused))
+        assert [e["type"] for e in got] == ["RUN_STARTED", "RUN_ERROR"]
+        assert got[1]["code"] == "validation_error" and says in got[1]["message"]
     unknown = run_input("t-agent", forwardedProps={"agent": "nobody"})
     assert_error(await client.post("/v1/agui", json=unknown), 404, "state_agent_not_found")
 

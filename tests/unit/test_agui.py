@@ -10,10 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from helix_dbos.errors import AGUIInputError
 from helix_dbos.orchestration.message_builder import NOT_APPROVED_MESSAGE
-from helix_dbos.service.agui import AGUIAnswers, AGUITurn, RunAgentInput, plan_run, thread_session_id, tool_answers
+from helix_dbos.service.agui import (
+    AGUIAnswers,
+    AGUIResumeEntry,
+    AGUITurn,
+    RunAgentInput,
+    plan_run,
+    thread_session_id,
+    tool_answers,
+)
 from helix_dbos.service.agui_events import AGUIEventTranslator
 from helix_dbos.session import ApprovalResponse, ClientToolResult
 from helix_dbos.stream.base import ChunkRecord
@@ -88,10 +97,8 @@ def test_tool_messages_last_or_resume_entries_are_answers() -> None:
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
-        ({"messages": []}, "last message must be the user's"),
         ({"messages": [{"id": "a", "role": "assistant", "content": "x"}]}, "last message must be the user's"),
         ({"messages": [{"id": "u", "role": "user", "content": "  "}]}, "no text"),
-        ({"messages": [{"id": "u", "role": "user", "content": "hi"}], "state": [1]}, "state must be a JSON object"),
         ({"messages": [{"id": "m", "role": "tool", "content": "x"}]}, "has no toolCallId"),
     ],
 )
@@ -99,6 +106,13 @@ def test_a_body_the_service_cannot_act_on_is_a_typed_error(fields: dict[str, Any
     with pytest.raises(AGUIInputError, match=says) as raised:
         plan_run(body(**fields))
     assert raised.value.code == "validation_error" and not raised.value.retryable
+
+
+@pytest.mark.parametrize("fields", [{"messages": []}, {"messages": [{"id": "u", "role": "user"}], "state": [1]}])
+def test_what_the_schema_says_is_refused_by_the_model(fields: dict[str, Any]) -> None:
+    """No messages, a state that is not an object: the OpenAPI schema says so, and the route answers 422."""
+    with pytest.raises(ValidationError):
+        body(**fields)
 
 
 def test_answers_become_submissions_for_open_calls_only() -> None:
@@ -111,16 +125,12 @@ def test_answers_become_submissions_for_open_calls_only() -> None:
                 {"id": "m4", "role": "tool", "toolCallId": "c4", "content": "plain text"},
             ]
         ).messages,
-        resume=body(
-            messages=[],
-            resume=[
-                {"interruptId": "a1", "status": "resolved"},
-                {"interruptId": "a2", "status": "resolved", "payload": {"approved": False, "reason": "no"}},
-                {"interruptId": "a3", "status": "cancelled"},
-                {"interruptId": "c1", "status": "resolved"},
-            ],
-        ).resume
-        or [],
+        resume=[
+            AGUIResumeEntry(interruptId="a1", status="resolved"),
+            AGUIResumeEntry(interruptId="a2", status="resolved", payload={"approved": False, "reason": "no"}),
+            AGUIResumeEntry(interruptId="a3", status="cancelled"),
+            AGUIResumeEntry(interruptId="c1", status="resolved"),
+        ],
     )
     kinds = {"c1": "client", "c2": "client", "c4": "client", "a1": "approval", "a2": "approval", "a3": "rerun"}
     assert tool_answers(answers, kinds) == [

@@ -63,6 +63,17 @@ PROTOCOL_DOC = (
 )
 
 
+REFUSED_IN_STREAM = ("validation_error", "validation_invalid_text")
+"""Refusals of a schema-valid body, answered as a run whose only events are RUN_STARTED and RUN_ERROR."""
+
+
+async def refusal_events(thread_id: str, run_id: str, message: str, code: str) -> AsyncIterator[ServerSentEvent]:
+    """The run of a refused body: ``RUN_STARTED``, then ``RUN_ERROR`` with the refusal's code."""
+    yield _event({"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id})
+    for event in AGUIEventTranslator.fail(message, code):
+        yield _event(event)
+
+
 def _event(event: AGUIEvent, sequence: int | None = None) -> ServerSentEvent:
     # ``\n`` line ends: HttpAgent splits events on a blank line written as ``\n\n``.
     return ServerSentEvent(data=event_json(event), id=None if sequence is None else str(sequence), sep="\n")
@@ -154,16 +165,29 @@ def agui_router(ctx: RouteContext) -> APIRouter:
         "last starts the next turn (a repeat of the same `runId` finds the same run); tool messages last "
         "answer the client-executed calls the run waits for, and `resume` entries its approval interrupts. "
         "`forwardedProps.agent` names the agent when the service serves several; `state` seeds a new "
-        "thread's custom state. A body it cannot act on is a 422 (`validation_error`)." + PROTOCOL_DOC,
+        "thread's custom state. A body its schema allows that it cannot act on (no user text or tool results "
+        "last, no agent named when several are served) answers a run whose only events are `RUN_STARTED` and "
+        "`RUN_ERROR` (`code: validation_error`)." + PROTOCOL_DOC,
         responses=error_responses("state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, body=True),
     )
     async def agui_run(request: Request, body: RunAgentInput) -> EventSourceResponse:
         session_id = thread_session_id(body.threadId, principal_scope(getattr(request.state, "principal", None)))
-        plan = plan_run(body)
-        if isinstance(plan, AGUIAnswers):
-            reply = await service.call(answer_calls, executor, session_id, plan)
-        else:
-            reply = await service.call(start_turn, executor, session_id, body.forwardedProps, plan)
+        try:
+            plan = plan_run(body)
+            if isinstance(plan, AGUIAnswers):
+                reply = await service.call(answer_calls, executor, session_id, plan)
+            else:
+                reply = await service.call(start_turn, executor, session_id, body.forwardedProps, plan)
+        except HelixError as exc:
+            if exc.code not in REFUSED_IN_STREAM:
+                raise
+            # A body its schema allows that asks nothing the service can do: the client shows a
+            # RUN_ERROR as the run's failure (HttpAgent's onRunErrorEvent), as for any failed run.
+            return EventSourceResponse(
+                refusal_events(body.threadId, body.runId, public_error_message(exc), exc.code),
+                headers=AGUI_HEADERS,
+                sep="\n",
+            )
         return await respond(reply, body.threadId, body.runId)
 
     @router.get(
