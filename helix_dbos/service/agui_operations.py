@@ -123,14 +123,20 @@ def _reply(
     )
 
 
-def start_turn(executor: DBOSAgentExecutor, session_id: str, forwarded_props: Any, turn: AGUITurn) -> AGUIReply:
-    """Start the run answering the user's message, or find the one an identical post started."""
+def start_turn(
+    executor: DBOSAgentExecutor, session_id: str, forwarded_props: Any, turn: AGUITurn, tenant: str | None = None
+) -> AGUIReply:
+    """Start the run answering the user's message (in ``tenant``), or find the one an identical post started."""
     name = agui_agent(executor, forwarded_props)
     exists = executor.reads.get_session(session_id) is not None
     # The client's state seeds a new thread only: an existing session's state is the run's, not the client's.
     state = turn.state if not exists else None
     handle = executor.execute(
-        name, AgentInput(message=turn.text, state=state), session_id=session_id, idempotency_key=turn.idempotency_key
+        name,
+        AgentInput(message=turn.text, state=state),
+        session_id=session_id,
+        idempotency_key=turn.idempotency_key,
+        tenant=tenant,
     )
     return _reply(executor, session_id, handle.run_id, None)
 

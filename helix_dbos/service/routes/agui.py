@@ -34,7 +34,16 @@ from helix_dbos.service.agui_events import AGUIEvent, AGUIEventTranslator, event
 from helix_dbos.service.agui_operations import AGUIReply, answer_calls, reattach, start_turn
 from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import CONFLICTS, MISMATCH, NOT_FOUND, AfterQuery, LastEventId, RouteContext
+from helix_dbos.service.routes.context import (
+    CONFLICTS,
+    MISMATCH,
+    NOT_FOUND,
+    TENANT_BUDGET,
+    AfterQuery,
+    LastEventId,
+    RouteContext,
+    caller_tenant,
+)
 from helix_dbos.service.sse import parse_after, stream_info
 from helix_dbos.stream.base import ChunkRecord
 
@@ -168,7 +177,9 @@ def agui_router(ctx: RouteContext) -> APIRouter:
         "thread's custom state. A body its schema allows that it cannot act on (no user text or tool results "
         "last, no agent named when several are served) answers a run whose only events are `RUN_STARTED` and "
         "`RUN_ERROR` (`code: validation_error`)." + PROTOCOL_DOC,
-        responses=error_responses("state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, body=True),
+        responses=error_responses(
+            "state_agent_not_found", "state_session_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True
+        ),
     )
     async def agui_run(request: Request, body: RunAgentInput) -> EventSourceResponse:
         session_id = thread_session_id(body.threadId, principal_scope(getattr(request.state, "principal", None)))
@@ -177,7 +188,8 @@ def agui_router(ctx: RouteContext) -> APIRouter:
             if isinstance(plan, AGUIAnswers):
                 reply = await service.call(answer_calls, executor, session_id, plan)
             else:
-                reply = await service.call(start_turn, executor, session_id, body.forwardedProps, plan)
+                tenant = caller_tenant(request)
+                reply = await service.call(start_turn, executor, session_id, body.forwardedProps, plan, tenant)
         except HelixError as exc:
             if exc.code not in REFUSED_IN_STREAM:
                 raise
