@@ -56,13 +56,25 @@ def new_session_id() -> str:
     return f"session-{uuid.uuid4().hex}"
 
 
+def scoped_session_id(prefix: str, key: str, scope: str) -> str:
+    """``{prefix}-{digest}``: the session a caller's own key names, deterministic so a repeat finds it.
+
+    The key is a client's choice (an idempotency key, a chat id, an AG-UI thread id), so ``scope``
+    (the caller's identity) keeps equal keys of different callers on different sessions; the digest
+    keeps the id short and free of whatever characters the key holds. ``prefix`` says which kind of
+    key it was, so two protocols' keys never name one session. The ids are persisted: the format
+    must not change.
+    """
+    digest = hashlib.sha256(f"{scope}\x00{key}".encode()).hexdigest()[:40]
+    return f"{prefix}-{digest}"
+
+
 def session_id_for_key(idempotency_key: str, scope: str = "") -> str:
     """The session a keyed start without a ``session_id`` opens: deterministic, so a repeat finds it.
 
     ``scope`` keeps equal keys of different callers apart (the service passes the caller's identity).
     """
-    digest = hashlib.sha256(f"{scope}\x00{idempotency_key}".encode()).hexdigest()[:40]
-    return f"idem-{digest}"
+    return scoped_session_id("idem", idempotency_key, scope)
 
 
 def workflow_id_for(session_id: str, turn: int) -> str:
@@ -159,6 +171,7 @@ __all__ = [
     "new_session_id",
     "request_key_for",
     "scoped_call_key",
+    "scoped_session_id",
     "session_id_for_key",
     "workflow_id_for",
 ]

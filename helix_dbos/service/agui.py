@@ -20,7 +20,6 @@ routes, so two callers choosing the same ``threadId`` never share a session.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.errors import AGUIInputError
+from helix_dbos.runtime.ids import scoped_session_id
 from helix_dbos.session import ApprovalResponse, ClientToolResult
 
 __all__ = [
@@ -127,8 +127,7 @@ class AGUIAnswers:
 
 def thread_session_id(thread_id: str, scope: str) -> str:
     """The session of a thread: deterministic (a repeat or a reconnect finds it) and scoped to the caller."""
-    digest = hashlib.sha256(f"{scope}\x00{thread_id}".encode()).hexdigest()[:40]
-    return f"agui-{digest}"
+    return scoped_session_id("agui", thread_id, scope)
 
 
 def turn_key(thread_id: str, run_id: str) -> str:

@@ -20,9 +20,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from helix_dbos.errors import AgentNotFoundError, HelixError, SessionNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.errors import HelixError, SessionNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.service.agui import AGUIAnswers, AGUITurn, tool_answers
+from helix_dbos.service.operations import served_agent
 from helix_dbos.session import AgentInput
 
 __all__ = ["AGUIReply", "StateAnchor", "agui_agent", "answer_calls", "reattach", "start_turn"]
@@ -62,20 +63,10 @@ class AGUIReply:
 
 def agui_agent(executor: DBOSAgentExecutor, forwarded_props: Any) -> str:
     """The agent ``forwardedProps.agent`` names, or the service's only agent when it names none."""
-    names = executor.registry.names()
     name = forwarded_props.get("agent") if isinstance(forwarded_props, dict) else None
-    if name is None:
-        if len(names) == 1:
-            return names[0]
-        raise HelixError(
-            f"Name the agent: this service serves {sorted(names)}; pass it as forwardedProps "
-            "(agent.runAgent({ forwardedProps: { agent: '...' } }))",
-            code="validation_error",
-            retryable=False,
-        )
-    if not isinstance(name, str) or executor.registry.get(name) is None:
-        raise AgentNotFoundError(str(name), names)
-    return name
+    return served_agent(
+        executor, name, "pass it as forwardedProps (agent.runAgent({ forwardedProps: { agent: '...' } }))"
+    )
 
 
 def _client_tools(executor: DBOSAgentExecutor, agent: str) -> frozenset[str]:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from helix_dbos.double_text import DoubleTextReceipt
 from helix_dbos.errors import (
+    AgentNotFoundError,
     HelixError,
     ResultTimeoutError,
     RunNotFinishedError,
@@ -48,6 +49,27 @@ from helix_dbos.store.base import PaginatedCheckpoints, PaginatedMessages, RunRe
 T = TypeVar("T")
 
 """Backoff between attempts of an answer waiting for its tool call to be registered (then 0.5 s)."""
+
+
+def served_agent(executor: DBOSAgentExecutor, name: object, how_to_name: str) -> str:
+    """The agent a protocol's request names, or the service's only agent when it names none.
+
+    The chat protocols (the AI SDK's, AG-UI) carry no agent of their own: a client names one in a
+    field the protocol leaves free, and a service of one agent needs no name. ``how_to_name`` tells
+    the client where its protocol takes the name, for the refusal when several agents are served.
+    """
+    names = executor.registry.names()
+    if name is None:
+        if len(names) == 1:
+            return names[0]
+        raise HelixError(
+            f"Name the agent: this service serves {sorted(names)}; {how_to_name}",
+            code="validation_error",
+            retryable=False,
+        )
+    if not isinstance(name, str) or executor.registry.get(name) is None:
+        raise AgentNotFoundError(str(name), names)
+    return name
 
 
 def _safe_error(error: str | None) -> str | None:
@@ -269,4 +291,4 @@ class ServiceOperations:
         return records
 
 
-__all__ = ["ServiceOperations"]
+__all__ = ["ServiceOperations", "served_agent"]

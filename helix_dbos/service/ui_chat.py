@@ -19,7 +19,6 @@ choosing the same chat id never share a session.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import HelixError
+from helix_dbos.runtime.ids import scoped_session_id
 from helix_dbos.session import ApprovalResponse, ClientToolResult
 
 __all__ = [
@@ -95,8 +95,7 @@ class Answers:
 
 def chat_session_id(chat_id: str, scope: str) -> str:
     """The session of a chat: deterministic (a repeat or a reconnect finds it) and scoped to the caller."""
-    digest = hashlib.sha256(f"{scope}\x00{chat_id}".encode()).hexdigest()[:40]
-    return f"chat-{digest}"
+    return scoped_session_id("chat", chat_id, scope)
 
 
 def turn_key(chat_id: str, user_message_id: str) -> str:

@@ -11,8 +11,9 @@ import contextlib
 from dataclasses import dataclass, field
 
 from helix_dbos.double_text import DoubleTextPolicy
-from helix_dbos.errors import AgentNotFoundError, HelixError, ToolCallAlreadyAnsweredError
+from helix_dbos.errors import HelixError, ToolCallAlreadyAnsweredError
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.service.operations import served_agent
 from helix_dbos.service.ui_chat import Answers, NewTurn, reply_message_id, tool_answers
 
 __all__ = ["UIReply", "answer_tools", "replay_current_run", "start_turn", "ui_chat_agent"]
@@ -34,19 +35,9 @@ class UIReply:
 
 def ui_chat_agent(executor: DBOSAgentExecutor, name: str | None) -> str:
     """The agent a chat post names, or the service's only agent when it names none."""
-    names = executor.registry.names()
-    if name is None:
-        if len(names) == 1:
-            return names[0]
-        raise HelixError(
-            f"Name the agent: this service serves {sorted(names)}; pass it in the chat transport's "
-            "body (new DefaultChatTransport({ body: { agent: '...' } }))",
-            code="validation_error",
-            retryable=False,
-        )
-    if executor.registry.get(name) is None:
-        raise AgentNotFoundError(name, names)
-    return name
+    return served_agent(
+        executor, name, "pass it in the chat transport's body (new DefaultChatTransport({ body: { agent: '...' } }))"
+    )
 
 
 def start_turn(
