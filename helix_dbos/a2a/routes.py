@@ -32,8 +32,7 @@ from starlette.responses import JSONResponse, Response
 from helix_dbos._version import __version__
 from helix_dbos.a2a.handler import SCOPE_STATE_KEY, TENANT_STATE_KEY, HelixA2ARequestHandler
 from helix_dbos.errors import AgentNotFoundError
-from helix_dbos.service.auth import principal_scope
-from helix_dbos.service.routes.context import RouteContext, caller_tenant
+from helix_dbos.service.routes.context import RouteContext, caller_scope, caller_tenant
 
 A2A_PREFIX = "/a2a"
 """Where the agents are mounted: ``/a2a/{agent}``."""
@@ -44,7 +43,7 @@ class _ScopedContextBuilder(DefaultServerCallContextBuilder):
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
-        context.state[SCOPE_STATE_KEY] = principal_scope(getattr(request.state, "principal", None))
+        context.state[SCOPE_STATE_KEY] = caller_scope(request)
         context.state[TENANT_STATE_KEY] = caller_tenant(request)
         return context
 

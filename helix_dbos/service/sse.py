@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from helix_dbos.errors import public_error_message
@@ -84,11 +85,35 @@ async def stream_info(streams: RunStreams, stream_id: str) -> StreamInfo | None:
     return await asyncio.wrap_future(future)
 
 
+async def is_latest_chunk(streams: RunStreams, stream_id: str, sequence: int) -> bool:
+    """Whether nothing was written after ``sequence``: a pause there still holds the run.
+
+    The chat protocols end a reply at a pause or an interrupt only while it is the stream's latest
+    chunk, so a replay passes over a pause the client has answered since.
+    """
+    info = await stream_info(streams, stream_id)
+    return info is None or info.latest_sequence <= sequence
+
+
+async def detach_reader(records: AsyncIterator[ChunkRecord]) -> None:
+    """Close a live record iterator, even while the response that read it is being cancelled.
+
+    Shielded: a client's disconnect cancels the generator reading the stream, and the reader must
+    still detach from the stream manager (else it keeps polling for a response nobody reads).
+    """
+    aclose = getattr(records, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+
+
 __all__ = [
     "LAST_EVENT_ID_PATTERN",
     "SSE_HEADERS",
     "chunk_event",
+    "detach_reader",
     "event_source",
+    "is_latest_chunk",
     "parse_after",
     "stream_events",
     "stream_info",

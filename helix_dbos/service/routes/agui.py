@@ -23,7 +23,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-import anyio
 from fastapi import Path, Query, Request
 from fastapi.routing import APIRouter
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -32,19 +31,20 @@ from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_mes
 from helix_dbos.service.agui import AGUIAnswers, RunAgentInput, plan_run, thread_session_id
 from helix_dbos.service.agui_events import AGUIEvent, AGUIEventTranslator, event_json
 from helix_dbos.service.agui_operations import AGUIReply, answer_calls, reattach, start_turn
-from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import (
     CONFLICTS,
     MISMATCH,
     NOT_FOUND,
+    REFUSED_IN_STREAM,
     TENANT_BUDGET,
     AfterQuery,
     LastEventId,
     RouteContext,
+    caller_scope,
     caller_tenant,
 )
-from helix_dbos.service.sse import parse_after, stream_info
+from helix_dbos.service.sse import detach_reader, is_latest_chunk, parse_after
 from helix_dbos.stream.base import ChunkRecord
 
 __all__ = ["agui_router"]
@@ -70,10 +70,6 @@ PROTOCOL_DOC = (
     "`success`, with `pendingToolCallIds` when client tools wait; `interrupt` for approvals; `cancelled`) "
     "or `RUN_ERROR`. Events closing a stored chunk carry `id:` (its stream sequence) for `Last-Event-ID`."
 )
-
-
-REFUSED_IN_STREAM = ("validation_error", "validation_invalid_text")
-"""Refusals of a schema-valid body, answered as a run whose only events are RUN_STARTED and RUN_ERROR."""
 
 
 async def refusal_events(thread_id: str, run_id: str, message: str, code: str) -> AsyncIterator[ServerSentEvent]:
@@ -113,11 +109,11 @@ async def agui_events(
             events = translator.translate(record)
             for i, event in enumerate(events):
                 yield _event(event, record.sequence if i == len(events) - 1 else None)
-            if translator.pauses_at(record.chunk):
-                info = await stream_info(ctx.executor.streams, reply.stream_id)
-                if info is None or info.latest_sequence <= record.sequence:
-                    ending = translator.finish(record.chunk)
-                    break
+            if translator.pauses_at(record.chunk) and await is_latest_chunk(
+                ctx.executor.streams, reply.stream_id, record.sequence
+            ):
+                ending = translator.finish(record.chunk)
+                break
         else:
             ending = translator.finish()
     except StreamTruncatedError:
@@ -128,11 +124,7 @@ async def agui_events(
         logger.exception("helix-dbos service: reading an AG-UI stream failed")
         ending = translator.fail("Internal server error")
     finally:
-        aclose = getattr(records, "aclose", None)
-        if aclose is not None:
-            # Shielded: a disconnect cancels this generator, and the reader must still detach.
-            with anyio.CancelScope(shield=True):
-                await aclose()
+        await detach_reader(records)
     if not started:
         for event in translator.start():
             yield _event(event)
@@ -157,13 +149,7 @@ def agui_router(ctx: RouteContext) -> APIRouter:
             state_checkpoint=reply.state.checkpoint_id,
         )
         records = await service.open_stream(reply.stream_id, reply.read_from)
-        return EventSourceResponse(
-            agui_events(ctx, reply, translator, records),
-            ping=ctx.sse_ping_seconds,
-            send_timeout=ctx.sse_send_timeout_seconds,
-            headers=AGUI_HEADERS,
-            sep="\n",
-        )
+        return ctx.event_stream(agui_events(ctx, reply, translator, records), AGUI_HEADERS)
 
     @router.post(
         "/agui",
@@ -182,7 +168,7 @@ def agui_router(ctx: RouteContext) -> APIRouter:
         ),
     )
     async def agui_run(request: Request, body: RunAgentInput) -> EventSourceResponse:
-        session_id = thread_session_id(body.threadId, principal_scope(getattr(request.state, "principal", None)))
+        session_id = thread_session_id(body.threadId, caller_scope(request))
         try:
             plan = plan_run(body)
             if isinstance(plan, AGUIAnswers):
@@ -219,7 +205,7 @@ def agui_router(ctx: RouteContext) -> APIRouter:
         last_event_id: LastEventId = None,
         runId: RunIdQuery = None,  # the protocol's own spelling
     ) -> EventSourceResponse:
-        session_id = thread_session_id(thread_id, principal_scope(getattr(request.state, "principal", None)))
+        session_id = thread_session_id(thread_id, caller_scope(request))
         reply = await service.call(reattach, executor, session_id, parse_after(last_event_id, after))
         return await respond(reply, thread_id, runId or reply.run_id)
 

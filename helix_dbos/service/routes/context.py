@@ -6,16 +6,19 @@ handed to each area's router factory, so routers hold no module state and two ap
 """
 
 # No ``from __future__ import annotations``: FastAPI reads route signatures at runtime.
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Header, Path, Query, Request
 from fastapi.params import Depends
 from fastapi.routing import APIRoute, APIRouter
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
 from helix_dbos.double_text import DoubleTextReceipt
 from helix_dbos.runtime.executor import DBOSAgentExecutor
+from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.operations import ServiceOperations
 from helix_dbos.service.schemas import (
     AbortAccepted,
@@ -37,12 +40,14 @@ __all__ = [
     "MAX_SEQUENCE",
     "MISMATCH",
     "NOT_FOUND",
+    "REFUSED_IN_STREAM",
     "SUBMIT_DOC",
     "TENANT_BUDGET",
     "AfterQuery",
     "LastEventId",
     "RouteContext",
     "SessionIdPath",
+    "caller_scope",
     "caller_tenant",
     "stream_url",
 ]
@@ -85,6 +90,20 @@ SUBMIT_DOC = (
     '`{"kind": "approval-response", "tool_call_id", "approved", "reason"?, "arguments_digest"?}` for an '
     "approval. A second answer is a 409 and changes nothing."
 )
+
+
+REFUSED_IN_STREAM = ("validation_error", "validation_invalid_text")
+"""Refusals of a schema-valid chat post that the chat protocols answer in their stream, not as a 422.
+
+The clients (``useChat``, AG-UI's ``HttpAgent``) show an error inside the stream as the run's
+failure, but a 4xx as a transport error; a post the schema allows but the service cannot act on (no
+text, no agent named when several are served, NUL in the text) is the former.
+"""
+
+
+def caller_scope(request: Request) -> str:
+    """The caller's scope (:func:`~helix_dbos.service.auth.principal_scope`), for keys the caller chooses."""
+    return principal_scope(getattr(request.state, "principal", None))
 
 
 def caller_tenant(request: Request) -> str:
@@ -141,6 +160,19 @@ class RouteContext:
         if position is None:
             position = run_start if chat else 0
         return await self.stream_handler().handle(stream_id, position)
+
+    def event_stream(self, events: AsyncIterator[ServerSentEvent], headers: Mapping[str, str]) -> EventSourceResponse:
+        """A chat protocol's SSE response, with the app's ping and send timeout.
+
+        Newline line ends: what the protocols' own servers send, and what their clients split on.
+        """
+        return EventSourceResponse(
+            events,
+            ping=self.sse_ping_seconds,
+            send_timeout=self.sse_send_timeout_seconds,
+            headers=headers,
+            sep="\n",
+        )
 
     def stream_handler(self) -> ResumableStreamHandler:
         """The toolkit's resumable SSE handler over this app's streams (opened on the runtime's loop)."""

@@ -5,7 +5,6 @@ from typing import Annotated
 from fastapi import Query, Request
 from fastapi.routing import APIRouter
 
-from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import (
     CONFLICTS,
@@ -15,6 +14,7 @@ from helix_dbos.service.routes.context import (
     TENANT_BUDGET,
     RouteContext,
     SessionIdPath,
+    caller_scope,
     caller_tenant,
 )
 from helix_dbos.service.schemas import (
@@ -49,7 +49,7 @@ def sessions_router(ctx: RouteContext) -> APIRouter:
         responses=error_responses("state_agent_not_found", *CONFLICTS, *MISMATCH, TENANT_BUDGET, body=True),
     )
     async def start_run(request: Request, body: StartRunRequest) -> RunAccepted:
-        scope = principal_scope(getattr(request.state, "principal", None))
+        scope = caller_scope(request)
         started = await service.call(service.start, body, scope, caller_tenant(request))
         session_id, run_id, status, receipt = started
         return ctx.accepted(request, (session_id, run_id, status), receipt)

@@ -21,7 +21,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-import anyio
 from fastapi import Header, Path, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRouter
@@ -29,10 +28,17 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
-from helix_dbos.service.auth import principal_scope
 from helix_dbos.service.errors import error_responses
-from helix_dbos.service.routes.context import CONFLICTS, MISMATCH, TENANT_BUDGET, RouteContext, caller_tenant
-from helix_dbos.service.sse import stream_info
+from helix_dbos.service.routes.context import (
+    CONFLICTS,
+    MISMATCH,
+    REFUSED_IN_STREAM,
+    TENANT_BUDGET,
+    RouteContext,
+    caller_scope,
+    caller_tenant,
+)
+from helix_dbos.service.sse import detach_reader, is_latest_chunk
 from helix_dbos.service.ui_chat import Answers, UIChatRequest, chat_session_id, plan_request
 from helix_dbos.service.ui_operations import UIReply, answer_tools, replay_current_run, start_turn
 from helix_dbos.service.ui_stream import (
@@ -68,10 +74,6 @@ PROTOCOL_DOC = (
 )
 
 
-REFUSED_IN_STREAM = ("validation_error", "validation_invalid_text")
-"""Refusals of a schema-valid post, answered as a stream with one ``error`` part rather than a 422."""
-
-
 async def refusal_events(error_text: str) -> AsyncIterator[ServerSentEvent]:
     """A reply that is only the refusal: ``error``, then ``[DONE]``."""
     yield _event({"type": "error", "errorText": error_text})
@@ -100,12 +102,10 @@ async def ui_events(ctx: RouteContext, reply: UIReply, records: AsyncIterator[Ch
             for part in translator.translate(record.chunk):
                 yield _event(part)
             reason = ends_reply(record.chunk)
-            if reason is not None:
-                info = await stream_info(ctx.executor.streams, reply.stream_id)
-                if info is None or info.latest_sequence <= record.sequence:
-                    ending = translator.finish(reason)
-                    ended = True
-                    break
+            if reason is not None and await is_latest_chunk(ctx.executor.streams, reply.stream_id, record.sequence):
+                ending = translator.finish(reason)
+                ended = True
+                break
         if not ended:
             ending = translator.finish("stop")
     except StreamTruncatedError:
@@ -116,11 +116,7 @@ async def ui_events(ctx: RouteContext, reply: UIReply, records: AsyncIterator[Ch
         logger.exception("helix-dbos service: reading a chat stream failed")
         ending = translator.fail("Internal server error")
     finally:
-        aclose = getattr(records, "aclose", None)
-        if aclose is not None:
-            # Shielded: a disconnect cancels this generator, and the reader must still detach.
-            with anyio.CancelScope(shield=True):
-                await aclose()
+        await detach_reader(records)
     for part in ending:
         yield _event(part)
     yield ServerSentEvent(data=UI_MESSAGE_STREAM_DONE, sep="\n")
@@ -134,13 +130,7 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
 
     async def respond(reply: UIReply) -> EventSourceResponse:
         records = await service.open_stream(reply.stream_id, reply.after)
-        return EventSourceResponse(
-            ui_events(ctx, reply, records),
-            ping=ctx.sse_ping_seconds,
-            send_timeout=ctx.sse_send_timeout_seconds,
-            headers=UI_MESSAGE_STREAM_HEADERS,
-            sep="\n",
-        )
+        return ctx.event_stream(ui_events(ctx, reply, records), UI_MESSAGE_STREAM_HEADERS)
 
     @router.post(
         "/chat/ui",
@@ -159,7 +149,7 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
     async def ui_chat(
         request: Request, body: UIChatRequest, double_text_header: DoubleTextHeader = None
     ) -> EventSourceResponse:
-        session_id = chat_session_id(body.id, principal_scope(getattr(request.state, "principal", None)))
+        session_id = chat_session_id(body.id, caller_scope(request))
         try:
             plan = plan_request(body)
             policy = body.double_text or double_text_header
@@ -189,7 +179,7 @@ def ui_chat_router(ctx: RouteContext) -> APIRouter:
         responses={204: {"description": "No run in flight: nothing to resume."}, **error_responses()},
     )
     async def ui_chat_stream(request: Request, chat_id: ChatIdPath) -> Response:
-        session_id = chat_session_id(chat_id, principal_scope(getattr(request.state, "principal", None)))
+        session_id = chat_session_id(chat_id, caller_scope(request))
         reply = await service.call(replay_current_run, executor, session_id)
         if reply is None:
             return Response(status_code=204)
