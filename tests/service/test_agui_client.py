@@ -10,38 +10,18 @@ start for a client holding nothing), and refusals: a typed 422, and a RUN_ERROR 
 The library checks the order of every event and parses each against the protocol's schema, so any
 drift of the protocol fails the script.
 
-Needs ``tests/node/node_modules`` (``npm ci`` in ``tests/node``; ``.ci/run`` does it). Without it
-the test skips, except under ``CI=true``, where a missing client is a failure.
+Needs ``tests/node/node_modules`` (see :mod:`tests.service.node_client`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli_process import REPO, CliProcess, cli_env
-from tests.service.conftest import TOKEN, free_port
+from tests.service.node_client import node_for, run_client_against_serve
 
 pytestmark = pytest.mark.postgres
-
-NODE_DIR = REPO / "tests" / "node"
-
-
-def _node() -> str:
-    node = shutil.which("node")
-    installed = (NODE_DIR / "node_modules" / "@ag-ui" / "client" / "package.json").is_file()
-    if node is None or not installed:
-        missing = "node" if node is None else "tests/node/node_modules (run `npm ci` in tests/node)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"the AG-UI client test needs {missing}; .ci/run installs it")
-        pytest.skip(f"the AG-UI client test needs {missing}")
-    return node
 
 
 @pytest.mark.parametrize(
@@ -52,39 +32,8 @@ def test_the_ag_ui_client_talks_to_serve(pg_database_url: str, tmp_path: Path, h
 
     About 20 s each: a server process starts (most of it), then six scenarios run through the Node client.
     """
-    node = _node()
-    port = free_port()
-    server = CliProcess(
-        tmp_path,
-        "serve",
-        "--agents",
-        "tests.service.agents:agents",
-        "--llm-adapter",
-        "tests.service.agents:model",
-        "--database-url",
-        pg_database_url,
-        "--port",
-        str(port),
-        "--hot-window-seconds",
-        hot_window_seconds,
-        "--token",
-        TOKEN,
-        env=cli_env(),
-    )
-    try:
-        server.wait_for("Uvicorn running", timeout=60)
-        client = subprocess.run(
-            [node, "agui_client.mjs", f"http://127.0.0.1:{port}", TOKEN],
-            cwd=NODE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-    finally:
-        server.process.send_signal(signal.SIGTERM)
-        server.process.wait(30)
-    assert client.returncode == 0, f"{client.stdout}\n{client.stderr}\n--- server ---\n{server.output[-4000:]}"
-    summary = json.loads(client.stdout.strip().splitlines()[-1])
+    node = node_for("@ag-ui/client", "AG-UI client")
+    summary = run_client_against_serve(node, "agui_client.mjs", pg_database_url, tmp_path, hot_window_seconds)
     assert summary["text"]["text"] == "echo: hello there"
     assert summary["clientTool"]["text"] == "Let me take a note first.Now I ask your browser.You are in Lima."
     assert summary["approval"]["text"] == 'Done: {"removed":"/tmp/x"}'
