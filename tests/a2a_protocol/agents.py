@@ -9,7 +9,6 @@ service's own ``$HELIX_A2A_BASE/a2a/{agent}``, reached over HTTP like any A2A ag
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from helix_dbos import (
 from helix_dbos.a2a import A2ARemoteAgentTransport
 from helix_dbos.remote_sub_agent import create_remote_sub_agent_tool
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
+from tests.tool_gate import record_and_wait
 
 TOKEN = "a2a-token-0123456789"
 ACME_TOKEN = "a2a-acme-token-0123456789"
@@ -43,11 +43,7 @@ def _dir() -> Path:
 
 def dig(inp: TopicIn, ctx: ToolContext) -> dict[str, Any]:
     """Record the execution, then wait for the test's gate (at most 60 s, or until the run is aborted)."""
-    with (_dir() / "dig-entries").open("a") as out:
-        out.write(f"{os.getpid()}\n")
-    deadline = time.monotonic() + 60
-    while not (_dir() / "gate").exists() and time.monotonic() < deadline and not ctx.abort_signal.aborted:
-        time.sleep(0.05)
+    record_and_wait(_dir(), ctx)
     return {"found": f"facts about {inp.topic}"}
 
 

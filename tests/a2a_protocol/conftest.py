@@ -8,30 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from helix_dbos.store.migrate import upgrade
 from tests.a2a_protocol.agents import ACME_TOKEN, TOKEN
 from tests.serve_process import ServeProcess
+from tests.tool_gate import ToolGate
 
 
 @dataclass
-class A2AService:
+class A2AService(ToolGate):
+    """The service, and (``shared``: ``$HELIX_A2A_DIR``) the ``dig`` tool's execution log and gate."""
+
     serve: ServeProcess
-    shared: Path
-    """``$HELIX_A2A_DIR``: the ``dig`` tool's execution log and gate."""
 
     def url(self, agent: str) -> str:
         return f"{self.serve.base_url}/a2a/{agent}"
-
-    def open_gate(self) -> None:
-        (self.shared / "gate").touch()
-
-    def dig_entries(self) -> list[str]:
-        path = self.shared / "dig-entries"
-        return path.read_text().split() if path.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +42,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A2AService]:
     serve.env["HELIX_A2A_BASE"] = serve.base_url
     try:
         serve.start()
-        yield A2AService(serve, shared)
+        yield A2AService(shared=shared, serve=serve)
     finally:
         (shared / "gate").touch()  # release a tool still waiting
         serve.stop(fail_on_hang=False)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from helix_dbos import (
 from helix_dbos.client import HttpRemoteAgentTransport
 from helix_dbos.remote_sub_agent import create_remote_sub_agent_tool
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
+from tests.tool_gate import record_and_wait
 
 TOKEN = "remote-token-0123456789"
 
@@ -43,11 +43,7 @@ def _dir() -> Path:
 
 def dig(inp: TopicIn, ctx: ToolContext) -> dict[str, Any]:
     """Record the execution, then wait for the test's gate (at most 60 s)."""
-    with (_dir() / "dig-entries").open("a") as out:
-        out.write(f"{os.getpid()}\n")
-    deadline = time.monotonic() + 60
-    while not (_dir() / "gate").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    record_and_wait(_dir())
     return {"found": f"facts about {inp.topic}"}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -14,21 +13,15 @@ from helix_dbos.store.migrate import upgrade
 from tests import pg
 from tests.remote.agents import TOKEN
 from tests.serve_process import ServeProcess
+from tests.tool_gate import ToolGate
 
 
 @dataclass
-class Pair:
+class Pair(ToolGate):
+    """A and B, and (``shared``: ``$HELIX_REMOTE_DIR``) the remote tool's execution log and gate."""
+
     a: ServeProcess
     b: ServeProcess
-    shared: Path
-    """``$HELIX_REMOTE_DIR``: the remote tool's execution log and gate."""
-
-    def open_gate(self) -> None:
-        (self.shared / "gate").touch()
-
-    def dig_entries(self) -> list[str]:
-        path = self.shared / "dig-entries"
-        return path.read_text().split() if path.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +43,7 @@ def services(pg_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
     try:
         b.start()
         a.start()
-        yield Pair(a, b, shared)
+        yield Pair(shared=shared, a=a, b=b)
     finally:
         (shared / "gate").touch()  # release a tool still waiting
         a.stop(fail_on_hang=False)
