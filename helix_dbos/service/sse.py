@@ -31,12 +31,13 @@ database driver wrote stays in the server's logs.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from helix_dbos.errors import public_error_message
+from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.stream.base import ChunkRecord, StreamInfo
@@ -44,6 +45,8 @@ from helix_dbos.stream.chunks import ErrorChunk
 from helix_dbos.stream.events import StreamChunkEvent, to_sse_message
 from helix_dbos.stream.resumable import LAST_EVENT_ID_PATTERN, SSE_HEADERS, extract_resume_position, sse_response
 from helix_dbos.stream.resumable import stream_events as wire_events
+
+logger = logging.getLogger("helix_dbos.service")
 
 
 def chunk_event(record: ChunkRecord) -> ServerSentEvent:
@@ -107,6 +110,22 @@ async def detach_reader(records: AsyncIterator[ChunkRecord]) -> None:
             await aclose()
 
 
+def read_failure(exc: Exception, reply: str) -> tuple[str, str | None]:
+    """What a chat protocol's stream tells its client when reading the run's stream failed.
+
+    A message safe to show (no SQL, parameters or hosts) and the error's code when it has one.
+    Truncation (crash recovery removed chunks this reader was on) asks for a reconnect, which reads
+    the surviving chunks; anything unexpected is logged here and shown only as an internal error.
+    ``reply`` names what the protocol calls the response (``"reply"``, ``"run"``).
+    """
+    if isinstance(exc, StreamTruncatedError):
+        return f"Part of this {reply} was removed by crash recovery: reconnect to read it again", None
+    if isinstance(exc, HelixError):
+        return public_error_message(exc), exc.code
+    logger.exception("helix-dbos service: reading the stream of a %s failed", reply)
+    return "Internal server error", None
+
+
 __all__ = [
     "LAST_EVENT_ID_PATTERN",
     "SSE_HEADERS",
@@ -115,6 +134,7 @@ __all__ = [
     "event_source",
     "is_latest_chunk",
     "parse_after",
+    "read_failure",
     "stream_events",
     "stream_info",
 ]

@@ -19,7 +19,6 @@ it is a DBOS workflow, and the stream it writes is durable.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads route signatures at runtime.
-import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -27,7 +26,7 @@ from fastapi import Path, Query, Request
 from fastapi.routing import APIRouter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
+from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.service.agui import AGUIAnswers, RunAgentInput, plan_run, thread_session_id
 from helix_dbos.service.agui_events import AGUIEvent, AGUIEventTranslator, event_json
 from helix_dbos.service.agui_operations import AGUIReply, answer_calls, reattach, start_turn
@@ -44,12 +43,10 @@ from helix_dbos.service.routes.context import (
     caller_scope,
     caller_tenant,
 )
-from helix_dbos.service.sse import detach_reader, is_latest_chunk, parse_after
+from helix_dbos.service.sse import detach_reader, is_latest_chunk, parse_after, read_failure
 from helix_dbos.stream.base import ChunkRecord
 
 __all__ = ["agui_router"]
-
-logger = logging.getLogger("helix_dbos.service")
 
 AGUI_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -116,13 +113,8 @@ async def agui_events(
                 break
         else:
             ending = translator.finish()
-    except StreamTruncatedError:
-        ending = translator.fail("Part of this run was removed by crash recovery: reconnect to read it again")
-    except HelixError as exc:
-        ending = translator.fail(public_error_message(exc), exc.code)
-    except Exception:
-        logger.exception("helix-dbos service: reading an AG-UI stream failed")
-        ending = translator.fail("Internal server error")
+    except Exception as exc:
+        ending = translator.fail(*read_failure(exc, "run"))
     finally:
         await detach_reader(records)
     if not started:

@@ -17,7 +17,6 @@ helix-dbos's own event format.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads route signatures at runtime.
-import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -27,7 +26,7 @@ from fastapi.routing import APIRouter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from helix_dbos.double_text import DoubleTextPolicy
-from helix_dbos.errors import HelixError, StreamTruncatedError, public_error_message
+from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import (
     CONFLICTS,
@@ -38,7 +37,7 @@ from helix_dbos.service.routes.context import (
     caller_scope,
     caller_tenant,
 )
-from helix_dbos.service.sse import detach_reader, is_latest_chunk
+from helix_dbos.service.sse import detach_reader, is_latest_chunk, read_failure
 from helix_dbos.service.ui_chat import Answers, UIChatRequest, chat_session_id, plan_request
 from helix_dbos.service.ui_operations import UIReply, answer_tools, replay_current_run, start_turn
 from helix_dbos.service.ui_stream import (
@@ -52,8 +51,6 @@ from helix_dbos.service.ui_stream import (
 from helix_dbos.stream.base import ChunkRecord
 
 __all__ = ["ui_chat_router"]
-
-logger = logging.getLogger("helix_dbos.service")
 
 DoubleTextHeader = Annotated[
     DoubleTextPolicy | None,
@@ -108,13 +105,9 @@ async def ui_events(ctx: RouteContext, reply: UIReply, records: AsyncIterator[Ch
                 break
         if not ended:
             ending = translator.finish("stop")
-    except StreamTruncatedError:
-        ending = translator.fail("Part of this reply was removed by crash recovery: reconnect to read it again")
-    except HelixError as exc:
-        ending = translator.fail(public_error_message(exc))
-    except Exception:
-        logger.exception("helix-dbos service: reading a chat stream failed")
-        ending = translator.fail("Internal server error")
+    except Exception as exc:
+        message, _code = read_failure(exc, "reply")  # the protocol's error part has no code
+        ending = translator.fail(message)
     finally:
         await detach_reader(records)
     for part in ending:
