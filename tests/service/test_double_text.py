@@ -281,10 +281,27 @@ def ui_parts(response: httpx.Response) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line != "[DONE]"]
 
 
+async def until_a_worker_session_is_active(client: httpx.AsyncClient, timeout: float = 30) -> None:
+    """Wait for the first post's run to be in flight.
+
+    The AI SDK route answers with the whole stream, so the first post is a task still going; on a
+    loaded machine its run can take longer than 10 ms to start, and a second post arriving first
+    would itself start turn 1 (and the first, under ``reject``, get the 409).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        params = {"status": "active", "agent": "worker"}
+        if (await client.get("/v1/sessions", params=params)).json()["items"]:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the first post's run never started")
+
+
 async def test_ai_sdk_route_enqueues_by_header_and_replies_with_the_run_that_carries_it(
     client: httpx.AsyncClient, executor: DBOSAgentExecutor
 ) -> None:
     first = asyncio.create_task(client.post("/v1/chat/ui", json=ui_post("first", "u1")))
+    await until_a_worker_session_is_active(client)
     await asyncio.sleep(0.01)
     headers = {"X-Helix-Double-Text": "enqueue"}
     second = await client.post("/v1/chat/ui", json=ui_post("second", "u2"), headers=headers)

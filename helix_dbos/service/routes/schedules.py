@@ -18,7 +18,7 @@ from fastapi import Path, Query, Request
 from fastapi.routing import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from helix_dbos.runtime.schedules import AgentSchedule, BackfillResult, ScheduleFire, ScheduleInfo
+from helix_dbos.runtime.schedules import AgentSchedule, BackfillResult, ScheduleBook, ScheduleFire, ScheduleInfo
 from helix_dbos.runtime.schedules.model import SCHEDULE_NAME_PATTERN
 from helix_dbos.service.errors import error_responses
 from helix_dbos.service.routes.context import RouteContext, caller_tenant
@@ -56,7 +56,11 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
     """The agent schedule routes (authenticated, like every ``/v1`` route)."""
     router = ctx.router()
     service = ctx.service
-    book = ctx.executor.schedules
+
+    def book() -> ScheduleBook:
+        # Looked up per request, not when the routes are built: a service whose every request is
+        # denied (fail-closed auth) never touches its executor.
+        return ctx.executor.schedules
 
     @router.post(
         "/schedules",
@@ -70,19 +74,19 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
     )
     async def create(request: Request, body: AgentSchedule) -> ScheduleInfo:
         mine = body.model_copy(update={"tenant": caller_tenant(request)})  # fires run in the caller's tenant
-        return await service.call(book.create, mine)
+        return await service.call(book().create, mine)
 
     @router.get("/schedules", response_model=ScheduleList, tags=["schedules"], responses=error_responses())
     async def list_schedules(request: Request) -> ScheduleList:
         """The caller's tenant's agent schedules with their status (`active`, `paused`) and last fire time."""
-        return ScheduleList(schedules=await service.call(book.list, tenant=caller_tenant(request)))
+        return ScheduleList(schedules=await service.call(book().list, tenant=caller_tenant(request)))
 
     @router.get(
         "/schedules/{name}", response_model=ScheduleInfo, tags=["schedules"], responses=error_responses(NOT_FOUND)
     )
     async def get_schedule(request: Request, name: ScheduleName) -> ScheduleInfo:
         """One schedule (another tenant's is not found)."""
-        return await service.call(book.get, name, tenant=caller_tenant(request))
+        return await service.call(book().get, name, tenant=caller_tenant(request))
 
     @router.post(
         "/schedules/{name}/pause",
@@ -92,7 +96,7 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
     )
     async def pause(request: Request, name: ScheduleName) -> ScheduleInfo:
         """Stop firing (within about a second); the fire times until a resume are not run."""
-        return await service.call(book.pause, name, tenant=caller_tenant(request))
+        return await service.call(book().pause, name, tenant=caller_tenant(request))
 
     @router.post(
         "/schedules/{name}/resume",
@@ -102,7 +106,7 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
     )
     async def resume(request: Request, name: ScheduleName) -> ScheduleInfo:
         """Fire again from the next fire time; the paused window is not caught up (backfill it to run it)."""
-        return await service.call(book.resume, name, tenant=caller_tenant(request))
+        return await service.call(book().resume, name, tenant=caller_tenant(request))
 
     @router.delete(
         "/schedules/{name}",
@@ -112,7 +116,7 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
     )
     async def delete(request: Request, name: ScheduleName) -> ScheduleDeleted:
         """Remove the schedule; fires already enqueued still run."""
-        await service.call(book.delete, name, tenant=caller_tenant(request))
+        await service.call(book().delete, name, tenant=caller_tenant(request))
         return ScheduleDeleted(name=name)
 
     @router.post(
@@ -123,7 +127,7 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
     )
     async def backfill(request: Request, name: ScheduleName, body: BackfillRequest) -> BackfillResult:
         """Run each fire time of the window that has not fired, once; a second backfill adds nothing."""
-        return await service.call(book.backfill, name, body.start, body.end, tenant=caller_tenant(request))
+        return await service.call(book().backfill, name, body.start, body.end, tenant=caller_tenant(request))
 
     @router.get(
         "/schedules/{name}/fires",
@@ -135,6 +139,6 @@ def schedules_router(ctx: RouteContext) -> APIRouter:
         request: Request, name: ScheduleName, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[ScheduleFire]:
         """The schedule's latest fires, newest first, each with its outcome (the run it started, or why not)."""
-        return await service.call(book.fires, name, limit=limit, tenant=caller_tenant(request))
+        return await service.call(book().fires, name, limit=limit, tenant=caller_tenant(request))
 
     return router
