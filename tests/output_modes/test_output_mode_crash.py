@@ -48,7 +48,9 @@ def test_a_recorded_structured_answer_is_not_asked_for_again_after_a_crash(
         args = [url, server.base_url, str(marker), session]
         first = start_worker(WORKER, [*args, "--start", "--hold"])
         try:
-            _wait_for(marker.exists, 60, first)
+            # The line itself, not the file: open() creates the file before the line is written, and a
+            # kill in between would leave the first answer's line unwritten.
+            _wait_for(lambda: marker.exists() and marker.read_text() == "answer\n", 60, first)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             assert first.returncode == -signal.SIGKILL

@@ -113,7 +113,10 @@ def settled(executor: DBOSAgentExecutor, session_id: str, runs: int, timeout: fl
         # round, a run could end between the two reads and be seen still running).
         session = executor.get_session(session_id)
         found = executor.list_runs(session_id)
-        if len(found) >= runs and session is not None and session.status != "active":
+        # A queued message's ticket starts its run only after the session went idle: the session
+        # may be read idle just before that run appears, so a run still running is not settled.
+        idle = session is not None and session.status != "active"
+        if len(found) >= runs and idle and all(run.status != "running" for run in found):
             return found
         time.sleep(0.05)
     raise AssertionError(f"not settled: {executor.list_runs(session_id)}")
