@@ -147,6 +147,18 @@ def start_worker(
     return WorkerProcess(script, args, env if env is not None else {**os.environ, "PYTHONPATH": str(REPO)}, cwd)
 
 
+def wait_for_crash_point(condition: Callable[[], bool], timeout: float, proc: WorkerProcess) -> None:
+    """Poll ``condition`` until it holds; fail at once, with the worker's output, if the worker exited."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited early: {proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for the crash point")
+
+
 def kill_then_recover(
     spawn: Callable[[bool], WorkerProcess],
     kill_when: Callable[[], bool],

@@ -11,7 +11,6 @@ second request to the model.
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,22 +19,11 @@ import pytest
 from helix_dbos import SqlSessionStore
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
-from tests.worker_process import WorkerProcess, start_worker
+from tests.worker_process import start_worker, wait_for_crash_point
 
 pytestmark = pytest.mark.postgres
 
 WORKER = Path(__file__).with_name("output_mode_worker.py")
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float, proc: WorkerProcess) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"worker exited early: {proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for the crash point")
 
 
 def test_a_recorded_structured_answer_is_not_asked_for_again_after_a_crash(
@@ -50,7 +38,7 @@ def test_a_recorded_structured_answer_is_not_asked_for_again_after_a_crash(
         try:
             # The line itself, not the file: open() creates the file before the line is written, and a
             # kill in between would leave the first answer's line unwritten.
-            _wait_for(lambda: marker.exists() and marker.read_text() == "answer\n", 60, first)
+            wait_for_crash_point(lambda: marker.exists() and marker.read_text() == "answer\n", 60, first)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             assert first.returncode == -signal.SIGKILL

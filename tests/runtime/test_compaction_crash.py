@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from helix_dbos.compaction.policy import DEFAULT_SUMMARY_INSTRUCTIONS
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
-from tests.worker_process import start_worker
+from tests.worker_process import start_worker, wait_for_crash_point
 
 pytestmark = pytest.mark.postgres
 
@@ -60,14 +59,6 @@ class Model:
         return {"tool_calls": [{"id": "fin", "name": "submit", "arguments": {"answer": "done"}}]}
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, proc: Any) -> None:
-    deadline = time.time() + timeout
-    while not condition():
-        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-        assert time.time() < deadline, "timed out waiting for the held call"
-        time.sleep(0.02)
-
-
 def test_the_recovered_step_sends_the_bytes_the_killed_one_sent(
     new_migrated_database: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -79,7 +70,7 @@ def test_the_recovered_step_sends_the_bytes_the_killed_one_sent(
     args = [url, base_url, str(tmp_path / "effects.txt"), session, "--compaction"]
     first = start_worker(WORKER, [*args, "--start"])
     try:
-        _wait_for(model.held.is_set, 60, first)
+        wait_for_crash_point(model.held.is_set, 60, first)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         assert first.returncode == -signal.SIGKILL
@@ -129,7 +120,7 @@ def test_a_run_recorded_before_its_agent_had_a_policy_replays_as_recorded(
     args = [url, base_url, str(tmp_path / "effects.txt"), session, "--compaction"]
     first = start_worker(WORKER, [*args, "--no-compaction-policy", "--start"])
     try:
-        _wait_for(model.held.is_set, 60, first)
+        wait_for_crash_point(model.held.is_set, 60, first)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         assert first.returncode == -signal.SIGKILL

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from helix_dbos.skills import file_system_skill_provider, resolve_skills_catalog
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
 from tests.skills.fixtures import make_skills_root, write_skill_folder
-from tests.worker_process import WorkerProcess, start_worker
+from tests.worker_process import WorkerProcess, start_worker, wait_for_crash_point
 
 pytestmark = pytest.mark.postgres
 
@@ -57,17 +56,6 @@ def _spawn(args: list[str]) -> WorkerProcess:
     return start_worker(WORKER, args)
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, proc: WorkerProcess) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"worker exited early: {proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for the crash point")
-
-
 def test_a_recovered_run_keeps_the_catalog_it_saw_before_the_crash(
     new_migrated_database: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -79,7 +67,7 @@ def test_a_recovered_run_keeps_the_catalog_it_saw_before_the_crash(
         args = [url, server.base_url, str(root), session]
         first = _spawn([*args, "--start"])
         try:
-            _wait_for(model.held.is_set, 60, first)
+            wait_for_crash_point(model.held.is_set, 60, first)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             assert first.returncode == -signal.SIGKILL
