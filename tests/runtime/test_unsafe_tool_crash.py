@@ -176,8 +176,11 @@ def test_a_not_retry_safe_tool_killed_mid_call_waits_for_an_approved_rerun_over_
     tool_steps = [name for name in steps if name.startswith("charging-agent.tool")]
     # The marker, the step that found the call in flight, then the approved re-run behind its own marker.
     assert tool_steps == ["charging-agent.tool_starts", "charging-agent.tool.charge"] * 2, steps
-    logged = [r for r in caplog.records if getattr(r, "event", None) == "tool.outcome_unknown"]
-    assert "tool.outcome_unknown" in out or [r.levelno for r in logged] == [logging.ERROR], out
+    # Logged once at ERROR, by whichever process recovered the run (both take from the run queue).
+    logged = [r.levelno for r in caplog.records if getattr(r, "event", None) == "tool.outcome_unknown"]
+    printed = [line for line in out.splitlines() if "tool.outcome_unknown" in line]
+    assert len(logged) + len(printed) == 1 and all(" ERROR " in line for line in printed), (out, logged)
+    assert logged in ([], [logging.ERROR])
 
 
 def test_a_denied_rerun_gives_the_model_the_unknown_outcome_with_the_idempotency_key(

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import sys
 
+from helix_dbos.observability import configure_logging
 from tests.runtime.unsafe_tool_agents import charging_agent
 from tests.worker_harness import serve_session
 
 DATABASE_URL, LLM_BASE_URL, SIDE_EFFECTS, SESSION_ID = sys.argv[1:5]
+
+# The run is on the run queue, so this worker or the test process may recover it: its ERROR record
+# must reach this process's output (the package logs nowhere by default) for the test to see it.
+configure_logging("WARNING")
 
 serve_session(
     DATABASE_URL,
