@@ -31,9 +31,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from helix_dbos._litellm_import import OFFLINE_SWITCHES
+
 REPO = Path(__file__).resolve().parents[1]
 PRELOAD = [
-    "helix_dbos",  # sets LiteLLM's offline environment before LiteLLM is imported below
+    "helix_dbos",
     "helix_dbos.runtime.launch",
     "helix_dbos.testing",
     "litellm",
@@ -53,6 +55,12 @@ PRELOAD = [
 """What the fork server imports once: everything every worker script needs before its first step.
 
 A module missing here only costs time (the worker imports it); one that fails to import is skipped."""
+
+# The fork server imports LiteLLM itself (above), so it needs LiteLLM's offline switches in the
+# environment it starts with: without them that import fetches the model cost map from the network
+# (three tries, seconds of back-off, on a machine without it).
+for _name, _value in OFFLINE_SWITCHES:
+    os.environ.setdefault(_name, _value)
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(PRELOAD)
