@@ -25,8 +25,18 @@ deleted) per run from ``pg_stat_database`` (read after an idle wait so every bac
 its counters, the child's idle rate subtracted: see scripts/_bench_pg.py), peak RSS and peak
 threads; then helix-dbos's ratios to each bare engine and the targets of issue 32, pass or fail.
 
+``--simultaneous N`` starts the runs from N client threads at once instead of one after the other
+(a one-at-a-time client starts 7-10 runs a second under this load, so only a fraction of the runs is
+ever in flight together), and ``--queue SPEC`` runs helix-dbos with a run queue
+(``RunQueue.parse``, e.g. ``helix-runs:worker_concurrency=200``) and ``--rate-limit SPEC`` behind a
+provider limit on its model (``ProviderRateLimit.parse``, e.g. ``openai/:concurrency=20``). Each
+stack also prints the peak of runs in flight at once (from DBOS's start, or dequeue, and end
+times), the peak of the database's connections (``pg_stat_activity``, sampled), the pool-wait
+warnings logged and the failed runs.
+
 Usage:  python scripts/bench_capacity.py [--runs 200] [--latency 1.0] [--rounds 2] [--sequential 20]
         [--stacks bare-sync,bare-async,helix,floor] [--flush-wait 11] [--database-url URL]
+        [--simultaneous 0] [--queue SPEC] [--rate-limit SPEC]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster.
 ``--flush-wait 0`` skips the idle waits (quick, but the transaction counts are then approximate).
 """
@@ -36,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import resource
 import signal
@@ -199,9 +210,13 @@ def bare_async_stack(url: str) -> Stack:
     return Stack(start, wait, close)
 
 
-def helix_stack(url: str, dbos_overrides: dict[str, Any] | None = None) -> Stack:
+def helix_stack(
+    url: str, dbos_overrides: dict[str, Any] | None = None, queue: str | None = None, rate_limit: str | None = None
+) -> Stack:
     from helix_dbos import LLMGenerateInput, StepResult, define_agent, define_tool, launch, shutdown
     from helix_dbos.messages import ToolResultMessage
+    from helix_dbos.runtime.queues import RunQueue
+    from helix_dbos.runtime.rate_limits import ProviderRateLimit
     from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 
     class SleepingModel:
@@ -226,7 +241,13 @@ def helix_stack(url: str, dbos_overrides: dict[str, Any] | None = None) -> Stack
         max_steps=MODEL_CALLS + 5,
     )
     executor = launch(
-        url, agents=[agent], llm_adapter=SleepingModel(), takeover_after_seconds=None, dbos_overrides=dbos_overrides
+        url,
+        agents=[agent],
+        llm_adapter=SleepingModel(),
+        takeover_after_seconds=None,
+        dbos_overrides=dbos_overrides,
+        queue=RunQueue.parse(queue) if queue else None,
+        rate_limits=[ProviderRateLimit.parse(rate_limit)] if rate_limit else [],
     )
     handles: dict[str, Any] = {}
 
@@ -282,6 +303,86 @@ def start_profiler(raw: str) -> subprocess.Popen[bytes]:
     return spy
 
 
+def start_runs(stack: Stack, runs: int, simultaneous: int) -> list[tuple[str, float]]:
+    """Start ``runs`` runs: one after the other, or from ``simultaneous`` client threads at once.
+
+    Each start is stamped when it was asked for, so a start that waited (for a pool, for the GIL)
+    counts in its run's latency.
+    """
+
+    def one(_: int) -> tuple[str, float]:
+        submitted = time.time()
+        return stack.start(), submitted
+
+    if simultaneous <= 0:
+        return [one(i) for i in range(runs)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=simultaneous, thread_name_prefix="bench-start") as pool:
+        return list(pool.map(one, range(runs)))
+
+
+def peak_overlap(spans: list[tuple[float, float]]) -> int:
+    """The most runs in flight at one moment, from each workflow's (created, ended) times."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    peak = now = 0
+    for _, step in edges:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+class ConnectionPeak:
+    """Samples the database's client connections (``pg_stat_activity``) every 0.2 s; keeps the peak.
+
+    The child is the database's only client during its load, so the count (less this sampler's own
+    connection) is the process's: DBOS's pool, the store's, the LISTEN connections.
+    """
+
+    def __init__(self, url: str) -> None:
+        import sqlalchemy as sa
+        from sqlalchemy.pool import NullPool
+
+        from helix_dbos.store.engine import to_sqlalchemy_url
+
+        self.peak = 0
+        self._engine = sa.create_engine(to_sqlalchemy_url(url), poolclass=NullPool, isolation_level="AUTOCOMMIT")
+        self._stop = threading.Event()
+        self._query = sa.text(
+            "SELECT count(*) - 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend'"
+        )
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="connection-peak")
+        self._thread.start()
+
+    def _sample(self) -> None:
+        with self._engine.connect() as conn:
+            while not self._stop.wait(0.2):
+                self.peak = max(self.peak, int(conn.execute(self._query).scalar_one()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._engine.dispose()
+
+
+class PoolWaitCount(logging.Handler):
+    """Counts the warnings of a pool checkout that timed out (DBOS's and the store's retries log them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        logging.getLogger().addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "pool exhausted" in text or "QueuePool limit" in text:
+            self.count += 1
+
+    def stop(self) -> None:
+        logging.getLogger().removeHandler(self)
+
+
 def run_child(args: argparse.Namespace) -> None:
     """Measure one stack in this process and print its figures as one JSON line."""
     from dbos import DBOS
@@ -293,7 +394,7 @@ def run_child(args: argparse.Namespace) -> None:
     stack = {
         "bare-sync": bare_sync_stack,
         "bare-async": bare_async_stack,
-        "helix": helix_stack,
+        "helix": lambda url: helix_stack(url, queue=args.queue, rate_limit=args.rate_limit),
         "floor": floor_stack,
         # helix-dbos with DBOS's own system-database engine settings (the pre-ping on every checkout)
         "helix-pre-ping": lambda url: helix_stack(url, {"db_engine_kwargs": {}}),
@@ -314,15 +415,23 @@ def run_child(args: argparse.Namespace) -> None:
     spy = start_profiler(args.profile) if args.profile else None
     threads.reset()
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+    connections = ConnectionPeak(url)
+    pool_waits = PoolWaitCount()
     started_at: dict[str, float] = {}
     first = time.time()
-    for _ in range(runs):
-        submitted = time.time()
-        started_at[stack.start()] = submitted
+    for workflow_id, submitted in start_runs(stack, runs, args.simultaneous):
+        started_at[workflow_id] = submitted
+    failed = 0
     for workflow_id in started_at:
-        stack.wait(workflow_id)
+        try:
+            stack.wait(workflow_id)
+        except Exception as exc:  # counted, not fatal: a failure under load is a figure too
+            failed += 1
+            print(f"run {workflow_id} failed: {exc!r}"[:300], file=sys.stderr)
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
     peak_threads = threads.peak
+    connections.stop()
+    pool_waits.stop()
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=120)
@@ -331,6 +440,8 @@ def run_child(args: argparse.Namespace) -> None:
     statuses = DBOS.list_workflows(workflow_ids=list(started_at), load_input=False, load_output=False)
     finished = {s.workflow_id: (s.updated_at or 0) / 1000 for s in statuses}
     latencies = sorted(finished[w] - started_at[w] for w in started_at)
+    # In flight from its start (its dequeue, when queued) to its end: a queued run waiting is not.
+    spans = [((s.dequeued_at or s.created_at or 0) / 1000, (s.updated_at or 0) / 1000) for s in statuses]
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     result = {
         "stack": stack_name,
@@ -344,6 +455,10 @@ def run_child(args: argparse.Namespace) -> None:
         "peak_threads": peak_threads,
         "sequential_ms": statistics.median(sequential_ms) if sequential_ms else None,
         "statements": statements,
+        "peak_in_flight": peak_overlap(spans),
+        "peak_connections": connections.peak,
+        "pool_waits": pool_waits.count,
+        "failed": failed,
     }
     counters.close()
     threads.stop()
@@ -373,7 +488,13 @@ def measure_stack(stack: str, url: str, args: argparse.Namespace, profile: str |
         str(args.flush_wait),
         "--statements",
         str(args.statements),
+        "--simultaneous",
+        str(args.simultaneous),
     ]
+    if args.queue:
+        command += ["--queue", args.queue]
+    if args.rate_limit:
+        command += ["--rate-limit", args.rate_limit]
     if profile:
         command += ["--profile", profile]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -488,6 +609,9 @@ def main() -> None:
     parser.add_argument("--profile-dir", default=None, help="py-spy the load of --profile-stacks into this folder")
     parser.add_argument("--profile-stacks", default="helix", help="comma-separated stacks to profile")
     parser.add_argument("--profile-top", type=int, default=40)
+    parser.add_argument("--simultaneous", type=int, default=0, help="start runs from N client threads at once")
+    parser.add_argument("--queue", default=None, help="helix-dbos on a run queue (RunQueue.parse spec)")
+    parser.add_argument("--rate-limit", default=None, help="a provider limit on helix-dbos's model (openai/none)")
     parser.add_argument("--child", choices=STACKS, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--profile", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -529,10 +653,22 @@ def main() -> None:
                 print("targets (issue 32):")
                 for line in targets(figures):
                     print(line)
+        print_in_flight(results)
         if args.statements:
             print_statements(results)
         if args.profile_dir:
             print_profiles(Path(args.profile_dir), args.profile_top)
+
+
+def print_in_flight(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Per stack (medians over the rounds): runs in flight at once, connections, pool waits, failures."""
+    print("in flight at once / peak connections / pool-wait warnings / failed runs (medians):")
+    for stack, rounds in results.items():
+        figures = [statistics.median(r.get(key, 0) for r in rounds) for key in FLIGHT_KEYS]
+        print(f"  {stack:10s} " + " ".join(f"{value:7.0f}" for value in figures))
+
+
+FLIGHT_KEYS = ("peak_in_flight", "peak_connections", "pool_waits", "failed")
 
 
 def print_statements(results: dict[str, list[dict[str, Any]]]) -> None:
