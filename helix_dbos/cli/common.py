@@ -162,7 +162,9 @@ QueueSpec = Annotated[
         metavar="QUEUE",
         help=(
             f"Enqueue runs on this DBOS queue, for any worker: {_QUEUE_FORMAT}. "
-            "Every server and worker of a deployment takes the same one. Default: HELIX_RUN_QUEUE."
+            "Every server and worker of a deployment takes the same one. A worker runs at most "
+            "200 queued runs at once unless worker_concurrency says otherwise (none: no cap). "
+            "Default: HELIX_RUN_QUEUE."
         ),
     ),
 ]

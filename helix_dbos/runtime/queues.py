@@ -29,6 +29,19 @@ Why these choices:
   ``concurrency``). Without ``tenant_concurrency`` the key is recorded but DBOS dequeues in one
   order, as before. The partition key is an enqueue option: it is not an input or an output of
   any step, so recorded runs replay unchanged (``tests/scale/test_tenant_fair_share.py``).
+- **A worker runs at most** :data:`DEFAULT_WORKER_CONCURRENCY` **queued runs at once** unless told
+  otherwise. The agent workflow is a sync DBOS workflow: a run in flight holds one of DBOS's
+  executor threads from its dequeue to its end, through its model calls and its waits for a
+  provider's admission. Without a per-worker cap a burst of a thousand runs became a thousand
+  threads in one process, all sharing its CPU (``scripts/bench_capacity.py --simultaneous``: 1,045
+  threads, the median run 104 s over its 20 s ideal); with the cap the rest wait ``ENQUEUED`` in
+  PostgreSQL (durably: any worker takes them, a crash loses none), at the same throughput (280
+  threads, the median 67 s over). 200 is where the cap cost that load nothing on a 2-core machine
+  (100 held it to 4.1 runs a second against 6.4). The cap is DBOS's ``worker_concurrency`` rather than
+  DBOS's ``max_executor_threads``: that pool also runs the provider admissions, the child runs a
+  parent waits on and DBOS's recovery, so capping it could leave every thread waiting for work
+  that needs a thread. ``worker_concurrency=None`` (``worker_concurrency=none`` in a spec) lifts
+  the cap. What a queued run's threads and connections add up to is in ``docs/scaling.md``.
 """
 
 from __future__ import annotations
@@ -46,6 +59,8 @@ from helix_dbos.tenancy import DEFAULT_TENANT
 
 DEFAULT_QUEUE_NAME = "helix-runs"
 DEFAULT_POLLING_INTERVAL_SEC = 0.02
+DEFAULT_WORKER_CONCURRENCY = 200
+"""Queued runs one worker process runs at once by default (each holds a DBOS executor thread)."""
 MIN_PRIORITY = 1
 MAX_PRIORITY = 2**31 - 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -64,7 +79,8 @@ class RunQueue(BaseModel):
     """Where runs go instead of starting locally, and the limits DBOS enforces on them.
 
     ``concurrency`` caps the runs in flight across every worker (``None``: no cap);
-    ``worker_concurrency`` caps them per worker process; ``limiter`` caps starts per period;
+    ``worker_concurrency`` caps them per worker process (default :data:`DEFAULT_WORKER_CONCURRENCY`,
+    the bound of a worker's threads; ``None``: no cap); ``limiter`` caps starts per period;
     ``polling_interval_sec`` is how often each worker looks for work (the floor of a queued start's
     latency, and one small query per worker per interval).
     """
@@ -73,7 +89,7 @@ class RunQueue(BaseModel):
 
     name: str = Field(default=DEFAULT_QUEUE_NAME, pattern=_NAME.pattern)
     concurrency: int | None = Field(default=None, ge=1)
-    worker_concurrency: int | None = Field(default=None, ge=1)
+    worker_concurrency: int | None = Field(default=DEFAULT_WORKER_CONCURRENCY, ge=1)
     limiter: RateLimit | None = None
     polling_interval_sec: float = Field(default=DEFAULT_POLLING_INTERVAL_SEC, gt=0, le=60)
     tenant_concurrency: int | None = Field(default=None, ge=1)
@@ -84,7 +100,20 @@ class RunQueue(BaseModel):
         share, cap = self.tenant_concurrency, self.concurrency
         if share is not None and cap is not None and share > cap:
             raise ValueError("tenant_concurrency must not exceed concurrency")
+        worker = self.worker_concurrency
+        if "worker_concurrency" in self.model_fields_set and worker is not None and cap is not None and worker > cap:
+            raise ValueError("worker_concurrency must not exceed concurrency")
         return self
+
+    @property
+    def worker_cap(self) -> int | None:
+        """The runs one worker runs at once: ``worker_concurrency``, never more than ``concurrency``.
+
+        The default per-worker cap gives way to a smaller global one (DBOS refuses a queue whose
+        worker cap exceeds its global cap); one set explicitly above it is refused when built.
+        """
+        caps = [c for c in (self.worker_concurrency, self.concurrency) if c is not None]
+        return min(caps) if self.worker_concurrency is not None and caps else None
 
     @classmethod
     def parse(cls, spec: str) -> RunQueue:
@@ -92,7 +121,8 @@ class RunQueue(BaseModel):
 
         ``NAME[:key=value,...]`` with keys ``concurrency``, ``worker_concurrency``,
         ``tenant_concurrency``, ``limit`` (``N/SECONDS``) and ``poll`` (seconds), e.g.
-        ``helix-runs:concurrency=8,tenant_concurrency=2,limit=100/60,poll=0.02``.
+        ``helix-runs:concurrency=8,tenant_concurrency=2,limit=100/60,poll=0.02``; a cap given as
+        ``none`` is lifted (``worker_concurrency=none``).
         """
         name, _, rest = spec.strip().partition(":")
         values: dict[str, Any] = {"name": name or DEFAULT_QUEUE_NAME}
@@ -101,7 +131,7 @@ class RunQueue(BaseModel):
             if not sep:
                 raise ValueError(f"queue option {item!r} must look like key=value")
             if key in ("concurrency", "worker_concurrency", "tenant_concurrency"):
-                values[key] = int(value)
+                values[key] = None if value.strip().lower() == "none" else int(value)
             elif key == "limit":
                 limit, slash, period = value.partition("/")
                 if not slash:
@@ -131,7 +161,7 @@ def register_run_queue(queue: RunQueue) -> None:
     DBOS.register_queue(
         queue.name,
         global_concurrency=queue.concurrency,
-        worker_concurrency=queue.worker_concurrency,
+        worker_concurrency=queue.worker_cap,
         limiter=({"limit": queue.limiter.limit, "period": queue.limiter.period_seconds} if queue.limiter else None),
         polling_interval_sec=queue.polling_interval_sec,
         partition_concurrency=queue.tenant_concurrency,
@@ -204,7 +234,7 @@ def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000, tenant: s
         running=sum(by_worker.values()),
         running_by_worker=dict(sorted(by_worker.items())),
         concurrency=queue.concurrency,
-        worker_concurrency=queue.worker_concurrency,
+        worker_concurrency=queue.worker_cap,
         limiter=queue.limiter,
         polling_interval_sec=queue.polling_interval_sec,
         tenant_concurrency=queue.tenant_concurrency,
@@ -215,6 +245,7 @@ def queue_status(lister: Any, queue: RunQueue, *, limit: int = 10_000, tenant: s
 __all__ = [
     "DEFAULT_POLLING_INTERVAL_SEC",
     "DEFAULT_QUEUE_NAME",
+    "DEFAULT_WORKER_CONCURRENCY",
     "QueueStatus",
     "RateLimit",
     "RunQueue",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helix_dbos import HelixError
-from helix_dbos.runtime.queues import RateLimit, RunQueue, check_priority
+from helix_dbos.runtime.queues import DEFAULT_WORKER_CONCURRENCY, RateLimit, RunQueue, check_priority
 
 
 def test_queue_specs_parse() -> None:
@@ -25,6 +25,19 @@ def test_queue_specs_parse() -> None:
     for bad in (*bad_specs, "jobs:tenant_concurrency=0", "jobs:concurrency=2,tenant_concurrency=3"):
         with pytest.raises(ValueError):
             RunQueue.parse(bad)
+
+
+def test_a_worker_runs_a_bounded_number_of_queued_runs_unless_told_otherwise() -> None:
+    # Each queued run in flight holds a DBOS executor thread: the default caps them per worker.
+    assert RunQueue().worker_concurrency == RunQueue().worker_cap == DEFAULT_WORKER_CONCURRENCY
+    assert RunQueue.parse("jobs:worker_concurrency=none").worker_cap is None
+    assert RunQueue(worker_concurrency=None, concurrency=8).worker_cap is None
+    # A smaller global cap lowers the default (DBOS refuses a worker cap above the global one)...
+    assert RunQueue(concurrency=4).worker_cap == 4
+    assert RunQueue.parse("jobs:concurrency=500").worker_cap == DEFAULT_WORKER_CONCURRENCY
+    # ...but a worker cap set above it is a mistake, refused when the queue is built.
+    with pytest.raises(ValueError, match="worker_concurrency must not exceed concurrency"):
+        RunQueue(concurrency=4, worker_concurrency=8)
 
 
 def test_priorities_outside_dboss_range_are_refused() -> None:
