@@ -645,6 +645,7 @@ def main() -> None:
         print(HEADER)
         for stack, fig in figures.items():
             print(fig.row(stack))
+        print_in_flight(results)
         if "helix" in figures:
             for bare in ("bare-sync", "bare-async", "floor", "helix-pre-ping"):
                 if bare in figures:
@@ -653,7 +654,6 @@ def main() -> None:
                 print("targets (issue 32):")
                 for line in targets(figures):
                     print(line)
-        print_in_flight(results)
         if args.statements:
             print_statements(results)
         if args.profile_dir:

@@ -1,8 +1,9 @@
 """``scripts/bench_capacity.py`` runs end to end and prints its table, ratios and targets.
 
-A smoke run (5 runs of 0.05 s model calls, one round, no idle waits): it checks that every stack's
-child process launches, runs the load and reports, not any figure. The figures belong in the
-benchmark's own output (docs/scaling.md), never in a timed assert.
+A smoke run (5 runs of 0.05 s model calls started from three client threads at once, one round, no
+idle waits): it checks that every stack's child process launches, runs the load and reports, not
+any figure. The figures belong in the benchmark's own output (docs/scaling.md), never in a timed
+assert.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         "--sequential=1",
         "--flush-wait=0",
         "--stacks=bare-sync,bare-async,helix",
+        "--simultaneous=3",  # the runs started from three client threads at once
         f"--database-url={pg_database_url}",
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -40,5 +42,8 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         row = next(line for line in lines if line.split()[:1] == [stack])
         assert len(row.split()) == 10, row  # the stack and its nine figures
     assert any(line.strip().startswith("helix/bare-sync") for line in lines)
+    flight = lines.index(next(line for line in lines if line.startswith("in flight at once")))
+    for line in lines[flight + 1 : flight + 4]:  # the stack, its four figures, no run failed
+        assert len(line.split()) == 5 and line.split()[-1] == "0", line
     verdicts = [line.split()[0] for line in lines[lines.index("targets (issue 32):") + 1 :]]
     assert len(verdicts) == 4 and set(verdicts) <= {"PASS", "FAIL"}, done.stdout
