@@ -188,8 +188,9 @@ RateLimitSpecs = Annotated[
         metavar="LIMIT",
         help=(
             "A provider limit every worker of the deployment shares (repeat for several): "
-            "MATCH:requests=N/SECONDS,concurrency=N, MATCH being a prefix of model names "
-            "(e.g. openai/:requests=500/60). Default: HELIX_RATE_LIMITS."
+            "MATCH:requests=N/SECONDS,concurrency=N[,mode=exact|strict|rolling], MATCH being a prefix "
+            "of model names (e.g. openai/:requests=500/60); mode defaults to exact (counted at each send). "
+            "Default: HELIX_RATE_LIMITS."
         ),
     ),
 ]

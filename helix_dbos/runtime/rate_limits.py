@@ -8,11 +8,13 @@ limit's DBOS queue and waits, durably, until DBOS dequeues it: the dequeue is th
 admission workflow then *holds its slot* (it stays ``PENDING``, which is what DBOS's
 ``global_concurrency`` counts across every executor) until the run releases it after the call:
 
-- ``requests`` per ``period_s``, ``exact`` (opt-in): queue ``helix-rate-{name}`` admits at
+- ``requests`` per ``period_s``, ``exact`` (the default): queue ``helix-rate-{name}`` admits at
   that rate (DBOS's rolling limiter), and each request claims a send slot in the database as it
   leaves, in the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`,
-  :mod:`helix_dbos.llm.send_slot`): the count is made where the provider makes it, at the send.
-- ``requests`` per ``period_s``, ``strict`` (the default): queue ``helix-rate-{name}``,
+  :mod:`helix_dbos.llm.send_slot`): the count is made where the provider makes it, at the send,
+  and each claim is counted until a period after its sender reported the bytes left, so a late
+  send is counted where it arrived.
+- ``requests`` per ``period_s``, ``strict``: queue ``helix-rate-{name}``,
   ``global_concurrency=requests``; the slot is held until the release, **then ``period_s``
   more**. Every call is inside the hold of its own slot from before it is sent until ``period_s``
   after it returned, so any window of ``period_s`` at the provider meets at most ``requests``
@@ -61,7 +63,7 @@ from sqlalchemy.engine import Engine
 
 from helix_dbos.capability import RunCapability, RunEnd
 from helix_dbos.errors import HelixError
-from helix_dbos.llm.send_slot import SendSlotClaim, send_slots
+from helix_dbos.llm.send_slot import NO_SLOT, SendSlot, SendSlotClaim, send_slots
 from helix_dbos.observability import run_observer as observe
 from helix_dbos.runtime.send_gate import SendWindow, send_gate_for
 from helix_dbos.step_result import StepResult
@@ -122,24 +124,25 @@ class ProviderRateLimit(BaseModel):
     """How long a slot stays taken by a run that never releases it (cancelled or failed mid-call)."""
     polling_interval_s: float = Field(default=DEFAULT_POLLING_INTERVAL_S, gt=0, le=60)
     """How often each worker looks for admissions to grant (the floor of an admission's latency)."""
-    mode: Literal["exact", "strict", "rolling"] = "strict"
-    """How ``requests`` are counted. ``exact`` (opt-in): the queue admits at the limit's rate (a
-    rolling count of admissions), and each request claims a slot in the database as it leaves, in
-    the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`): at most ``requests`` sends in
-    any ``period_s + send_margin_s``, at a higher rate than ``strict``; on a loaded machine a send
-    can still leave later than the margin allows (``docs/scaling.md`` has the figures). ``strict``
-    (the default): a call's slot is held from its admission until ``period_s`` after the call
-    returned, so the provider never sees more than ``requests`` in a period however
-    late a call is sent, whatever the adapter; a slot is busy for the period plus the call's
-    latency (runs recorded under it replay as ``strict`` when a limit turns ``exact``, see
-    :data:`RATE_EXACT_PATCH`). ``rolling``: DBOS's limiter counts admissions in a
-    rolling period (the full rate), and a call sent late after its admission can meet the next
-    period's calls at the provider. ``exact`` gates the sends of adapters that claim send slots
-    (LiteLLM's); with another adapter only its admission is counted: use ``strict`` there."""
+    mode: Literal["exact", "strict", "rolling"] = "exact"
+    """How ``requests`` are counted. ``exact`` (the default): the queue admits at the limit's rate
+    (a rolling count of admissions), and each request claims a slot in the database as it leaves,
+    in the HTTP client's transport (:mod:`helix_dbos.runtime.send_gate`); the claim counts until
+    ``period_s`` after its sender reported the bytes left (at least ``send_margin_s`` after the
+    claim), so the provider never sees more than ``requests`` in a period however late a send
+    leaves, at about ``requests`` per ``period_s + send_margin_s``. An adapter that does not claim
+    at the send (a scripted one, a custom client) is claimed for around its whole call.
+    ``strict``: a call's slot is held from its admission until ``period_s`` after the call
+    returned; as safe, but a slot is busy for the period plus the call's latency. Runs recorded
+    under it (so every run recorded with no ``mode`` before ``exact`` became the default) replay
+    as ``strict``, see :data:`RATE_EXACT_PATCH`. ``rolling``: DBOS's limiter counts admissions in a rolling period
+    (the full rate), and a call sent late after its admission can meet the next period's calls
+    at the provider."""
 
     send_margin_s: float = Field(default=DEFAULT_SEND_MARGIN_S, ge=0, le=60)
-    """``exact`` mode: how late after its claim a send may leave and still be counted in its window.
-    The window is ``period_s + send_margin_s``, so the rate is ``requests`` per that."""
+    """``exact`` mode: the least time a claim counts for after its stamp, before the ``period_s``
+    (the allowance for the provider's clock and the network). A send that leaves later is counted
+    from when it left; one on time keeps the rate at ``requests`` per ``period_s + send_margin_s``."""
 
     @model_validator(mode="after")
     def _needs_a_cap(self) -> ProviderRateLimit:
@@ -173,12 +176,11 @@ class ProviderRateLimit(BaseModel):
         return self.period_s + self.send_margin_s
 
     def send_window(self) -> SendWindow:
-        """What the exact gate allows: ``requests`` sends per :attr:`send_window_s`, each sent fresh.
+        """What the exact gate allows: ``requests`` arrivals per ``period_s`` (:mod:`helix_dbos.runtime.send_gate`).
 
-        A claim that took longer than half the send margin is stamped again, so the other half
-        is left for the HTTP client between the claim and the bytes leaving.
+        Each claim counts at least ``send_margin_s`` past its stamp, and longer when its send left later.
         """
-        return SendWindow(self.limit_name, self.requests or 1, self.send_window_s, fresh_s=self.send_margin_s / 2)
+        return SendWindow(self.limit_name, self.requests or 1, self.period_s, self.send_margin_s)
 
     def admissions(self, *, held: bool | None = None) -> list[Admission]:
         """The slots a call takes, in the order it takes them: requests first, then concurrency.
@@ -417,10 +419,11 @@ class RateLimitCapability(RunCapability):
         """The claim the model step's sends make: a slot of the exact limit their model matches."""
         gate = send_gate_for(engine)
 
-        async def claim(model: str) -> None:
+        async def claim(model: str) -> SendSlot:
             limit = limit_for(self.limits, model)
             if limit is not None and limit.gated_at_send:
-                await gate.claim(limit.send_window())
+                return await gate.claim(limit.send_window())
+            return NO_SLOT
 
         return claim
 

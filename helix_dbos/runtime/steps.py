@@ -32,7 +32,8 @@ from pydantic_core import to_jsonable_python
 
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.errors import HelixError, ProcessExiting, extract_error_message
-from helix_dbos.llm.base import LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.base import LLMAdapter, LLMGenerateInput, LLMStreamCallbacks
+from helix_dbos.llm.send_slot import counted_call
 from helix_dbos.messages import Message
 from helix_dbos.observability import run_observer as observe
 from helix_dbos.orchestration.output_modes import native_response_format
@@ -182,7 +183,7 @@ def llm_step(
     started = time.perf_counter()
     with observer.llm_call(step, agent.llm_config.model) as traced:
         try:
-            step_result = background_loop.run(rt.llm.generate_step(request))
+            step_result = background_loop.run(_generate(rt.llm, request))
         except Exception as exc:
             raise_if_exiting(exc)
             raise
@@ -198,6 +199,12 @@ def llm_step(
         "step_result": _dump_step_result(step_result),
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+async def _generate(llm: LLMAdapter, request: LLMGenerateInput) -> StepResult:
+    """The adapter's call; an exact rate limit's gate counts it whole when the adapter does not claim at the send."""
+    async with counted_call(llm, request.config.model):
+        return await llm.generate_step(request)
 
 
 def commit_with_chunks(rt: RuntimeServices, who: RunIdentity, commit: StepCommit) -> CommitResult:

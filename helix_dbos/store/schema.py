@@ -30,6 +30,8 @@ Design notes:
   ``vector`` when the extension is installed.
 - ``helix_sessions.tenant`` (revision 0012) is the session's tenant (:mod:`helix_dbos.tenancy`);
   rows written before it belong to the default tenant.
+- ``helix_rate_sends.sent_by`` (revision 0013) bounds a send claim's arrival at the provider
+  (:mod:`helix_dbos.runtime.send_gate`); ``NULL`` until the sender reports its send.
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
   compares them.
 """
@@ -44,7 +46,7 @@ from sqlalchemy.dialects import postgresql
 from helix_dbos.store.codec import EscapedString, EscapedText
 from helix_dbos.tenancy import DEFAULT_TENANT
 
-SCHEMA_REVISION = "0012"
+SCHEMA_REVISION = "0013"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -332,9 +334,12 @@ rate_sends = sa.Table(
     "helix_rate_sends",
     metadata,
     # One row per model call a provider rate limit let go, stamped with the database's clock in
-    # epoch seconds (``helix_dbos.runtime.send_gate``); pruned past the limit's window (0011).
+    # epoch seconds (``helix_dbos.runtime.send_gate``); pruned once it no longer counts (0011).
     sa.Column("limit_name", sa.String(), primary_key=True),
     sa.Column("claimed_at", sa.Float(), primary_key=True),
+    # By when the request surely reached the provider, reported by its sender once the bytes left;
+    # NULL until then (the claim counts as if it could still arrive) (0013).
+    sa.Column("sent_by", sa.Float(), nullable=True),
 )
 
 ALL_TABLES: tuple[sa.Table, ...] = (

@@ -1,5 +1,9 @@
 """A run recorded under a ``strict`` limit still replays when the deployment's limit turns ``exact``.
 
+Also when it turns ``exact`` by the default alone: ``strict`` was the default ``mode``, so a run
+recorded with no ``mode`` given then was recorded under ``strict``, and the same spec read today
+(no ``mode``: ``exact``) must replay it as recorded.
+
 One process on the embedded SQLite default, the real LiteLLM client against the scripted
 OpenAI-compatible server. A run is recorded under a ``strict`` limit (its held slot and its
 release are steps of the run); the deployment is then relaunched with the same limit in
@@ -38,8 +42,9 @@ def _names(run_id: str) -> list[str]:
     return [str(s["function_name"]) for s in DBOS.list_workflow_steps(run_id)]
 
 
+@pytest.mark.parametrize("relaunched", ["mode=exact", "the default mode"])
 def test_a_run_recorded_under_strict_replays_when_the_limit_turns_exact(
-    tmp_path: Path, server: ScriptedOpenAIServer
+    tmp_path: Path, server: ScriptedOpenAIServer, relaunched: str
 ) -> None:
     url = f"sqlite:///{tmp_path}/helix.sqlite"
     agent = _agent(server)
@@ -57,7 +62,9 @@ def test_a_run_recorded_under_strict_replays_when_the_limit_turns_exact(
     assert "DBOS.send" in recorded  # the held slot's release
     calls = server.request_count
 
-    exact = ProviderRateLimit.parse("openai/:requests=5/1,name=openai,poll=0.05,mode=exact")
+    spec = "openai/:requests=5/1,name=openai,poll=0.05" + (",mode=exact" if relaunched == "mode=exact" else "")
+    exact = ProviderRateLimit.parse(spec)
+    assert exact.mode == "exact"
     executor = launch(url, agents=[agent], rate_limits=[exact], background_tasks=False)
     try:
         admissions = len(DBOS.list_workflows(name=ADMISSION_WORKFLOW_NAME))

@@ -21,7 +21,7 @@ from helix_dbos import LLMConfig
 from helix_dbos.llm.base import LLMGenerateInput
 from helix_dbos.llm.litellm import LiteLLMAdapter, import_litellm
 from helix_dbos.llm.retry import RetryPolicy
-from helix_dbos.llm.send_slot import SendSlotClaim, send_slots
+from helix_dbos.llm.send_slot import NO_SLOT, SendSlot, SendSlotClaim, send_slots
 from helix_dbos.messages import UserMessage
 from helix_dbos.testing import ScriptedOpenAIServer
 
@@ -31,8 +31,9 @@ SLOW_PRE_SEND_SECONDS = 0.4
 def _claims() -> tuple[SendSlotClaim, list[tuple[str, float]]]:
     made: list[tuple[str, float]] = []
 
-    async def claim(model: str) -> None:
+    async def claim(model: str) -> SendSlot:
         made.append((model, time.time()))
+        return NO_SLOT
 
     return claim, made
 

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from helix_dbos import LLMConfig, define_agent
 from helix_dbos.llm.base import LLMGenerateInput
 from helix_dbos.llm.litellm import LiteLLMAdapter
-from helix_dbos.llm.send_slot import SendSlotClaim, send_slots
+from helix_dbos.llm.send_slot import SendSlot, SendSlotClaim, send_slots
 from helix_dbos.messages import UserMessage
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.rate_limits import ProviderRateLimit
@@ -66,8 +66,8 @@ def _warm_up_claim(gate: str | None) -> SendSlotClaim | None:
     window = ProviderRateLimit(match="openai/", requests=int(requests), mode="exact").send_window()
     send_gate = PostgresSendGate(sa.create_engine(to_sqlalchemy_url(url)))
 
-    async def claim(model: str) -> None:
-        await send_gate.claim(window)
+    async def claim(model: str) -> SendSlot:
+        return await send_gate.claim(window)
 
     return claim
 

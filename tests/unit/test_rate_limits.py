@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
+import heapq
+import random
+from collections.abc import Callable
 
 import pytest
 
@@ -15,7 +19,16 @@ from helix_dbos.runtime.rate_limits import (
     limit_for,
     parse_rate_limits,
 )
-from helix_dbos.runtime.send_gate import RESTAMPS, ClaimTry, LocalSendGate, SendWindow, claim_fresh, wait_before_claim
+from helix_dbos.runtime.send_gate import (
+    REPORT_POLL_S,
+    UNSENT_BOUND_S,
+    Claim,
+    ClaimedSlot,
+    LocalSendGate,
+    SendWindow,
+    sent_by,
+    wait_before_claim,
+)
 from helix_dbos.settings import HelixSettings
 
 
@@ -98,47 +111,101 @@ def test_exact_mode_and_its_margin_are_spelled_in_a_spec() -> None:
     assert limit.admissions(held=True)[0].held  # a run recorded before the exact patch keeps its held slot
 
 
-def test_a_claim_waits_for_the_oldest_claim_of_a_full_window_to_leave_it() -> None:
-    window = SendWindow("x", 2, 1.0)
+def test_on_time_claims_keep_the_rolling_window_over_their_stamps() -> None:
+    window = SendWindow("x", 2, 1.0, 0.05)
+
+    def on_time(*stamps: float) -> list[Claim]:
+        return [(t, t + 0.05) for t in stamps]  # each reported within the margin
+
     assert wait_before_claim([], 10.0, window) == 0.0
-    assert wait_before_claim([8.5, 9.5], 10.0, window) == 0.0  # 8.5 is out of (9, 10]
-    assert wait_before_claim([9.2, 9.5], 10.0, window) == pytest.approx(0.2)
-    assert wait_before_claim([9.2, 9.5, 9.9], 10.0, window) == pytest.approx(0.5)
+    assert wait_before_claim(on_time(8.9, 9.5), 10.0, window) == 0.0  # 8.95 is not after 9
+    assert wait_before_claim(on_time(9.2, 9.5), 10.0, window) == pytest.approx(0.25)
+    assert wait_before_claim(on_time(9.2, 9.5, 9.9), 10.0, window) == pytest.approx(0.55)
 
 
-def test_a_claim_that_took_longer_than_its_freshness_is_stamped_again() -> None:
-    window = SendWindow("x", 5, 1.0, fresh_s=0.02)
-    tries: list[float | None] = []
-
-    async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
-        tries.append(replacing)
-        if len(tries) == 1:
-            await asyncio.sleep(0.05)  # a slow round trip: the stamp may be 50 ms old at the send
-        return ClaimTry(0.0, stamp=float(len(tries)))
-
-    asyncio.run(claim_fresh(try_claim, window))
-    assert tries == [None, 1.0]  # the second try gives the first slot back
+def test_a_late_send_counts_from_when_it_left_not_from_its_stamp() -> None:
+    """Counted from its stamp (9.0 + margin), the claim at 9.0 would be gone by 10.1; it left at 9.8."""
+    window = SendWindow("x", 2, 1.0, 0.05)
+    claims: list[Claim] = [(9.0, sent_by(9.0, 0.8, window)), (9.5, 9.55)]
+    assert claims[0][1] == pytest.approx(9.805)  # elapsed plus the slack, past the margin
+    assert wait_before_claim(claims, 10.1, window) == pytest.approx(0.45)  # until 9.55 + 1
+    assert wait_before_claim([claims[0], (9.5, 9.9)], 10.1, window) == pytest.approx(0.705)  # until 9.805 + 1
 
 
-def test_a_machine_too_slow_for_any_fresh_claim_sends_after_a_few_stamps() -> None:
-    window = SendWindow("x", 5, 1.0, fresh_s=0.001)
-    tries: list[float | None] = []
-
-    async def try_claim(w: SendWindow, replacing: float | None) -> ClaimTry:
-        tries.append(replacing)
-        await asyncio.sleep(0.005)
-        return ClaimTry(0.0, stamp=float(len(tries)))
-
-    asyncio.run(claim_fresh(try_claim, window))
-    assert len(tries) == 1 + RESTAMPS
+def test_a_claim_not_yet_reported_counts_as_still_able_to_arrive() -> None:
+    window = SendWindow("x", 1, 1.0, 0.05)
+    assert wait_before_claim([(9.9, None)], 10.0, window) == pytest.approx(0.95)  # no earlier than its margin
+    assert wait_before_claim([(5.0, None)], 10.0, window) == pytest.approx(REPORT_POLL_S)  # look again soon
+    assert wait_before_claim([(10.0 - UNSENT_BOUND_S - 1.0, None)], 10.0, window) == 0.0  # a dead sender's
+    assert wait_before_claim([(5.0, 5.05)], 10.0, window) == 0.0
 
 
-def test_a_restamp_gives_its_own_slot_back_and_so_never_waits() -> None:
+def max_in_window(times: list[float], window: float) -> int:
+    """The most times in any half-open window ``[t, t + window)``."""
+    ordered = sorted(times)
+    return max((bisect.bisect_left(ordered, t + window) - i for i, t in enumerate(ordered)), default=0)
+
+
+def _simulate(rule: Callable[[list[Claim], float], float], seed: int, late_s: list[float]) -> list[float]:
+    """Six senders of a 3-per-second limit, each claiming at once again after its last send; returns the arrivals.
+
+    Each send leaves some time after its claim (``late_s``, drawn) and is reported some time after
+    it left; ``rule`` is the gate's: seconds to wait before a claim at ``now`` given the claims.
+    """
+    rng = random.Random(seed)
+    window = SendWindow("sim", 3, 1.0, 0.05)
+    claims: dict[int, Claim] = {}
+    arrivals: list[float] = []
+    events: list[tuple[float, int, str, int]] = [(rng.uniform(0, 0.2), n, "try", n) for n in range(6)]
+    while events and len(arrivals) < 120:
+        now, order, what, who = heapq.heappop(events)
+        if what == "try":
+            wait = rule(list(claims.values()), now)
+            if wait > 0:
+                heapq.heappush(events, (now + wait, order, "try", who))
+                continue
+            key = len(claims)
+            claims[key] = (now, None)
+            left = now + rng.choice(late_s)
+            arrivals.append(left)
+            reported = left + rng.uniform(0.0, 0.3)
+            heapq.heappush(events, (reported, order, f"report:{key}:{left - now}", who))
+            heapq.heappush(events, (left + 0.001, order, "try", who))
+        else:
+            _, key, elapsed = what.split(":")
+            stamp = claims[int(key)][0]
+            claims[int(key)] = (stamp, sent_by(stamp, float(elapsed), window))
+    return arrivals
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_period_ever_holds_more_arrivals_than_the_limit_however_late_the_sends(seed: int) -> None:
+    """The docstring's argument of :mod:`helix_dbos.runtime.send_gate`, checked on random schedules."""
+    window = SendWindow("sim", 3, 1.0, 0.05)
+    late = [0.0, 0.01, 0.04, 0.3, 0.9, 1.6]
+
+    def gate(claims: list[Claim], now: float) -> float:
+        return wait_before_claim(claims, now, window)
+
+    def stamps_only(claims: list[Claim], now: float) -> float:  # the rule before: a window over the stamps
+        return wait_before_claim([(t, t + window.margin_s) for t, _ in claims], now, window)
+
+    assert max_in_window(_simulate(gate, seed, late), 1.0) <= 3
+    assert max_in_window(_simulate(stamps_only, seed, late), 1.0) > 3  # the same schedule, counted at the stamps
+    assert max_in_window(_simulate(stamps_only, seed, [0.0, 0.01, 0.04]), 1.0) <= 3  # which held for on-time sends
+
+
+def test_the_local_gate_counts_a_reported_send_from_when_it_left() -> None:
     gate = LocalSendGate()
-    window = SendWindow("restamp", 2, 10.0)
-    first = gate.try_claim(window)
-    second = gate.try_claim(window)
-    assert first.stamp is not None and second.stamp is not None
-    assert gate.try_claim(window).wait_s > 0  # full
-    again = gate.try_claim(window, replacing=first.stamp)
-    assert again.wait_s == 0.0 and again.stamp is not None and again.stamp > first.stamp
+    window = SendWindow("local-late", 1, 0.2, 0.01)
+
+    async def claims() -> tuple[ClaimedSlot, ClaimedSlot]:
+        first = await gate.claim(window)
+        await asyncio.sleep(0.15)  # the send leaves late
+        first.sent()
+        first.sent()  # a second report changes nothing
+        return first, await gate.claim(window)
+
+    first, second = asyncio.run(claims())
+    assert first.reported is not None and first.reported - first.stamp >= 0.15
+    assert second.stamp >= first.reported + window.period_s  # not first.stamp + margin + period

@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from helix_dbos._litellm_import import import_litellm_offline
 from helix_dbos.errors import HelixError, ModelFallbacksExhaustedError
@@ -87,8 +87,11 @@ async def _sending(model: str) -> AsyncIterator[None]:
     before the gate was installed) is counted now, so the window still holds every request sent.
     """
     if not _send_gate_installed:
-        await claim_send_slot(model)
-        yield
+        slot = await claim_send_slot(model)
+        try:
+            yield
+        finally:
+            slot.sent()  # the call is over: its requests left before now
         return
     with request_leaving(model) as leaving:
         try:
@@ -106,7 +109,7 @@ async def _count_unclaimed(leaving: LeavingRequest) -> None:
             "a request to %s left through an HTTP client without the send gate; counted after it was sent",
             leaving.model,
         )
-        await claim_send_slot(leaving.model)
+        (await claim_send_slot(leaving.model)).sent()  # it already arrived: the interval holds it
 
 
 class _Aborted(Exception):
@@ -120,6 +123,9 @@ class LiteLLMAdapter:
     providers that receive strict tool schemas. Callbacks may observe a failed attempt's partial
     output: ``on_error`` fires before each retry, and the next attempt streams from the start.
     """
+
+    claims_send_slots: ClassVar[bool] = True
+    """Each HTTP request claims its own send slot of a rate limit, at the transport (see ``_sending``)."""
 
     def __init__(
         self,

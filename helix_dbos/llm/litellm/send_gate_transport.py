@@ -17,6 +17,12 @@ session recycling and its close still see it. A request that reaches no gated tr
 (a client built before the install, an environment proxy's transport, a provider with its own
 client) is counted by the adapter after the call instead (:class:`~helix_dbos.llm.send_slot.LeavingRequest`).
 
+After the claim, the transport reports when the request left (:meth:`~helix_dbos.llm.send_slot.SendSlot.sent`),
+so the gate counts a late send where it arrived: an httpx transport (httpcore underneath) through
+the request's ``trace`` extension, at ``http11.send_request_headers.complete`` (or the ``http2``
+one), while the request is under way; any other transport (LiteLLM's aiohttp one, its default)
+when its response began, which is later than the send and so still a bound of it.
+
 This depends on a private factory of LiteLLM; ``tests/unit/test_litellm_send_gate.py`` pins it to
 the installed version, so an upgrade that moves it fails there and not silently in production.
 """
@@ -28,7 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from helix_dbos.llm.send_slot import claim_at_send
+from helix_dbos.llm.send_slot import SendSlot, claim_at_send
 
 _logger = logging.getLogger("helix_dbos.llm.litellm")
 
@@ -47,12 +53,40 @@ def gate_transport(transport: Any) -> Any:
 
     @functools.wraps(handle)
     async def handle_async_request(request: Any) -> Any:
-        await claim_at_send()
-        return await handle(request)
+        slot = await claim_at_send()
+        _report_headers_written(request, slot)
+        try:
+            return await handle(request)
+        finally:
+            slot.sent()  # the response began (or the request failed): it left by now, if ever
 
     transport.handle_async_request = handle_async_request
     setattr(transport, _GATED, True)
     return transport
+
+
+_HEADERS_WRITTEN = ("http11.send_request_headers.complete", "http2.send_request_headers.complete")
+"""httpcore's trace events for "this request's headers are written": the send, as near as it can be seen."""
+
+
+def _report_headers_written(request: Any, slot: SendSlot) -> None:
+    """Report ``slot`` sent as soon as httpcore has written the request's headers (before any response).
+
+    Chains to a ``trace`` callback the request already had; transports that do not call it
+    (aiohttp's) leave the report to the end of ``handle_async_request``.
+    """
+    extensions = getattr(request, "extensions", None)
+    if not isinstance(extensions, dict):
+        return
+    previous = extensions.get("trace")
+
+    async def trace(event_name: str, info: dict[str, Any]) -> None:
+        if event_name in _HEADERS_WRITTEN:
+            slot.sent()
+        if previous is not None:
+            await previous(event_name, info)
+
+    extensions["trace"] = trace
 
 
 def install_send_gate(litellm: Any) -> bool:
