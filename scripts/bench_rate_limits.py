@@ -4,9 +4,10 @@ Every figure comes from real ``helix-dbos`` processes (``tests/scale/rate_limit_
 server (``serve --no-execute``) and three workers, each run making one LiteLLM call to a scripted
 provider that answers ``429`` once ``N`` requests were served in the second before. Rows:
 
-- ``strict``: ``--rate-limit openai/:requests=N/1`` (each slot held until a second after its call);
-- ``exact``: ``--rate-limit openai/:requests=N/1,mode=exact`` (admitted by DBOS's limiter, each send
-  claims a slot in PostgreSQL just before it leaves: ``N`` per ``1 + margin`` seconds);
+- ``exact`` (the default mode): ``--rate-limit openai/:requests=N/1,mode=exact`` (admitted by DBOS's
+  limiter, each send claims a slot in PostgreSQL just before it leaves and is counted until a second
+  after it left: ``N`` per ``1 + margin`` seconds when sends are on time);
+- ``strict``: ``--rate-limit openai/:requests=N/1,mode=strict`` (each slot held until a second after its call);
 - ``rolling``: ``--rate-limit openai/:requests=N/1,mode=rolling`` (DBOS's limiter counts admissions);
 - ``none``: no limit (the provider's 429s are retried by the LiteLLM adapter).
 
@@ -15,7 +16,7 @@ in any one-second window (its own clock), throughput (requests / (last - first +
 the throughput of the steady middle (the arrivals between 20 % and 80 % of them) against N,
 and p50/p95 admission wait (enqueued -> dequeued, from DBOS's rows).
 
-Usage: python scripts/bench_rate_limits.py [--runs 200] [--limit 10] [--modes strict,exact,rolling,none]
+Usage: python scripts/bench_rate_limits.py [--runs 200] [--limit 10] [--modes exact,strict,rolling,none]
 [--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py;
 fsync off): absolute figures are for comparison between rows, on a shared 2-core machine.
@@ -36,7 +37,7 @@ from scripts._bench_setup import DATABASE_URL_ENV
 from tests.pg import create_database, start_local_cluster, unique_name
 from tests.scale.rate_limit_load import LoadFigures, run_load
 
-ROWS: dict[str, str | None] = {"strict": "strict", "exact": "exact", "rolling": "rolling", "none": None}
+ROWS: dict[str, str | None] = {"exact": "exact", "strict": "strict", "rolling": "rolling", "none": None}
 """Each row's ``mode`` (``none``: no limit at all)."""
 
 

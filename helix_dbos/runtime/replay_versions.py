@@ -137,7 +137,8 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "an exact limit's call is admitted by the queue's rolling count and claims its send slot inside the "
         "model step (no held slot, no release step after the call); before it, a held slot and a release",
         "runtime/rate_limits.py: RateLimitCapability.before_model_call, right after the rate-limits patch, "
-        "only when the matching limit's mode is exact",
+        "only when the matching limit's mode is exact (the default; a run recorded with no mode while strict "
+        "was the default answers no and replays its held slot)",
     ),
     ReplayPatch(
         HELD_RESULTS_PATCH,

@@ -1,8 +1,8 @@
 """A provider limit holds across three real worker processes on PostgreSQL.
 
 One API server (``serve --no-execute``) and three ``helix-dbos worker`` processes, each started with
-``--rate-limit openai/:requests=N/1``; every run makes one real LiteLLM call to a scripted provider
-that answers ``429`` once ``N`` requests were served in the second before
+``--rate-limit openai/:requests=N/1`` (no ``mode``: the default, ``exact``); every run makes one
+real LiteLLM call to a scripted provider that answers ``429`` once ``N`` requests were served in the second before
 (:mod:`tests.scale.rate_limit_load`). Proven from the provider's own timestamps (the ground truth,
 not the limit's own counts): no run fails, the provider is never asked past its quota (no
 ``429``), no one-second window holds more than ``N`` requests, and (the 200-run load) it is served
