@@ -11,6 +11,10 @@ from collections.abc import Callable
 import pytest
 
 from helix_dbos import HelixError, ProviderRateLimit
+from helix_dbos.llm.litellm import LiteLLMAdapter
+from helix_dbos.llm.mock import MockLLMAdapter
+from helix_dbos.llm.router import ModelRouter
+from helix_dbos.llm.send_slot import counted_call, send_slots
 from helix_dbos.runtime.rate_limits import (
     CONCURRENCY_QUEUE_PREFIX,
     QUEUE_PREFIX,
@@ -209,3 +213,30 @@ def test_the_local_gate_counts_a_reported_send_from_when_it_left() -> None:
     first, second = asyncio.run(claims())
     assert first.reported is not None and first.reported - first.stamp >= 0.15
     assert second.stamp >= first.reported + window.period_s  # not first.stamp + margin + period
+
+
+def test_an_adapter_that_does_not_claim_at_the_send_is_claimed_around_its_whole_call() -> None:
+    """``exact`` is the default, so it must gate every adapter, not only the LiteLLM one's transports."""
+    made: list[str] = []
+
+    class Slot:
+        def sent(self) -> None:
+            made.append("reported")
+
+    async def claim(model: str) -> Slot:
+        made.append(f"claimed {model}")
+        return Slot()
+
+    async def call(adapter: object, model: str) -> list[str]:
+        made.clear()
+        with send_slots(claim):
+            async with counted_call(adapter, model):
+                made.append("called")
+        return list(made)
+
+    scripted, litellm = MockLLMAdapter([]), LiteLLMAdapter()
+    assert asyncio.run(call(scripted, "openai/x")) == ["claimed openai/x", "called", "reported"]
+    assert asyncio.run(call(litellm, "openai/x")) == ["called"]  # its transport claims each request
+    router = ModelRouter({"openai/": litellm}, default=scripted)
+    assert asyncio.run(call(router, "openai/x")) == ["called"]
+    assert asyncio.run(call(router, "anthropic/y")) == ["claimed anthropic/y", "called", "reported"]
