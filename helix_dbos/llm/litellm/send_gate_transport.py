@@ -34,7 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from helix_dbos.llm.send_slot import SendSlot, claim_at_send
+from helix_dbos.llm.send_slot import NO_SLOT, SendSlot, claim_at_send
 
 _logger = logging.getLogger("helix_dbos.llm.litellm")
 
@@ -54,7 +54,8 @@ def gate_transport(transport: Any) -> Any:
     @functools.wraps(handle)
     async def handle_async_request(request: Any) -> Any:
         slot = await claim_at_send()
-        _report_headers_written(request, slot)
+        if slot is not NO_SLOT:  # a request nothing counts keeps its extensions as they were
+            _report_headers_written(request, slot)
         try:
             return await handle(request)
         finally:
