@@ -67,7 +67,12 @@ DOUBLE_TEXT_QUEUE = "helix-double-text"
 DOUBLE_TEXT_WORKFLOW_NAME = "helix_dbos.double_text"
 WAIT_SLICE_SECONDS = 30.0
 """The longest one recorded wait of a ticket for the run in flight (then it looks again)."""
-_POLLING_INTERVAL_SEC = 0.02
+POLLING_INTERVAL_SEC = 0.25
+"""How often each process polls the tickets' queue. DBOS's queue thread polls every registered
+queue whether or not it has work (a partitioned queue: a few statements and transactions a poll),
+so this is a constant cost of every process, busy or idle; at 20 ms it was about an eighth of a
+helix-dbos process's CPU under load (docs/scaling.md, "Capacity"). A ticket waits for the run in
+flight anyway; a quarter of a second more before its first step is the price."""
 _TICKET_MARK = "-dt-"
 
 T = TypeVar("T")
@@ -203,7 +208,7 @@ class DoubleTexting:
         with self._lock:
             if not self._queue_registered:
                 DBOS.register_queue(
-                    DOUBLE_TEXT_QUEUE, partition_concurrency=1, polling_interval_sec=_POLLING_INTERVAL_SEC
+                    DOUBLE_TEXT_QUEUE, partition_concurrency=1, polling_interval_sec=POLLING_INTERVAL_SEC
                 )
                 self._queue_registered = True
 
@@ -395,6 +400,7 @@ def _outside_workflow(fn: Callable[..., T], *args: Any) -> T:
 __all__ = [
     "DOUBLE_TEXT_QUEUE",
     "DOUBLE_TEXT_WORKFLOW_NAME",
+    "POLLING_INTERVAL_SEC",
     "DoubleTextTicket",
     "DoubleTexting",
     "TicketOutcome",
