@@ -86,7 +86,8 @@ def main() -> None:
     parser.add_argument("--raw", default=None)
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
-    py_spy = shutil.which("py-spy")
+    user_bin = Path.home() / ".local" / "bin" / "py-spy"  # where `pip install --user py-spy` puts it
+    py_spy = shutil.which("py-spy") or (str(user_bin) if user_bin.exists() else None)
     if py_spy is None:
         raise SystemExit("py-spy not found: pip install py-spy")
     raw = Path(args.raw) if args.raw else Path(tempfile.mkdtemp()) / "stacks.txt"
