@@ -35,6 +35,7 @@ from dbos import DBOS
 
 from helix_dbos.capability import CollectedAnswers, RunCapability, RunEnd
 from helix_dbos.errors import DefinitionError, GuardrailTrippedError
+from helix_dbos.guardrails.call_kinds import calls_to_dispatch, remove_calls, results_from_engine
 from helix_dbos.guardrails.checks import (
     AppliedStepOutput,
     GuardStepOutput,
@@ -61,6 +62,11 @@ HELD_RESULTS_PATCH = "helix-guardrails-held-results"
 """A run that asks a person about tool results records them (:data:`HELD_RESULTS_EVENT`), and the
 continuation of such a parked question reads them back instead of running the calls again."""
 
+ALL_CALLS_PATCH = "helix-guardrails-all-calls"
+"""The tool stages see every call, not only plain tool calls: sub-agent, companion, client-executed,
+approval-gated and ``finish_with`` calls before they are dispatched, and the answers of sub-agents and
+companions and client-submitted results before the model reads them (:mod:`helix_dbos.guardrails.call_kinds`)."""
+
 HELD_RESULTS_EVENT = "helix.guardrails.held_results"
 """The workflow event (call id -> tool step output) of the results a run's open question is about."""
 
@@ -76,13 +82,15 @@ class _ResultReview:
 
     calls: list[tuple[ParsedToolCall, Tool]]
     approved_by_a_person: frozenset[str]
+    from_engine: list[tuple[ParsedToolCall, Tool]]
+    """Calls whose result a sub-agent or a client produced (checked behind :data:`ALL_CALLS_PATCH`)."""
 
 
 class Guardrails(RunCapability):
     """The agent's guardrails, run at their stages (see the module docstring)."""
 
     name = "guardrails"
-    replay_patches = (GUARDRAILS_PATCH, HELD_RESULTS_PATCH)
+    replay_patches = (GUARDRAILS_PATCH, HELD_RESULTS_PATCH, ALL_CALLS_PATCH)
 
     def __init__(self, guardrails: Sequence[Guardrail]) -> None:
         names = [g.name for g in guardrails]
@@ -93,6 +101,8 @@ class Guardrails(RunCapability):
         self.tripped: RecordedVerdict | None = None
         self._patched: bool | None = None
         self._held_patched: bool | None = None
+        self._all_calls_patched: bool | None = None
+        self._checked_before: frozenset[str] = frozenset()
         self._input_checked = False
 
     def for_run(self) -> Guardrails:
@@ -115,13 +125,27 @@ class Guardrails(RunCapability):
         return self._failed(run) if self.tripped is not None else None
 
     # -- tool calls -----------------------------------------------------------------------------------
+    def calls_left_pending(self, run: RunContext, calls: list[ParsedToolCall]) -> dict[str, Any]:
+        # A continuation's batch was checked by the run that handed its calls out: not again.
+        self._checked_before = frozenset(c.id for c in calls)
+        return {}
+
     def prepare_batch(self, run: RunContext, batch: ToolBatch, results: dict[str, Any]) -> None:
         self._carry_held_results(run, batch)
+        checked_before, self._checked_before = self._checked_before, frozenset()
         checks = [
             (g, self._input(run, "tool_call", call.arguments, call, previous=_previous_calls(run, call.id)))
             for call, tool in batch.regular
             for g in self._guards("tool_call", tool.name)
         ]
+        others = calls_to_dispatch(batch, checked_before)
+        other_checks = [
+            (g, self._input(run, "tool_call", call.arguments, call, previous=_previous_calls(run, call.id)))
+            for call, tool in others
+            for g in self._guards("tool_call", tool.name)
+        ]
+        if other_checks and self._covers_all_calls():
+            checks += other_checks
         if not checks or not self._active():
             return
         verdicts = self._check(run, "tool_call", checks)
@@ -137,6 +161,16 @@ class Guardrails(RunCapability):
                 self._trip_if_fail(verdict)
                 results[call.id] = _denied(call, verdict)
         batch.regular[:] = keep
+        asking = {h.call.id for h in batch.hitl if h.kind == "approval"}
+        denied: list[str] = []
+        for call, _ in others:
+            verdict = tripped.get(call.id)
+            if verdict is None or (self._action(verdict) == "approve" and call.id in asking):
+                continue  # an approval-gated call an approve guard flags is asked about anyway
+            self._trip_if_fail(verdict)
+            results[call.id] = _denied(call, verdict)
+            denied.append(call.id)
+        remove_calls(batch, denied)
 
     def register_calls(self, run: RunContext, batch: ToolBatch, *, resuming: bool) -> _ResultReview | None:
         # A held result was checked before a person was asked about it: it is not checked again.
@@ -144,14 +178,15 @@ class Guardrails(RunCapability):
             *batch.regular,
             *((h.call, h.tool) for h in batch.hitl if h.kind == "approval" and h.held_result is None),
         ]
-        if not any(self._guards("tool_result", tool.name) for _, tool in calls):
+        from_engine = results_from_engine(batch)
+        if not any(self._guards("tool_result", tool.name) for _, tool in [*calls, *from_engine]):
             return None
         # A continuation recorded before results were held re-ran its approved calls and did not ask
         # about their results again (it would have asked about the re-run call forever); it replays so.
         # Otherwise an approval of a call is not an approval of its result: a tripped result asks.
         old = resuming and self._held_patched is False
         approved = frozenset(h.call.id for h in batch.hitl if h.kind == "approval") if old else frozenset()
-        return _ResultReview(calls, approved)
+        return _ResultReview(calls, approved, from_engine)
 
     def _carry_held_results(self, run: RunContext, batch: ToolBatch) -> None:
         """A continuation: give each approval of a result its previous run held that result.
@@ -179,21 +214,22 @@ class Guardrails(RunCapability):
     def collect_answers(self, run: RunContext, registered: object, results: dict[str, Any]) -> CollectedAnswers:
         assert isinstance(registered, _ResultReview)
         ran = [(c, t) for c, t in registered.calls if results.get(c.id, {}).get("success")]
-        checks = [
-            (g, self._input(run, "tool_result", results[call.id]["result"], call))
-            for call, tool in ran
-            for g in self._guards("tool_result", tool.name)
-        ]
+        checks = self._result_checks(run, ran, results)
+        answered = [(c, t) for c, t in registered.from_engine if results.get(c.id, {}).get("success")]
+        other_checks = self._result_checks(run, answered, results)
+        if other_checks and self._covers_all_calls():
+            checks += other_checks
+        else:
+            answered = []
         if not checks or not self._active():
             return CollectedAnswers()
         verdicts = self._check(run, "tool_result", checks)
-        for verdict in verdicts:  # redactions first: a later denial or approval sees the rewritten result
-            call_id = verdict["tool_call_id"]
-            if verdict["rewritten"] and not verdict["tripped"] and call_id in results:
-                results[call_id] = {**results[call_id], "result": verdict["rewrite"]}
+        _apply_rewrites(verdicts, results)
         asking: list[HitlRequest] = []
         tools = dict((c.id, (c, t)) for c, t in ran)
         for call_id, verdict in _first_trip_per_call(verdicts).items():
+            if call_id not in tools:
+                continue
             call, tool = tools[call_id]
             action = self._action(verdict)
             if action == "approve" and call_id in registered.approved_by_a_person:
@@ -203,7 +239,37 @@ class Guardrails(RunCapability):
                 continue
             self._trip_if_fail(verdict)
             results[call_id] = _denied(call, verdict)
+        self._deny_answers(answered, verdicts, results)
         return self._ask(run, asking, results, verdicts)
+
+    def after_human_calls(self, run: RunContext, batch: ToolBatch, results: dict[str, Any]) -> None:
+        """The ``tool_result`` checks on the companions' answers (their calls ran just before)."""
+        answered = [(c, t) for c, t in batch.companion if results.get(c.id, {}).get("success")]
+        checks = self._result_checks(run, answered, results)
+        if not checks or not self._covers_all_calls() or not self._active():
+            return
+        verdicts = self._check(run, "tool_result", checks)
+        _apply_rewrites(verdicts, results)
+        self._deny_answers(answered, verdicts, results)
+
+    def _result_checks(
+        self, run: RunContext, calls: Sequence[tuple[ParsedToolCall, Tool]], results: dict[str, Any]
+    ) -> list[tuple[Guardrail, GuardrailInput]]:
+        return [
+            (g, self._input(run, "tool_result", results[call.id]["result"], call))
+            for call, tool in calls
+            for g in self._guards("tool_result", tool.name)
+        ]
+
+    def _deny_answers(
+        self, answered: Sequence[tuple[ParsedToolCall, Tool]], verdicts: list[RecordedVerdict], results: dict[str, Any]
+    ) -> None:
+        """A tripped answer of a sub-agent, a companion or a client is denied (no person can approve it)."""
+        tripped = _first_trip_per_call(verdicts)
+        for call, _ in answered:
+            if call.id in tripped:
+                self._trip_if_fail(tripped[call.id])
+                results[call.id] = _denied(call, tripped[call.id])
 
     def _ask(
         self, run: RunContext, asking: list[HitlRequest], results: dict[str, Any], verdicts: list[RecordedVerdict]
@@ -251,6 +317,16 @@ class Guardrails(RunCapability):
     # -- helpers --------------------------------------------------------------------------------------
     def _guards(self, stage: GuardStage, tool_name: str | None = None) -> list[Guardrail]:
         return [g for g in self.guardrails if g.applies_to(stage, tool_name)]
+
+    def _covers_all_calls(self) -> bool:
+        """The replay patch of the calls besides plain tool calls, asked once per run.
+
+        Asked before the guardrails patch at that point: a run recorded before it answers no and
+        takes the steps it took.
+        """
+        if self._all_calls_patched is None:
+            self._all_calls_patched = DBOS.patch(ALL_CALLS_PATCH)
+        return self._all_calls_patched
 
     def _active(self) -> bool:
         """The replay patch, asked once per run, before its first guard step."""
@@ -326,6 +402,14 @@ def read_held_results(workflow_ids: list[str]) -> HeldResultsStepOutput:
     return {"results": held}
 
 
+def _apply_rewrites(verdicts: list[RecordedVerdict], results: dict[str, Any]) -> None:
+    """Redactions first: a later denial or approval sees the rewritten result."""
+    for verdict in verdicts:
+        call_id = verdict["tool_call_id"]
+        if verdict["rewritten"] and not verdict["tripped"] and call_id in results:
+            results[call_id] = {**results[call_id], "result": verdict["rewrite"]}
+
+
 def _first_trip_per_call(verdicts: list[RecordedVerdict]) -> dict[str, RecordedVerdict]:
     """Each call's first tripped verdict (in guard order)."""
     first: dict[str, RecordedVerdict] = {}
@@ -350,4 +434,11 @@ def _previous_calls(run: RunContext, call_id: str) -> tuple[PreviousCall, ...]:
     return tuple(calls)
 
 
-__all__ = ["GUARDRAILS_PATCH", "HELD_RESULTS_EVENT", "HELD_RESULTS_PATCH", "Guardrails", "denial_message"]
+__all__ = [
+    "ALL_CALLS_PATCH",
+    "GUARDRAILS_PATCH",
+    "HELD_RESULTS_EVENT",
+    "HELD_RESULTS_PATCH",
+    "Guardrails",
+    "denial_message",
+]

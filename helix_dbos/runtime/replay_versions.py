@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from helix_dbos.compaction.capability import COMPACTION_PATCH
-from helix_dbos.guardrails.capability import GUARDRAILS_PATCH, HELD_RESULTS_PATCH
+from helix_dbos.guardrails.capability import ALL_CALLS_PATCH, GUARDRAILS_PATCH, HELD_RESULTS_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
@@ -156,6 +156,16 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "messages and publishes the deliveries it took (the workflow event helix.double_text.steered)",
         "runtime/steering.py: SteeringCapability.before_model_call, at the first model call of a run whose "
         "agent listens",
+    ),
+    ReplayPatch(
+        ALL_CALLS_PATCH,
+        "a run of an agent with guardrails checks, besides plain tool calls, its sub-agent, companion, "
+        "client-executed, approval-gated and finish_with calls at the tool_call stage (before they are "
+        "dispatched) and the answers of sub-agents and companions and client-submitted results at the "
+        "tool_result stage, in its {agent}.guardrails.{stage} steps (a denied call is never dispatched)",
+        "guardrails/capability.py: Guardrails._covers_all_calls, once per run, at the first batch in which a "
+        "guard of a tool stage applies to such a call (before the guardrails patch there), only for an agent "
+        "given the Guardrails capability",
     ),
 )
 """Every named patch, oldest first."""

@@ -57,3 +57,15 @@ def test_capabilities_declare_only_listed_patches() -> None:
     listed = {p.name for p in PATCHES}
     for capability in builtin_capabilities():
         assert set(capability.replay_patches) <= listed, capability.name
+
+
+def test_the_guardrail_call_kinds_patch_is_asked_only_by_guardrails() -> None:
+    """Only an agent given guardrails asks it: every other run records no row for it."""
+    from helix_dbos.guardrails.capability import ALL_CALLS_PATCH, Guardrails
+
+    assert ALL_CALLS_PATCH in {p.name for p in PATCHES}
+    assert ALL_CALLS_PATCH in Guardrails.replay_patches
+    assert set(Guardrails.replay_patches) <= {p.name for p in PATCHES}
+    askers = {where for where, argument in _patch_calls() if argument == "ALL_CALLS_PATCH"}
+    assert askers == {"guardrails/capability.py"}
+    assert all(ALL_CALLS_PATCH not in c.replay_patches for c in builtin_capabilities())
