@@ -4,10 +4,12 @@
 
 - ``between_steps`` before the first model call: the ``input`` checks on the user's message
   (only when the run starts from one: a continuation that answers tool calls has none);
-- ``prepare_batch``: the ``tool_call`` checks on the batch's regular calls. A ``deny`` answers the
-  call with a denial (the tool does not run), an ``approve`` moves it to the batch's approvals
-  (human in the loop registers and awaits it like a ``require_approval`` call), a ``fail`` denies
-  it and fails the run after the batch;
+- ``prepare_batch``: the ``tool_call`` checks on the batch's calls. A ``deny`` answers the call
+  with a denial (the tool does not run), an ``approve`` moves a plain tool call to the batch's
+  approvals (human in the loop registers and awaits it like a ``require_approval`` call), a
+  ``fail`` denies it and fails the run after the batch. Sub-agent, companion, client-executed,
+  approval-gated and ``finish_with`` calls are checked too (:mod:`helix_dbos.guardrails.call_kinds`):
+  a denied one is taken out of its phase, so nothing dispatches it;
 - ``register_calls`` / ``collect_answers`` (after the human-answered calls): the ``tool_result``
   checks on the calls that ran. A rewrite (a redaction) replaces the result the model sees, a
   ``deny`` replaces it with a denial, an ``approve`` asks a user (the run's human-in-the-loop
@@ -15,6 +17,9 @@
   A batch whose approval parks stops there, like any approval; the result that ran is held with
   the run (the workflow event :data:`HELD_RESULTS_EVENT`), and the continuation that the answer
   starts reads it back (``{agent}.guardrails.held_results``): the call never runs a second time;
+  the answers of sub-agents and client-submitted results are checked in the same step (a trip
+  denies them: no person can approve them);
+- ``after_human_calls``: the ``tool_result`` checks on the companions' answers;
 - ``before_finish``: the ``output`` checks on a completing run's output; and a run whose guard
   tripped with ``fail`` ends failed, with the code ``guardrail_tripped``, whatever else ended it.
 
@@ -23,6 +28,7 @@ the verdicts: a recovered run replays them and runs no check again. An agent wit
 has none of this; an agent given guardrails while a run was in flight replays that run without
 them (the replay patch :data:`GUARDRAILS_PATCH`, asked before a run's first guard step). Runs
 recorded before results were held across a park replay as they ran (:data:`HELD_RESULTS_PATCH`).
+Runs recorded while only plain tool calls were checked replay so (:data:`ALL_CALLS_PATCH`).
 """
 
 from __future__ import annotations

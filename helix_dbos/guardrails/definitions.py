@@ -3,8 +3,10 @@
 A guardrail looks at one thing a run is about to act on and answers with a verdict:
 
 - ``input``: the user's message, before the first model call of the run;
-- ``tool_call``: a tool call's arguments, before the call runs;
-- ``tool_result``: a tool call's result, after it ran and before the model sees it;
+- ``tool_call``: a call's arguments, before the call runs or is handed out (every kind of call:
+  plain tools, sub-agents, companions, client-executed and ``finish_with`` tools);
+- ``tool_result``: a call's result, after it ran and before the model sees it (a tool's result,
+  a sub-agent's or a companion's answer, a client-submitted result);
 - ``output``: the run's final output, before the run completes with it.
 
 Its check is a plain function (sync or async) of a :class:`GuardrailInput`; a model call is a
