@@ -319,3 +319,55 @@ def test_a_run_recorded_before_the_all_calls_patch_replays_as_it_ran(
     checked = ["DBOS.patch-helix-guardrails-all-calls", "planner.guardrails.tool_result"]
     assert fresh_steps[fresh_steps.index("planner.child.wait") + 1 :][:2] == checked
     assert SECRET not in str(fresh.get_state().messages)
+
+
+def test_a_parked_client_call_is_checked_once_and_its_late_result_redacted(
+    database_url: str, executors: list[DBOSAgentExecutor]
+) -> None:
+    """The run that hands a call to the client checks it; the continuation the answer starts checks the result."""
+    seen_calls: list[str] = []
+
+    def watch(given: GuardrailInput) -> bool:
+        seen_calls.append(str(given.tool_call_id))
+        return False
+
+    agent = client_agent(define_guardrail("watch", watch, stages="tool_call"), redact_secrets())
+    model = MockLLMAdapter([calls(("a1", "ask_user", {"question": "Key?"})), done()])
+    executor = launch(database_url, agents=[agent], llm_adapter=model, hot_window_seconds=0)
+    executors.append(executor)
+    handle = executor.execute(agent, "Help")
+    assert handle.result().status == "suspended_client_tool"
+    assert seen_calls == ["a1"]
+
+    continued = executor.submit_tool_result(
+        handle.session_id, {"kind": "client-tool-result", "tool_call_id": "a1", "result": f"it is {SECRET}"}
+    )
+    assert continued is not None and continued.result().status == "completed"
+    assert seen_calls == ["a1"]  # the continuation did not check the call it only answers
+    (seen,) = tool_results_seen(model, 2)
+    assert REDACTED in seen and SECRET not in seen
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(continued.workflow_id)]
+    assert "front.guardrails.tool_call" not in steps and "front.guardrails.tool_result" in steps
+
+
+@pytest.mark.parametrize("on_trip", ["fail", "approve"])
+def test_a_delegation_flagged_to_fail_or_approve_never_starts_its_child(
+    database_url: str, executors: list[DBOSAgentExecutor], on_trip: Any
+) -> None:
+    """``fail`` ends the run after the batch; ``approve`` denies (a delegation has no approval to run)."""
+    guard = define_guardrail("no_delegation", lambda given: True, stages="tool_call", on_trip=on_trip)
+    agent = planner(guard)
+    model = MockLLMAdapter([calls(("r1", "subagent__researcher", {"topic": "x"})), done()])
+    executor = launch(database_url, agents=[agent], llm_adapter=model)
+    executors.append(executor)
+    handle = executor.execute(agent, "Research x")
+
+    result = handle.result()
+    assert executor.get_state(f"{handle.session_id}-sub-1.1-r1") is None
+    assert executor.list_pending_tool_calls(handle.session_id) == []
+    if on_trip == "fail":
+        assert result.status == "failed" and model.call_count == 1
+        assert result.error == "guardrail_tripped: guardrail 'no_delegation' tripped: tripped"
+    else:
+        assert result.status == "completed"
+        assert tool_results_seen(model, 2) == ["Blocked by guardrail 'no_delegation': tripped"]
