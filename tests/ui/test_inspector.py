@@ -306,6 +306,8 @@ def test_controls_are_enabled_only_when_they_apply(page: Any, inspector_url: str
         # Aborted elsewhere while this page was not listening: the page's Abort is refused, the
         # refusal is shown as the server gave it, and the page catches up with the session.
         page.evaluate("window.helixInspector.stream().stop()")
+        # A refresh a chunk scheduled just before the stop would catch the page up after the abort.
+        poll(page, "window.helixInspector.settled()")
         assert http.post(f"/v1/sessions/{waiting}/abort", json={"reason": "from the CLI"}).status_code == 200
     page.once("dialog", lambda dialog: dialog.accept())
     control(page, "Abort").click()

@@ -18,6 +18,8 @@ window.helixInspector = {
   stream: () => (current ? current.stream : null),
   refresh: () => current && current.parts && scheduleRefresh(current, current.parts),
   refreshes: () => (current ? current.refreshes : 0),
+  // No refresh waiting on its timer or its requests: what the page shows will not change on its own.
+  settled: () => !current || (current.timer === null && current.loading === 0),
 };
 
 function notice(text, kind = "error") {
@@ -192,7 +194,7 @@ function section(id, title, ...body) {
 
 // #/s/<id>?run=<run_id>&step=<n> opens the session with "What the model saw" at that step shown.
 async function sessionPage(id, params) {
-  const page = { id, stream: null, timer: null, patches: [], text: "", refreshes: 0, timeline: null };
+  const page = { id, stream: null, timer: null, loading: 0, patches: [], text: "", refreshes: 0, timeline: null };
   current = page;
   const live = h("div", { id: "live-text", "aria-live": "polite" });
   const liveEvents = h("ul", { class: "live-events", id: "live-events" });
@@ -309,7 +311,9 @@ function onChunk(page, chunk, live, liveEvents) {
 function scheduleRefresh(page, parts) {
   clearTimeout(page.timer);
   page.timer = setTimeout(async () => {
+    page.timer = null;
     if (current !== page) return;
+    page.loading += 1;
     try {
       const snap = await api(`/sessions/${encodeURIComponent(page.id)}`);
       if (current !== page) return;
@@ -318,6 +322,8 @@ function scheduleRefresh(page, parts) {
       page.refreshes += 1;
     } catch (err) {
       showError(err);
+    } finally {
+      page.loading -= 1;
     }
   }, 150);
 }
