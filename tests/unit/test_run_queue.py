@@ -59,3 +59,10 @@ def test_serve_no_execute_needs_a_queue_and_bad_specs_are_one_line() -> None:
     assert alone.exit_code == 2 and "--no-execute needs --queue" in alone.output
     bad = runner.invoke(app, ["worker", "--agents", "demo", "--queue", "jobs:speed=3"])
     assert bad.exit_code == 2 and "bad --queue" in bad.output
+
+
+def test_the_command_lines_help_states_the_default_worker_cap() -> None:
+    """The CLI spells the cap out (it does not import the runtime to read it): kept equal here."""
+    from helix_dbos.cli.common import QueueSpec
+
+    assert f"at most {DEFAULT_WORKER_CONCURRENCY} queued runs" in QueueSpec.__metadata__[0].help
