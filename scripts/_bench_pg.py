@@ -18,8 +18,10 @@ Why three counters:
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
@@ -127,6 +129,50 @@ class ServerCounters:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+class ServerCpu:
+    """CPU seconds the PostgreSQL server has used: the postmaster and every process it has forked.
+
+    Why: on one machine the client and the server share the cores, so runs per second follow the
+    CPU a run costs on *both* sides; rows and statements a run writes show up here, not in the
+    client's figure. Read from ``/proc``: the postmaster's own and reaped children's times
+    (``cutime``/``cstime``, so a backend that exited is still counted) plus each live child's.
+    ``None`` when the server is not on this machine or its data directory cannot be read.
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.postmaster: int | None = None
+        try:
+            with engine.connect() as conn:
+                data_dir = str(conn.exec_driver_sql("SHOW data_directory").scalar())
+            self.postmaster = int((Path(data_dir) / "postmaster.pid").read_text().split()[0])
+            self.seconds()
+        except (sa.exc.DBAPIError, OSError, ValueError):
+            self.postmaster = None
+
+    def seconds(self) -> float | None:
+        if self.postmaster is None:
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        total = sum(_stat_fields(self.postmaster)[11:15])  # utime stime cutime cstime
+        for child in Path("/proc").iterdir():
+            if not child.name.isdigit():
+                continue
+            try:
+                fields = _stat_fields(int(child.name))
+            except OSError:
+                continue  # exited while we looked: its time is in the postmaster's cutime once reaped
+            if fields[1] == self.postmaster:
+                total += fields[11] + fields[12]
+        return total / tick
+
+
+def _stat_fields(pid: int) -> list[int]:
+    """``/proc/<pid>/stat`` after the command name, as integers (index 1 is the parent's pid, 11-14 the times)."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    rest = raw[raw.rindex(")") + 2 :].split()
+    return [int(x) if x.lstrip("-").isdigit() else 0 for x in rest]
 
 
 def _psycopg(url: str) -> str:

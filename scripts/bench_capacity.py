@@ -20,7 +20,9 @@ one after the other, alternated over ``--rounds`` rounds, on the same throw-away
 up, measures ``--sequential`` runs one at a time with an instant model (the sequential latency),
 then the load. It prints, per stack: runs per second, latency over the ideal (p50 / p99, each run
 from its start call to its workflow's completion as DBOS recorded it), client CPU per run (every
-thread of the child), committed PostgreSQL transactions and written rows (inserted + updated +
+thread of the child), PostgreSQL's CPU per run (every server process, from ``/proc``, its idle
+rate subtracted: on one machine the two share the cores, so runs per second follow their sum),
+committed PostgreSQL transactions and written rows (inserted + updated +
 deleted) per run from ``pg_stat_database`` (read after an idle wait so every backend has flushed
 its counters, the child's idle rate subtracted: see scripts/_bench_pg.py), peak RSS and peak
 threads; then helix-dbos's ratios to each bare engine and the targets of issue 32, pass or fail.
@@ -387,7 +389,7 @@ def run_child(args: argparse.Namespace) -> None:
     """Measure one stack in this process and print its figures as one JSON line."""
     from dbos import DBOS
 
-    from scripts._bench_pg import ServerCounters
+    from scripts._bench_pg import ServerCounters, ServerCpu
 
     stack_name, url, runs, latency = args.child, args.database_url, args.runs, args.latency
     threads = ThreadPeak()
@@ -407,8 +409,9 @@ def run_child(args: argparse.Namespace) -> None:
         stack.wait(stack.start())
         sequential_ms.append((time.perf_counter() - began) * 1000)
     counters = ServerCounters(url, flush_wait=args.flush_wait)
-    idle_from = counters.snapshot()
-    before = counters.snapshot()
+    server_cpu = ServerCpu(counters.engine)
+    idle_from, server_idle_from = counters.snapshot(), server_cpu.seconds()
+    before, server_before = counters.snapshot(), server_cpu.seconds()
     background = counters.rate_between(idle_from, before)
     Clock.seconds = latency
     counters.reset_statements()
@@ -429,13 +432,15 @@ def run_child(args: argparse.Namespace) -> None:
             failed += 1
             print(f"run {workflow_id} failed: {exc!r}"[:300], file=sys.stderr)
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    server_after, load_ended = server_cpu.seconds(), time.perf_counter()
     peak_threads = threads.peak
     connections.stop()
     pool_waits.stop()
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=120)
-    statements = [(query, calls / runs) for query, calls, _ms in counters.statement_counts()[: args.statements]]
+    top = counters.statement_counts()[: args.statements]
+    statements = [(query, calls / runs, ms / runs) for query, calls, ms in top]
     after = counters.snapshot()
     statuses = DBOS.list_workflows(workflow_ids=list(started_at), load_input=False, load_output=False)
     finished = {s.workflow_id: (s.updated_at or 0) / 1000 for s in statuses}
@@ -443,12 +448,17 @@ def run_child(args: argparse.Namespace) -> None:
     # In flight from its start (its dequeue, when queued) to its end: a queued run waiting is not.
     spans = [((s.dequeued_at or s.created_at or 0) / 1000, (s.updated_at or 0) / 1000) for s in statuses]
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    server_ms = None
+    if server_idle_from is not None and server_before is not None and server_after is not None:
+        idle_rate = (server_before - server_idle_from) / max(before.taken_at - idle_from.taken_at, 1e-9)
+        server_ms = (server_after - server_before - idle_rate * (load_ended - before.taken_at)) / runs * 1000
     result = {
         "stack": stack_name,
         "runs": runs,
         "wall_s": max(finished.values()) - first,
         "latency_s": latencies,
         "cpu_ms_per_run": cpu / runs * 1000,
+        "server_cpu_ms_per_run": server_ms,
         "xacts_per_run": counters.delta(before, after, background.xact_commit) / runs,
         "rows_per_run": counters.delta(before, after, background.rows_written, field="rows_written") / runs,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -513,6 +523,8 @@ class Figures:
     p50_over_s: float
     p99_over_s: float
     cpu_ms: float
+    server_cpu_ms: float | None
+    """PostgreSQL's CPU per run (every server process, its idle rate subtracted); None if not local."""
     xacts: float
     rows: float
     rss_mb: float
@@ -528,11 +540,13 @@ class Figures:
             return latencies[min(len(latencies) - 1, int(q * len(latencies)))] - ideal_s
 
         sequential = [r["sequential_ms"] for r in results if r["sequential_ms"] is not None]
+        server = [r["server_cpu_ms_per_run"] for r in results if r.get("server_cpu_ms_per_run") is not None]
         return Figures(
             runs_per_s=med([r["runs"] / r["wall_s"] for r in results]),
             p50_over_s=med([pct(r["latency_s"], 0.5) for r in results]),
             p99_over_s=med([pct(r["latency_s"], 0.99) for r in results]),
             cpu_ms=med([r["cpu_ms_per_run"] for r in results]),
+            server_cpu_ms=med(server) if server else None,
             xacts=med([r["xacts_per_run"] for r in results]),
             rows=med([r["rows_per_run"] for r in results]),
             rss_mb=med([r["peak_rss_mb"] for r in results]),
@@ -542,19 +556,26 @@ class Figures:
 
     def row(self, name: str) -> str:
         sequential = f"{self.sequential_ms:7.1f}" if self.sequential_ms is not None else "      -"
+        server = f"{self.server_cpu_ms:8.1f}" if self.server_cpu_ms is not None else "       -"
         return (
             f"  {name:10s} {self.runs_per_s:7.1f} {self.p50_over_s:+8.2f} {self.p99_over_s:+8.2f} "
-            f"{self.cpu_ms:8.1f} {self.xacts:7.1f} {self.rows:7.1f} {self.rss_mb:7.0f} {self.threads:7.0f} {sequential}"
+            f"{self.cpu_ms:8.1f} {server} {self.xacts:7.1f} {self.rows:7.1f} {self.rss_mb:7.0f} "
+            f"{self.threads:7.0f} {sequential}"
         )
 
 
 HEADER = (
-    "  stack       runs/s  p50+ideal p99+ideal  CPU ms/run xacts/run rows/run  RSS MB threads  seq ms\n"
-    "  ---------- ------- -------- -------- -------- ------- ------- ------- ------- -------"
+    "  stack       runs/s  p50+ideal p99+ideal  CPU ms/run  PG ms/run xacts/run rows/run  RSS MB threads  seq ms\n"
+    "  ---------- ------- -------- -------- -------- -------- ------- ------- ------- ------- -------"
 )
 
 
 def ratios(helix: Figures, bare: Figures, label: str) -> str:
+    server = (
+        f"  PG CPU {helix.server_cpu_ms / bare.server_cpu_ms:5.2f}x"
+        if helix.server_cpu_ms and bare.server_cpu_ms
+        else ""
+    )
     sequential = (
         f"  sequential {helix.sequential_ms / bare.sequential_ms:5.2f}x"
         if helix.sequential_ms and bare.sequential_ms
@@ -562,7 +583,7 @@ def ratios(helix: Figures, bare: Figures, label: str) -> str:
     )
     return (
         f"  helix/{label:10s}: runs/s {helix.runs_per_s / bare.runs_per_s:5.2f}x  "
-        f"CPU {helix.cpu_ms / bare.cpu_ms:5.2f}x  xacts {helix.xacts - bare.xacts:+6.1f}/run  "
+        f"CPU {helix.cpu_ms / bare.cpu_ms:5.2f}x{server}  xacts {helix.xacts - bare.xacts:+6.1f}/run  "
         f"rows {helix.rows - bare.rows:+6.1f}/run  RSS {helix.rss_mb / bare.rss_mb:5.2f}x{sequential}"
     )
 
@@ -672,12 +693,19 @@ FLIGHT_KEYS = ("peak_in_flight", "peak_connections", "pool_waits", "failed")
 
 
 def print_statements(results: dict[str, list[dict[str, Any]]]) -> None:
-    """Each stack's most called statements per run (pg_stat_statements, the last round's load)."""
+    """Each stack's most called statements per run, with the server's execution ms per run of each.
+
+    From pg_stat_statements over the last round's load. Execution time is the executor's, not the
+    parse, the round trip or the commit's work, so the column's sum is below ``PG ms/run``.
+    """
     for stack, rounds in results.items():
         rows = rounds[-1]["statements"]
-        print(f"statements per run, {stack} ({sum(calls for _, calls in rows):.1f} in the top {len(rows)}):")
-        for query, calls in rows:
-            print(f"  {calls:6.2f}  {' '.join(query.split())[:140]}")
+        print(
+            f"statements per run, {stack} ({sum(row[1] for row in rows):.1f} calls and "
+            f"{sum(row[2] for row in rows):.2f} ms in the top {len(rows)}):"
+        )
+        for query, calls, ms in rows:
+            print(f"  {calls:6.2f} {ms:6.2f} ms  {' '.join(query.split())[:130]}")
 
 
 def print_profiles(folder: Path, top: int) -> None:
