@@ -75,6 +75,10 @@ ADMITTED_EVENT = "helix.admitted"
 """Set by the admission workflow as soon as it is dequeued: the run waiting on it may call the model."""
 RELEASE_TOPIC = "helix.release"
 """What a run sends its admission workflow after the model call, to free a concurrency slot."""
+RELEASED = "released"
+"""The release's message. Runs recorded before it sent ``None``, which the admission could not tell
+from its hold timing out (its output said ``released: false`` either way); the message is not part
+of what a replay compares, so only the admission's output changes."""
 RATE_EXACT_PATCH = "helix-rate-exact"
 """The DBOS replay patch under which an ``exact`` limit's call is admitted by a rolling count and
 gated at the send (no held slot, no release step). Asked once per run, right after
@@ -319,14 +323,22 @@ def admission_id(workflow_id: str, kind: str, step: int) -> str:
 
 
 @DBOS.workflow(name=ADMISSION_WORKFLOW_NAME)
-def admission_workflow(limit_name: str, hold_timeout_s: float, after_release_s: float) -> dict[str, Any]:
-    """Dequeued = admitted: tell the waiting run, hold the slot until it releases it, then ``after_release_s`` more."""
-    DBOS.set_event(ADMITTED_EVENT, limit_name)
+async def admission_workflow(limit_name: str, hold_timeout_s: float, after_release_s: float) -> dict[str, Any]:
+    """Dequeued = admitted: tell the waiting run, hold the slot until it releases it, then ``after_release_s`` more.
+
+    Async so that a held slot holds no thread: DBOS runs a dequeued coroutine workflow as a task on
+    its event loop, and ``recv_async`` / ``sleep_async`` wait there (a sync admission held one of
+    DBOS's executor threads per slot for the whole call, and for ``period_s`` after it under
+    ``strict``). The steps it records (``set_event``, ``recv`` with its timeout sleep, ``sleep``) are
+    the sync version's, under the same function ids, so an admission recorded by the sync version
+    replays under this one.
+    """
+    await DBOS.set_event_async(ADMITTED_EVENT, limit_name)
     if hold_timeout_s <= 0:  # a rolling count: the dequeue was all there was to it
         return {"limit": limit_name, "released": False}
-    released = DBOS.recv(RELEASE_TOPIC, timeout_seconds=hold_timeout_s)
+    released = await DBOS.recv_async(RELEASE_TOPIC, timeout_seconds=hold_timeout_s)
     if after_release_s > 0:
-        DBOS.sleep(after_release_s)
+        await DBOS.sleep_async(after_release_s)
     return {"limit": limit_name, "released": released is not None}
 
 
@@ -439,7 +451,7 @@ class RateLimitCapability(RunCapability):
         self._send_slots.close()
         held, self._held = self._held, []
         for ticket in held:
-            DBOS.send(ticket, None, RELEASE_TOPIC)
+            DBOS.send(ticket, RELEASED, RELEASE_TOPIC)  # not None: a None message reads as a timeout
 
 
 __all__ = [
@@ -449,6 +461,7 @@ __all__ = [
     "QUEUE_PREFIX",
     "RATE_EXACT_PATCH",
     "RATE_LIMITS_PATCH",
+    "RELEASED",
     "RELEASE_TOPIC",
     "Admission",
     "ProviderRateLimit",

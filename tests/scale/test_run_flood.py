@@ -12,6 +12,8 @@ of the flood (a thread each); with the run queue's default ``worker_concurrency`
   pool checkout times out.
 - Runs waiting for a provider's admission (as many runs behind ``concurrency=20``) count against
   the same bound: their threads are the capped runs' plus the admissions holding a slot.
+- An admission holding its slot holds no thread (it waits on DBOS's event loop): with 80 runs all
+  admitted and in their model calls, no thread is inside an admission workflow.
 - ``slow``: 1,000 runs of 2 s model calls, and the process's peak RSS under 1 GB.
 
 The pools, stated: DBOS's system database 20 connections (no overflow), the store's 5 + 10
@@ -22,8 +24,10 @@ overflow (the stream writes through it), one LISTEN connection for DBOS and one 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import resource
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import pytest
 import sqlalchemy as sa
@@ -41,7 +46,7 @@ from helix_dbos import LLMGenerateInput, ProviderRateLimit, ToolResultMessage, d
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.launch import launch, shutdown
 from helix_dbos.runtime.queues import DEFAULT_WORKER_CONCURRENCY, RunQueue
-from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME
+from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, admission_workflow
 from helix_dbos.step_result import ParsedToolCall, StepResult, TextStepResult, ToolCallsStepResult
 from helix_dbos.store.engine import to_sqlalchemy_url
 from tests.pg import create_database, drop_database, unique_name
@@ -215,6 +220,57 @@ def test_runs_waiting_for_admission_count_against_the_worker_cap(pg_server_url: 
     # The capped runs (waiting for admission or holding a slot) plus the admissions holding a slot.
     assert peaks.threads <= baseline + DEFAULT_WORKER_CONCURRENCY + slots + SPARE_THREADS, (peaks.threads, baseline)
     assert peaks.connections <= CONNECTION_CAP, peaks.connections
+
+
+@pytest.mark.timeout(240)
+def test_an_admission_holding_its_slot_holds_no_thread(pg_server_url: str) -> None:
+    """Every run admitted and in its model call: no thread of the process is inside an admission.
+
+    The admission workflow waits for its release on DBOS's event loop (an async workflow); the sync
+    one held an executor thread per held slot, blocked in its ``recv``: :data:`HELD` threads here.
+    Counted from the threads' stacks, not the process's thread count, which also keeps the idle
+    threads DBOS's pool grew for the burst's short database calls.
+    """
+    limit = ProviderRateLimit(match="scripted/", concurrency=HELD, polling_interval_s=0.01)
+    with flooded_worker(pg_server_url, latency_s=0.0, tool_calls=0, rate_limits=[limit]) as flood_:
+        executor = flood_.executor
+        with ThreadPoolExecutor(max_workers=CLIENTS, thread_name_prefix="flood-client") as clients:
+            list(clients.map(lambda _: None, range(CLIENTS * 4)))  # every client thread exists
+            handles = list(clients.map(lambda i: executor.execute(flood, "go", session_id=f"held-{i}"), range(HELD)))
+            deadline = time.monotonic() + 60
+            while len(held_admissions()) < HELD:  # every run admitted, its call waiting at the gate
+                assert time.monotonic() < deadline, f"{len(held_admissions())} of {HELD} admitted"
+                time.sleep(0.05)
+            time.sleep(0.3)  # settle: a held slot's thread, if it took one, is in its recv by now
+            holding = threads_in_an_admission()
+            flood_.gate.open.set()
+            results = [handle.result(timeout_seconds=120) for handle in handles]
+    assert [r.status for r in results] == ["completed"] * HELD
+    assert holding == 0, f"{holding} threads inside an admission workflow"
+
+
+HELD = 80
+"""Runs, and slots of the limit: all admitted at once, so a thread per slot would show as 80 more."""
+
+
+def held_admissions() -> list[object]:
+    return list(
+        DBOS.list_workflows(name=ADMISSION_WORKFLOW_NAME, status="PENDING", load_input=False, load_output=False)
+    )
+
+
+def threads_in_an_admission() -> int:
+    """Threads whose stack is inside the admission workflow's body."""
+    body = inspect.unwrap(admission_workflow).__code__
+    inside = 0
+    for top in sys._current_frames().values():
+        frame: FrameType | None = top
+        while frame is not None:
+            if frame.f_code is body:
+                inside += 1
+                break
+            frame = frame.f_back
+    return inside
 
 
 @pytest.mark.slow
