@@ -224,7 +224,8 @@ def commit_with_chunks(rt: RuntimeServices, who: RunIdentity, commit: StepCommit
         return rt.store.commit_step(commit)
     stored = False
     try:
-        result = joint.commit_step_with(commit, held.for_commit())
+        writes = held.for_commit()
+        result = rt.store.commit_step(commit) if writes is None else joint.commit_step_with(commit, writes)
         stored = True
     except HelixError:
         raise

@@ -1,5 +1,10 @@
 """``commit_step``: everything one loop iteration produced, in one transaction, exactly once.
 
+On PostgreSQL the common case (the step applies, its riding rows all go in) is one statement on an
+autocommit connection, atomic by itself: no ``BEGIN`` / ``COMMIT`` round trips
+(``SqlDialect.apply_step_alone``). It fails whole when the case is not the common one, and the
+commit then runs in a transaction as below.
+
 The step's checkpoint is keyed by ``(session_id, run_id, step_count)``. The dialect's
 ``apply_step`` (``helix_dbos.store.dialect``) writes the session update, checkpoint, messages, run
 and usage only when the session update's guard holds: the session is still on this run, its
@@ -19,7 +24,7 @@ from sqlalchemy import Connection, Engine
 from helix_dbos.checkpoint import generate_checkpoint_id
 from helix_dbos.errors import ExecutorSupersededError, HelixError, SessionNotFoundError
 from helix_dbos.store.base import CommitResult, StepCommit
-from helix_dbos.store.dialect import RidingWrite, SqlDialect
+from helix_dbos.store.dialect import AppliedStep, RidingWrite, SqlDialect
 from helix_dbos.store.engine import begin_write
 from helix_dbos.store.rows import interrupt_reason
 from helix_dbos.store.schema import checkpoints, sessions
@@ -44,16 +49,14 @@ def commit_step(
     """
     checkpoint_id = generate_checkpoint_id(commit.session_id, commit.step_count, timestamp_ms=commit.now_ms)
     riding, after = (also, None) if isinstance(also, RidingWrite) else (None, also)
+    if after is None:  # a callable runs statements of its own: it needs the transaction
+        applied = dialect.apply_step_alone(engine, commit, checkpoint_id, riding)
+        if applied is not None:
+            return _applied(applied)
     with begin_write(engine) as conn:
         applied = dialect.apply_step(conn, commit, checkpoint_id, riding)
         if applied is not None:
-            requested = applied.interrupt_requested
-            result = CommitResult.model_construct(
-                checkpoint_id=applied.checkpoint_id,
-                applied=True,
-                interrupt_requested=requested,
-                interrupt_reason=interrupt_reason(applied.interrupt_context) if requested else None,
-            )
+            result = _applied(applied)
         else:
             already = _already_committed(conn, commit)
             if already is None:
@@ -62,6 +65,16 @@ def commit_step(
         if after is not None:
             after(conn)
         return result
+
+
+def _applied(applied: AppliedStep) -> CommitResult:
+    requested = applied.interrupt_requested
+    return CommitResult.model_construct(
+        checkpoint_id=applied.checkpoint_id,
+        applied=True,
+        interrupt_requested=requested,
+        interrupt_reason=interrupt_reason(applied.interrupt_context) if requested else None,
+    )
 
 
 def _already_committed(conn: Connection, commit: StepCommit) -> CommitResult | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from helix_dbos.store.base import StepCommit
 
@@ -62,6 +62,10 @@ class RidingWrite:
     """The CTEs' bind parameters."""
     finish: Callable[[Connection, Sequence[Any]], object]
     """Called in the transaction, right after the statement, with the values of :attr:`columns`."""
+    complete: str = "true"
+    """A condition over those CTEs: true when :attr:`finish` will run no statement of its own (the
+    common case: every row went in). Only then can the commit run as one statement outside a
+    transaction (``SqlDialect.apply_step_alone``); otherwise ``finish`` needs the transaction's locks."""
 
 
 class SqlDialect(Protocol):
@@ -98,5 +102,18 @@ class SqlDialect(Protocol):
         but the one idempotent write it makes either way: ``commit.applied_tool_call_ids`` are
         marked ``applied`` (a conflict rolls that back with the transaction). ``riding`` goes in the
         same statement (:class:`RidingWrite`); a dialect that cannot carry one raises ``ValueError``.
+        """
+        ...
+
+    def apply_step_alone(
+        self, engine: Engine, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
+    ) -> AppliedStep | None:
+        """:meth:`apply_step` as one statement on its own connection, outside any transaction.
+
+        The common case of a step commit (the step applies, ``riding``'s rows all go in) needs
+        nothing but its one statement, which is atomic by itself: no ``BEGIN`` and no ``COMMIT``
+        round trips. Returns ``None`` having written nothing in every other case (a re-executed or
+        conflicting commit, a riding write that needs statements of its own), and at once on a
+        backend without the fast path: the caller then commits the step in a transaction.
         """
         ...

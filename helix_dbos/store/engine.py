@@ -40,6 +40,7 @@ from helix_dbos.store.sqlite import SQLITE
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
+    "autocommit",
     "begin_read",
     "begin_write",
     "create_engine_for",
@@ -147,9 +148,24 @@ def begin_read(engine: Engine) -> Iterator[Connection]:
     two statements to agree bound the second by the first, as ``load_state`` does).
     """
     if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT")  # reset when the connection goes back
+        with autocommit(engine) as conn:
             yield conn
         return
     with engine.connect() as conn, conn.begin():
+        yield conn
+
+
+@contextmanager
+def autocommit(engine: Engine) -> Iterator[Connection]:
+    """Yield a PostgreSQL connection outside any transaction: each statement commits on its own.
+
+    A single statement is atomic in PostgreSQL without ``BEGIN`` and ``COMMIT``, which psycopg
+    would send as two round trips of their own. For reads, and for writes that are one statement
+    whatever happens (a step commit's fast path, ``helix_dbos.store.postgres``). Not for SQLite,
+    whose writers must take the write lock with ``BEGIN IMMEDIATE`` (see ``begin_write``).
+    """
+    if engine.dialect.name != "postgresql":
+        raise ValueError(f"autocommit connections are for PostgreSQL, not {engine.dialect.name!r}")
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")  # reset when the connection goes back
         yield conn

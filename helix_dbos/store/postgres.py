@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 
 from helix_dbos.store import codec
@@ -26,7 +26,7 @@ from helix_dbos.store.dialect import AppliedStep, RidingWrite
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES, dump_message
 from helix_dbos.store.schema import sessions
 
-__all__ = ["MIGRATION_LOCK_KEY", "POSTGRES", "PostgresDialect", "commit_carrying"]
+__all__ = ["COMMIT_STEP_ALONE", "MIGRATION_LOCK_KEY", "POSTGRES", "PostgresDialect", "commit_carrying"]
 
 MIGRATION_LOCK_KEY: Final = 0x6865_6C69_7864_6200 >> 1
 """Key of the PostgreSQL advisory lock held while migrating ("helixdb" in hex, kept positive)."""
@@ -86,33 +86,55 @@ WITH s AS (
 )"""
 
 _COMMIT_RESULT: Final = """
-SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context{riding}
+SELECT (SELECT checkpoint_id FROM cp) AS checkpoint_id, s.interrupt_requested, s.interrupt_context{guard}{riding}
 FROM (SELECT 1) AS one LEFT JOIN s ON true
 """
 """The result row. It is built on the join with ``s`` (the session update) before its columns read
 ``cp`` or a :class:`RidingWrite`'s CTEs, so the session row is locked before anything the riding
 writes lock: the order every other writer of a session takes."""
 
+_ALONE_GUARD: Final = ", 1 / CAST(EXISTS (SELECT 1 FROM s) AND ({complete}) AS int)"
+"""The column that makes a commit outside a transaction all or nothing (``apply_step_alone``).
+
+It divides by zero, failing the statement and so undoing every write of its CTEs, unless the step
+applied and the riding write is complete. In every other case the commit needs a transaction: a
+conflict must not keep the answers ``a`` marked applied, and a riding write's ``finish`` runs
+statements under the row locks its CTEs took. The divisor depends on the CTEs' results, so the
+planner cannot fold it into an error at plan time."""
+
+_DIVISION_BY_ZERO: Final = "22012"
+
 
 def _compact(sql: str) -> str:
-    """``sql`` without the layout: runs of whitespace made one space, none around ``(``, ``)`` and ``,``.
+    """``sql`` without the layout: runs of whitespace made one space, none around operators and brackets.
 
+    No space is kept around ``(``, ``)``, ``,``, ``=``, ``+``, ``<``, ``>``, ``->``, ``->>`` or ``||``.
     psycopg parses a statement's placeholders in Python on every execution unless the statement is
     at most 4096 characters long, when it caches the parse. The step commit carrying a stream's
     chunks is over that with its layout and under it without (a test pins it), which saves that
-    parse on every step. The statements hold no string literal that this would change.
+    parse on every step. The statements hold no string literal that this would change, and no ``-``
+    is touched (two could make a comment).
     """
-    return re.sub(r" ?([(),]) ?", r"\1", re.sub(r"\s+", " ", sql).strip())
+    return re.sub(r" ?(->>|->|\|\||[(),=+<>]) ?", r"\1", re.sub(r"\s+", " ", sql).strip())
 
 
-COMMIT_STEP: Final = sa.text(_compact(_COMMIT_CTES + _COMMIT_RESULT.format(riding="")))
+COMMIT_STEP: Final = sa.text(_compact(_COMMIT_CTES + _COMMIT_RESULT.format(guard="", riding="")))
 """A step commit in one round trip (see the module docstring); parameters from ``_commit_params``."""
+
+COMMIT_STEP_ALONE: Final = sa.text(
+    _compact(_COMMIT_CTES + _COMMIT_RESULT.format(guard=_ALONE_GUARD.format(complete="true"), riding=""))
+)
+""":data:`COMMIT_STEP` that fails unless it applies (:data:`_ALONE_GUARD`): for ``apply_step_alone``."""
 
 
 @functools.lru_cache(maxsize=8)
-def commit_carrying(ctes: str, columns: str) -> sa.TextClause:
-    """:data:`COMMIT_STEP` with a :class:`RidingWrite`'s CTEs and columns (its text is constant per writer)."""
-    return sa.text(_compact(f"{_COMMIT_CTES}, {ctes}{_COMMIT_RESULT.format(riding=', ' + columns)}"))
+def commit_carrying(ctes: str, columns: str, complete: str | None = None) -> sa.TextClause:
+    """:data:`COMMIT_STEP` with a :class:`RidingWrite`'s CTEs and columns (its text is constant per writer).
+
+    With ``complete`` (:attr:`RidingWrite.complete`), the statement carries :data:`_ALONE_GUARD`.
+    """
+    guard = "" if complete is None else _ALONE_GUARD.format(complete=complete)
+    return sa.text(_compact(f"{_COMMIT_CTES}, {ctes}{_COMMIT_RESULT.format(guard=guard, riding=', ' + columns)}"))
 
 
 _LOCK_SESSION: Final = sa.select(sessions).where(sessions.c.session_id == sa.bindparam("sid")).with_for_update()
@@ -183,6 +205,35 @@ class PostgresDialect:
             riding.finish(conn, tuple(row)[3:])
         if row.checkpoint_id is None:
             return None
+        return AppliedStep(row.checkpoint_id, bool(row.interrupt_requested), row.interrupt_context)
+
+    def apply_step_alone(
+        self, engine: Engine, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
+    ) -> AppliedStep | None:
+        """The step commit as one autocommitted statement that applies whole or fails whole (:data:`_ALONE_GUARD`).
+
+        ``None`` when the guard failed it: nothing was written, and the caller commits in a transaction.
+        """
+        params = _commit_params(commit, checkpoint_id)
+        if riding is not None:
+            if not riding.params.keys().isdisjoint(params):
+                raise ValueError(
+                    f"riding parameters {sorted(riding.params.keys() & params.keys())} collide with the commit's"
+                )
+            statement = commit_carrying(riding.ctes, riding.columns, riding.complete)
+            params = {**params, **riding.params}
+        else:
+            statement = COMMIT_STEP_ALONE
+        with engine.connect() as conn:  # as ``engine.autocommit`` (which imports this module)
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                row = conn.execute(statement, params).one()
+            except sa.exc.DataError as error:
+                if getattr(error.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
+                    return None  # the guard: not the common case, and nothing was written
+                raise
+            if riding is not None:
+                riding.finish(conn, tuple(row)[4:])  # writes nothing: the guard held
         return AppliedStep(row.checkpoint_id, bool(row.interrupt_requested), row.interrupt_context)
 
 

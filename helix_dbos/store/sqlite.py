@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import sqlite
 
 from helix_dbos.store.base import StepCommit
@@ -43,6 +43,12 @@ class SqliteDialect:
 
     def lock_migrations(self, conn: Connection) -> None:
         """Nothing to do: the migration's ``BEGIN IMMEDIATE`` transaction holds the write lock."""
+
+    def apply_step_alone(
+        self, engine: Engine, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None
+    ) -> AppliedStep | None:
+        """``None`` at once: SQLite's commit is several statements, under ``BEGIN IMMEDIATE``'s write lock."""
+        return None
 
     def apply_step(
         self, conn: Connection, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None

@@ -36,8 +36,12 @@ __all__ = [
 class HeldWrites(Protocol):
     """A stream's queued chunks, taken from its flusher to be stored in the store's step commit."""
 
-    def for_commit(self) -> Callable[[Connection], object] | RidingWrite:
-        """The writes to hand ``commit_step_with``: a callable, or a ``RidingWrite`` for the commit's statement."""
+    def for_commit(self) -> Callable[[Connection], object] | RidingWrite | None:
+        """The writes to hand ``commit_step_with``: a callable, or a ``RidingWrite`` for the commit's statement.
+
+        ``None`` when nothing is held: the step is committed alone (``commit_step``), which can then
+        skip the transaction a callable would need.
+        """
         ...
 
     def release(self, *, stored: bool) -> None:

@@ -3,7 +3,8 @@
 The hardest case for retrying writes: the server committed, then the connection dropped before the
 client heard so. The retry must see its own earlier work and report it, never write twice and never
 report a conflict. Real parts: a TCP proxy between the store and PostgreSQL forwards everything
-until it is armed, then swallows the server's ``CommandComplete("COMMIT")`` and drops the
+until it is armed, then swallows the server's ``CommandComplete("COMMIT")`` (or, for a step commit
+that is one autocommitted statement, that statement's ``CommandComplete``) and drops the
 connection, exactly what a network failure at that instant does.
 """
 
@@ -27,12 +28,15 @@ from tests import pg
 
 pytestmark = pytest.mark.postgres
 
-# The backend's CommandComplete message for COMMIT: type 'C', length 11, "COMMIT\0".
+# The backend's CommandComplete message for COMMIT: type 'C', length 11, "COMMIT\0"; and for a
+# statement that returned one row, "SELECT 1\0": a step commit is one autocommitted statement, whose
+# own completion is its commit's acknowledgement.
 COMMIT_COMPLETE = b"C\x00\x00\x00\x0bCOMMIT\x00"
+ONE_ROW_COMPLETE = b"C\x00\x00\x00\x0dSELECT 1\x00"
 
 
 class AckDroppingProxy:
-    """Forwards TCP to PostgreSQL; when armed, drops the connection instead of passing a COMMIT's ack on."""
+    """Forwards TCP to PostgreSQL; when armed, drops the connection instead of passing a commit's ack on."""
 
     def __init__(self, target_port: int) -> None:
         self._target = target_port
@@ -56,7 +60,7 @@ class AckDroppingProxy:
     def _pump(self, source: socket.socket, sink: socket.socket, from_server: bool) -> None:
         try:
             while data := source.recv(65536):
-                if from_server and self.armed.is_set() and COMMIT_COMPLETE in data:
+                if from_server and self.armed.is_set() and (COMMIT_COMPLETE in data or ONE_ROW_COMPLETE in data):
                     self.armed.clear()
                     self.dropped += 1
                     break  # the server has committed; the client never hears it

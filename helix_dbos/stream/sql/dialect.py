@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
+from helix_dbos.stream.sql import queries
 from helix_dbos.stream.sql.flusher import PendingChunk
 from helix_dbos.stream.sql.listen import Listener
 
@@ -39,6 +40,24 @@ class StreamDialect(ABC):
     @abstractmethod
     def reading(self) -> AbstractContextManager[Connection]:
         """A connection for a single-statement read that sees one snapshot."""
+
+    @abstractmethod
+    def single_statement(self) -> AbstractContextManager[Connection]:
+        """A connection for a write that is one statement (atomic by itself where the database allows)."""
+
+    def terminate(self, conn: Connection, stream_id: str, params: dict[str, Any]) -> None:
+        """Record the stream's end (``queries.TERMINATE``) and announce it, delivered when ``conn`` commits."""
+        conn.execute(queries.terminate_statement(), params)
+        self.send_notify(conn, stream_id, control=False)
+
+    def append_alone(self, stream_id: str, items: list[PendingChunk], status: str | None, now: int) -> bool | None:
+        """:meth:`append_chunks` as one statement outside any transaction, when that is the whole of it.
+
+        ``True`` when every chunk went in, ``False`` when the stream had ended (nothing written),
+        ``None`` having written nothing when the append needs a transaction (a replayed chunk's
+        holes to close under the row lock), or at once where the dialect has no such path.
+        """
+        return None
 
     @abstractmethod
     def insert_chunks(
@@ -64,6 +83,10 @@ class StreamDialect(ABC):
             return None
         base = int(row[0]) - len(items)
         return base, self.insert_chunks(conn, stream_id, base, items, now)
+
+    riding_complete: str = "false"
+    """A condition over :meth:`riding_append`'s CTEs, true when :meth:`settle_append` will run no
+    statement (the ``RidingWrite``'s ``complete``). ``false`` here: no riding append at all."""
 
     def riding_append(
         self, stream_id: str, items: list[PendingChunk], status: str | None, now: int

@@ -343,7 +343,8 @@ class SqlStreamManager:
         held = self.hold_for_transaction(stream_id, self._engine)
         if held is not None:  # the stream's last chunks and its end in one transaction
             try:
-                await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error, held.write)
+                before = held.write if len(held) else None  # without chunks: one statement
+                await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error, before)
             except BaseException:
                 held.release(stored=False)  # back to the flusher; the end is written below, after them
             else:
@@ -473,18 +474,17 @@ class HeldChunks:
         if items:
             self._appended(self._manager._storage.append(conn, self._hold.stream_id, items, now_ms()))
 
-    def for_commit(self) -> Callable[[Connection], None] | RidingWrite:
-        """The writes to hand a step commit (``commit_step_with``).
+    def for_commit(self) -> Callable[[Connection], None] | RidingWrite | None:
+        """The writes to hand a step commit (``commit_step_with``); ``None`` when no chunk is held.
 
         Riding in the commit's own statement where the database can (PostgreSQL: one round trip for
         the step and its chunks), else :meth:`write`.
         """
         items = self._hold.items
-        if items:
-            riding = self._manager._storage.riding_append(self._hold.stream_id, items, now_ms(), self._appended)
-            if riding is not None:
-                return riding
-        return self.write
+        if not items:
+            return None
+        riding = self._manager._storage.riding_append(self._hold.stream_id, items, now_ms(), self._appended)
+        return self.write if riding is None else riding
 
     def _appended(self, stored: bool) -> None:
         self._ended = not stored

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -64,10 +64,23 @@ has ended (no row) gets no chunks. Only the count of inserted rows comes back
 are read in a second statement.
 """
 
+_NOTIFY_TERMINATE: Final = (
+    f"RETURNING pg_notify('{NOTIFY_CHANNEL}', CASE WHEN octet_length(stream_id) > {MAX_NOTIFY_ID_BYTES} "
+    "THEN '*' ELSE 'c:' || stream_id END)"
+)
+"""The end's announcement (as ``notify_payload(stream_id, control=False)`` spells it) in its ``RETURNING`` list."""
+
+_DIVISION_BY_ZERO: Final = "22012"
+"""The SQLSTATE of a guard that failed its statement (``append_alone``)."""
+
 _APPEND_RESULT: Final = "(SELECT latest_sequence FROM st), (SELECT count(*) FROM ins)"
 
 _RIDING_PREFIX: Final = "stream_"
 """Prefix of the append's bind parameters when it rides in a step commit's statement."""
+
+_APPEND_COMPLETE: Final = "(SELECT count(*) FROM ins) = :n * (SELECT count(*) FROM st)"
+"""True when every chunk went in, or none was due because the stream has ended (``st`` returned no
+row): :meth:`PostgresStreamDialect.settle_append` then reads nothing and renumbers nothing."""
 
 
 def _prefixed(sql: str) -> str:
@@ -84,7 +97,10 @@ class PostgresStreamDialect(StreamDialect):
         self._append = queries.append_statement(_NOTIFY_RETURNING if notify else "")
         ctes = _APPEND_CTES.format(append=self._append.text.strip())
         self._append_chunks = sa.text(f"WITH {ctes}\nSELECT {_APPEND_RESULT}")
+        self._append_alone = sa.text(f"WITH {ctes}\nSELECT {_APPEND_RESULT}, 1 / CAST({_APPEND_COMPLETE} AS int)")
+        self._terminate = queries.terminate_statement(_NOTIFY_TERMINATE if notify else "")
         self._riding_ctes = _prefixed(ctes)
+        self.riding_complete = _prefixed(_APPEND_COMPLETE)
         self._read_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
@@ -97,6 +113,30 @@ class PostgresStreamDialect(StreamDialect):
         """An autocommit connection: a single statement needs no transaction."""
         with self._read_engine.connect() as conn:
             yield conn
+
+    def single_statement(self) -> AbstractContextManager[Connection]:
+        """An autocommit connection: one statement is atomic without ``BEGIN`` and ``COMMIT`` round trips."""
+        return self._read_engine.connect()
+
+    def terminate(self, conn: Connection, stream_id: str, params: dict[str, Any]) -> None:
+        """The end with its ``pg_notify`` in the ``RETURNING`` list: one statement, one round trip."""
+        conn.execute(self._terminate, params)
+
+    def append_alone(self, stream_id: str, items: list[PendingChunk], status: str | None, now: int) -> bool | None:
+        """The append statement with :data:`_APPEND_COMPLETE` as a guard, autocommitted (see the base method).
+
+        The guard divides by zero unless the append is complete, failing the statement whole.
+        """
+        with self._read_engine.connect() as conn:
+            try:
+                latest, _inserted, _guard = conn.execute(
+                    self._append_alone, _append_params(stream_id, items, status, now)
+                ).one()
+            except sa.exc.DataError as error:
+                if getattr(error.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
+                    return None
+                raise
+        return latest is not None
 
     def insert_chunks(
         self, conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int

@@ -76,8 +76,7 @@ ON CONFLICT (stream_id) DO UPDATE SET
 """
 )
 
-TERMINATE: Final = sa.text(
-    f"""
+TERMINATE: Final = f"""
 INSERT INTO helix_streams ({STREAM_COLUMNS})
 VALUES (:sid, :status, 0, 0, 0, 0, :error, 0, :now, :now)
 ON CONFLICT (stream_id) DO UPDATE SET
@@ -85,8 +84,15 @@ ON CONFLICT (stream_id) DO UPDATE SET
     end_sequence = helix_streams.latest_sequence,
     error = excluded.error,
     updated_at = excluded.updated_at
-"""
-)
+{{returning}}"""
+"""Record a stream's end; a template: ``{returning}`` is where a dialect adds a ``RETURNING`` list
+(PostgreSQL's ``pg_notify``, so that the end and its announcement are one statement)."""
+
+
+def terminate_statement(returning: str = "") -> sa.TextClause:
+    """:data:`TERMINATE` with ``returning`` (``RETURNING ...``, or nothing)."""
+    return sa.text(TERMINATE.format(returning=returning))
+
 
 RESET: Final = sa.text(
     f"""

@@ -8,12 +8,13 @@ sees one snapshot even while the flusher commits.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
+from helix_dbos.store.engine import begin_write
 from helix_dbos.stream.sql import queries
 from helix_dbos.stream.sql.dialect import StreamDialect
 from helix_dbos.stream.sql.flusher import PendingChunk
@@ -42,6 +43,10 @@ class SqliteStreamDialect(StreamDialect):
         """A connection inside a transaction, so one statement reads one snapshot."""
         with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    def single_statement(self) -> AbstractContextManager[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``), as every SQLite writer takes."""
+        return begin_write(self.engine)
 
     def insert_chunks(
         self, conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int

@@ -98,11 +98,13 @@ class StreamStorage:
         ``before(conn)`` runs first in the same transaction (the stream's last queued chunks).
         """
         params = {"sid": stream_id, "status": status, "error": stored_error, "now": now_ms()}
+        if before is None:  # one statement: no transaction of its own on PostgreSQL
+            with self.dialect.single_statement() as conn:
+                self.dialect.terminate(conn, stream_id, params)
+            return
         with begin_write(self._engine) as conn:
-            if before is not None:
-                before(conn)
-            conn.execute(queries.TERMINATE, params)
-            self.dialect.send_notify(conn, stream_id, control=False)
+            before(conn)
+            self.dialect.terminate(conn, stream_id, params)
 
     def write_groups(self, groups: dict[str, list[PendingChunk]]) -> set[str]:
         """Store every stream's chunks in one transaction; returns the streams that had ended.
@@ -110,6 +112,11 @@ class StreamStorage:
         Not retried here: the flusher's ``BatchCommitter`` retries it and isolates failures.
         """
         now = now_ms()
+        if len(groups) == 1:  # the common case: one statement, outside a transaction where it can be
+            ((stream_id, items),) = groups.items()
+            alone = self.dialect.append_alone(stream_id, _unique(items), _last_status(items), now)
+            if alone is not None:
+                return set() if alone else {stream_id}
         ended: set[str] = set()
         with begin_write(self._engine) as conn:
             # Every process locks stream rows in the same order, so two batches never deadlock.
@@ -149,7 +156,7 @@ class StreamStorage:
             appended = self.dialect.settle_append(conn, stream_id, latest, int(inserted), len(unique))
             on_done(self._close_holes(conn, stream_id, appended, len(unique)))
 
-        return RidingWrite(ctes, columns, params, finish)
+        return RidingWrite(ctes, columns, params, finish, complete=self.dialect.riding_complete)
 
     def _close_holes(
         self, conn: Connection, stream_id: str, appended: tuple[int, list[int] | None] | None, reserved: int
