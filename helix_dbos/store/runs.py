@@ -82,32 +82,35 @@ def start_run(
     itself this way, so a run's start costs one transaction instead of three.
     """
     with begin_write(engine) as conn:
-        row = dialect.lock_session(conn, request.session_id)
-        if stream_sequence is not None:
-            request = request.model_copy(update={"stream_start_sequence": stream_sequence(conn)})
-        result = _start_locked(conn, dialect, request, row)
+        # A request that may create its session inserts it first (``ON CONFLICT DO NOTHING``): a
+        # new session, the common case of such a request, costs no read of the row. The insert is
+        # the guard: a racing creator waits on it and then finds the row there.
+        result = None
+        if request.new_session_state is not None:
+            result = _create_for_run(conn, dialect, request, stream_sequence)
+        if result is None:
+            # The session exists (or a racing creator made it first): reopen it under its row lock.
+            row = dialect.lock_session(conn, request.session_id)
+            if row is None:
+                raise SessionNotFoundError(request.session_id)
+            if stream_sequence is not None:
+                request = request.model_copy(update={"stream_start_sequence": stream_sequence(conn)})
+            result = _reopen(conn, request, session_record(row))
         if also is not None and not result.existing:
             also(conn)
         return result
 
 
-def _start_locked(conn: Connection, dialect: SqlDialect, request: StartRun, row: Any) -> StartRunResult:
-    """``start_run`` once the session row (``row``, ``None`` when missing) is locked."""
-    if row is None:
-        if request.new_session_state is None:
-            raise SessionNotFoundError(request.session_id)
-        created = _create_for_run(conn, dialect, request)
-        if created is not None:
-            return created
-        # Lost the creation race: the winner has committed, so this is now a session that
-        # exists (and is most likely running).
-        row = dialect.lock_session(conn, request.session_id)
-        if row is None:
-            raise SessionNotFoundError(request.session_id)
-    return _reopen(conn, request, session_record(row))
+def _create_for_run(
+    conn: Connection,
+    dialect: SqlDialect,
+    request: StartRun,
+    stream_sequence: Callable[[Connection], int] | None = None,
+) -> StartRunResult | None:
+    """Create the session with its first run; ``None``, having written nothing, when it exists already.
 
-
-def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) -> StartRunResult | None:
+    ``stream_sequence(conn)`` is read once the new row is ours (a racing creator waits on it).
+    """
     values = new_session_values(
         request.session_id,
         agent_type=request.agent_type,
@@ -128,6 +131,8 @@ def _create_for_run(conn: Connection, dialect: SqlDialect, request: StartRun) ->
     row = conn.execute(_session_insert(dialect), values).first()
     if row is None:
         return None
+    if stream_sequence is not None:
+        request = request.model_copy(update={"stream_start_sequence": stream_sequence(conn)})
     insert_messages(conn, request.session_id, request.run_id, 0, 0, request.input_messages, request.now_ms)
     run = _insert_run(conn, request, turn=1, start_sequence=0)
     return StartRunResult(run=run, session=session_record(row), created_session=True)
