@@ -27,14 +27,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from helix_dbos.store.base import CommitResult, PendingToolCall, StartRun, StartRunResult, StepCommit, SubmitOutcome
+from helix_dbos.store.base import (
+    CommitResult,
+    PendingToolCall,
+    StartRun,
+    StartRunResult,
+    StepCommit,
+    SubmitOutcome,
+    UsageRow,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
     from helix_dbos.store.dialect import RidingWrite
 
-__all__ = ["JointCommitStore", "JointStartStore", "SharedEngine", "TransactionalSubmit"]
+__all__ = ["JointCommitStore", "JointStartStore", "LeafUsageStore", "SharedEngine", "TransactionalSubmit"]
 
 
 @runtime_checkable
@@ -87,6 +95,23 @@ class JointCommitStore(SharedEngine, Protocol):
         :class:`~helix_dbos.store.dialect.RidingWrite`'s CTEs in the commit's own statement and call
         its ``finish`` with the values of its columns (a store that cannot must refuse a
         ``RidingWrite`` with an error, never drop it).
+        """
+        ...
+
+
+@runtime_checkable
+class LeafUsageStore(Protocol):
+    """A store that reads a session's usage and whether it delegated in one read (``get_usage_unless_delegated``).
+
+    ``AgentResult.usage`` rolls a run's usage up with its children's; most runs have none, and this
+    answers both at once (:func:`helix_dbos.store.usage_tree.usage_with_children`).
+    """
+
+    def get_usage_unless_delegated(self, session_id: str, *, run_id: str | None = None) -> list[UsageRow] | None:
+        """``get_usage`` in one read when the session delegated nothing; ``None`` when it did.
+
+        Must: return exactly ``get_usage(session_id, run_id=run_id)`` when the session has no child
+        reference (``get_sub_session_refs`` empty), else ``None``.
         """
         ...
 

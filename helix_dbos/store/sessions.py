@@ -66,6 +66,7 @@ from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.rows import load_message, new_session_values, session_record, usage_record
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions, sub_session_refs, usage
 from helix_dbos.store.transcript import read_prefix, read_refs
+from helix_dbos.store.usage_reads import read_usage_unless_delegated
 from helix_dbos.store.workers import SqlWorkerRegistry
 from helix_dbos.tenancy import DEFAULT_TENANT, check_tenant
 
@@ -540,6 +541,12 @@ class SqlSessionStore:
         """Return the session's child references, oldest first."""
         with begin_read(self._engine) as conn:
             return read_refs(conn, session_id)
+
+    @retrying
+    def get_usage_unless_delegated(self, session_id: str, *, run_id: str | None = None) -> list[UsageRow] | None:
+        """:meth:`get_usage` in one statement; ``None`` when the session has child references."""
+        with begin_read(self._engine) as conn:
+            return read_usage_unless_delegated(conn, session_id, run_id)
 
     @retrying
     def get_usage(

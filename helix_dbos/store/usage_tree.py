@@ -8,6 +8,7 @@ with the same function, and the CLI does not import DBOS to do it.
 from __future__ import annotations
 
 from helix_dbos.store.base import SessionStore, UsageRow
+from helix_dbos.store.capabilities import LeafUsageStore
 
 
 def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | None = None) -> list[UsageRow]:
@@ -16,6 +17,10 @@ def usage_with_children(store: SessionStore, session_id: str, *, run_id: str | N
     With ``run_id``: that run's records and those of the children it started (children opened
     while it ran), so a parent run's cost includes its delegations.
     """
+    if isinstance(store, LeafUsageStore):  # one read instead of two when nothing was delegated
+        leaf = store.get_usage_unless_delegated(session_id, run_id=run_id)
+        if leaf is not None:
+            return leaf
     records = list(store.get_usage(session_id, run_id=run_id))
     refs = store.get_sub_session_refs(session_id)
     if not refs:  # the common case: no delegation, and no need to read the run's time window
