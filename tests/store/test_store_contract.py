@@ -16,6 +16,7 @@ from helix_dbos.store.schema import SCHEMA_REVISION
 from helix_dbos.testing.store_contract import (
     JointCommitContract,
     JointStartContract,
+    LeafUsageContract,
     SessionStoreContract,
     TransactionalSubmitContract,
 )
@@ -25,8 +26,10 @@ class TestSqlSessionStore(SessionStoreContract):
     """Every contract test, on SQLite and on PostgreSQL."""
 
 
-class TestSqlSessionStoreJointTransactions(JointStartContract, JointCommitContract, TransactionalSubmitContract):
-    """The SQL store offers every optional joint transaction, on both backends."""
+class TestSqlSessionStoreJointTransactions(
+    JointStartContract, JointCommitContract, TransactionalSubmitContract, LeafUsageContract
+):
+    """The SQL store offers every optional capability, on both backends."""
 
 
 # --- schema checks -------------------------------------------------------------------------------

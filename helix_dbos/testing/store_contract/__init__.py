@@ -22,9 +22,9 @@ yields an empty store for each test::
 The fixture may be parametrized (helix-dbos's runs every test once per backend). Several tests
 call the store from many threads at once (concurrent creators, concurrent starts, concurrent
 identical commits): the store must be safe to share between threads, as the runtime shares it.
-A store that also offers the optional joint transactions of :mod:`helix_dbos.store.capabilities`
+A store that also offers the optional capabilities of :mod:`helix_dbos.store.capabilities`
 subclasses their contracts too (``JointStartContract``, ``JointCommitContract``,
-``TransactionalSubmitContract``); they are not part of :class:`SessionStoreContract`, because a
+``TransactionalSubmitContract``, ``LeafUsageContract``); they are not part of :class:`SessionStoreContract`, because a
 store without them is complete.
 
 Requires pytest (a test dependency, not a dependency of helix-dbos); this module is not imported by
@@ -34,6 +34,7 @@ Requires pytest (a test dependency, not a dependency of helix-dbos); this module
 from helix_dbos.testing.store_contract.capabilities import (
     JointCommitContract,
     JointStartContract,
+    LeafUsageContract,
     TransactionalSubmitContract,
 )
 from helix_dbos.testing.store_contract.forks import ForkContract
@@ -47,6 +48,7 @@ __all__ = [
     "ForkContract",
     "JointCommitContract",
     "JointStartContract",
+    "LeafUsageContract",
     "PendingCallContract",
     "RunContract",
     "SessionContract",

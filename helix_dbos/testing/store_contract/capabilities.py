@@ -16,11 +16,12 @@ import pytest
 
 from helix_dbos.errors import ToolCallAlreadyAnsweredError
 from helix_dbos.messages import UserMessage
-from helix_dbos.store.base import PendingToolCall, SessionStore, StartRun, StepCommit
-from helix_dbos.store.capabilities import JointCommitStore, JointStartStore, TransactionalSubmit
-from helix_dbos.testing.store_contract.helpers import now, pending_call, start, tool_step
+from helix_dbos.session import SubSessionRef
+from helix_dbos.store.base import PendingToolCall, SessionStore, StartRun, StepCommit, UsageRecord
+from helix_dbos.store.capabilities import JointCommitStore, JointStartStore, LeafUsageStore, TransactionalSubmit
+from helix_dbos.testing.store_contract.helpers import commit, now, pending_call, start, tool_step
 
-__all__ = ["JointCommitContract", "JointStartContract", "TransactionalSubmitContract"]
+__all__ = ["JointCommitContract", "JointStartContract", "LeafUsageContract", "TransactionalSubmitContract"]
 
 
 class JoinedWorkFailed(Exception):
@@ -178,3 +179,22 @@ class TransactionalSubmitContract:
         with pytest.raises(ValueError):
             pending.submit_with("s1", "t1", {}, does_not_fit, lambda conn, call: woken.append(call.tool_call_id))
         assert woken == [] and [c.status for c in store.pending.get("s1")] == ["pending"]
+
+
+class LeafUsageContract:
+    """``get_usage_unless_delegated``: ``get_usage`` in one read, or ``None`` once the session delegated."""
+
+    def test_it_answers_get_usage_until_the_session_delegates(self, store: SessionStore) -> None:
+        assert isinstance(store, LeafUsageStore), "the store does not offer get_usage_unless_delegated"
+        assert store.get_usage_unless_delegated("s1") == []  # unknown: no usage, no references
+        start(store)
+        assert store.get_usage_unless_delegated("s1", run_id="r1") == []
+        usage = [UsageRecord(kind="llm", name="m", step=1, input_tokens=3), UsageRecord(kind="tool", name="t", step=1)]
+        commit(store, 1, 1, tool_step("c1"), usage=usage)
+        for run_id in (None, "r1", "other"):
+            assert store.get_usage_unless_delegated("s1", run_id=run_id) == store.get_usage("s1", run_id=run_id)
+        assert store.get_usage_unless_delegated("s1")
+        ref = SubSessionRef(sub_session_id="child", agent_type="helper", parent_tool_call_id="c1", started_at=5)
+        store.add_sub_session_refs("s1", [ref])
+        assert store.get_usage_unless_delegated("s1") is None
+        assert store.get_usage_unless_delegated("s1", run_id="r1") is None
