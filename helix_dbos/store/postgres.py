@@ -7,6 +7,8 @@ step turned into results are marked ``applied`` in the same statement, gate or n
 A concurrent duplicate blocks on the session row lock and then fails the gate. Another writer's
 rows that must commit with the step (the run's stream chunks) can join the same statement as a
 :class:`~helix_dbos.store.dialect.RidingWrite`: more CTEs and result columns, still one round trip.
+In the common case the statement runs alone on an autocommit connection (``apply_step_alone``), so
+the round trip is the only one: no ``BEGIN`` and no ``COMMIT``.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ statements under the row locks its CTEs took. The divisor depends on the CTEs' r
 planner cannot fold it into an error at plan time."""
 
 _DIVISION_BY_ZERO: Final = "22012"
+"""The SQLSTATE of a statement that :data:`_ALONE_GUARD` failed."""
 
 
 def _compact(sql: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import psycopg._queries
 import sqlalchemy as sa
 
-from helix_dbos.store.postgres import COMMIT_STEP, commit_carrying
+from helix_dbos.store.postgres import COMMIT_STEP, COMMIT_STEP_ALONE, commit_carrying
 from helix_dbos.stream.sql.postgres import PostgresStreamDialect
 
 LIMIT = getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", 4096)
@@ -25,6 +25,10 @@ def as_psycopg_sends_it(statement: sa.TextClause, engine: sa.Engine) -> str:
 def test_the_commit_with_its_riding_chunks_is_short_enough_to_be_cached() -> None:
     engine = sa.create_engine("postgresql+psycopg://helix@localhost/unused")  # never connects
     for notify in (True, False):
-        ctes, columns, _params = PostgresStreamDialect(engine, notify=notify).riding_append("s", [], None, 0)
+        dialect = PostgresStreamDialect(engine, notify=notify)
+        ctes, columns, _params = dialect.riding_append("s", [], None, 0)
         assert len(as_psycopg_sends_it(commit_carrying(ctes, columns), engine)) <= LIMIT
+        # ... and with the guard of a commit outside a transaction (the common case)
+        assert len(as_psycopg_sends_it(commit_carrying(ctes, columns, dialect.riding_complete), engine)) <= LIMIT
     assert len(as_psycopg_sends_it(COMMIT_STEP, engine)) <= LIMIT
+    assert len(as_psycopg_sends_it(COMMIT_STEP_ALONE, engine)) <= LIMIT
