@@ -268,8 +268,9 @@ class SuspendedClientToolOutcome(_OutcomeBase):
 class SuspendedChildWait(_Data):
     """A parent durably blocked on a sub-agent child (seed 002 ``SuspendedChildWait``), by tool-call id.
 
-    Filled when a parent's blocking companion waits on a human: the parent parks as
-    ``suspended_awaiting_children`` (``AgentResult.suspended["children"]``, as JSON).
+    Filled when a parent's blocking companion waits on a human, or a sub-agent child is still running
+    when the parent's hot window ends: the parent parks as ``suspended_awaiting_children``
+    (``AgentResult.suspended["children"]``, as JSON).
     """
 
     child_session_id: str

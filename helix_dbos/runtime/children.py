@@ -54,6 +54,7 @@ from helix_dbos.runtime import services, starts, step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
 from helix_dbos.runtime.abort import durable_stop_reason
 from helix_dbos.runtime.child_control import interrupt_child, running_children, stop_child
+from helix_dbos.runtime.child_deadlines import timeout_error
 from helix_dbos.runtime.ids import child_request_key, child_session_id_for
 from helix_dbos.runtime.run_request import OUTCOME_EVENT, RunIdentity
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
@@ -120,11 +121,15 @@ def open_child(run: RunContext, child: ChildRun) -> ChildStartOutput:
     return opened
 
 
-def await_child(run: RunContext, opened: ChildStartOutput) -> ChildWaitOutput:
-    """Wait for an opened child to end (a step; see the module docstring)."""
+def await_child(run: RunContext, opened: ChildStartOutput, *, hot_window: bool = False) -> ChildWaitOutput:
+    """Wait for an opened child to end (a step; see the module docstring).
+
+    ``hot_window``: wait at most the hot window, then answer ``running`` (:func:`wait_child_hot_step`).
+    """
     if opened["error"] is not None and not opened["workflow_id"]:
         return {"status": "failed", "output": None, "error": opened["error"], "duration_ms": 0.0}
-    body = wait_child_step if opened["error"] is None else close_unstarted_step
+    wait = wait_child_hot_step if hot_window else wait_child_step
+    body = wait if opened["error"] is None else close_unstarted_step
     ended: ChildWaitOutput = DBOS.run_step({"name": step_names.child_wait(run.agent.name)}, body, run.who, opened)
     return ended
 
@@ -200,12 +205,15 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
         mode=child.mode,
         executor_hooks=rt.executor_hooks,
     )
+    deadline = None if child.timeout_ms is None else run.started_at + child.timeout_ms
+    if deadline is not None:
+        request = request.model_copy(update={"deadline_ms": deadline, "timeout_ms": child.timeout_ms})
     return {
         "session_id": session.session_id,
         "run_id": run.run_id,
         "workflow_id": run.workflow_id,
         "request": request.model_dump(mode="json"),
-        "deadline_ms": None if child.timeout_ms is None else run.started_at + child.timeout_ms,
+        "deadline_ms": deadline,
         "timeout_ms": child.timeout_ms,
         "started_at_ms": run.started_at,
         "error": None,
@@ -219,6 +227,23 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
     and interrupt flags live in the store, and the outcome is a DBOS event. A step re-executed after
     a crash therefore waits for the same child against the same deadline.
     """
+    return _wait_for_child(parent, opened, hot_until_ms=None)
+
+
+def wait_child_hot_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitOutput:
+    """``{agent}.child.wait`` holding the thread for at most the hot window: else ``running``.
+
+    The window (``hot_window_seconds``, the one human waits use) counts from the child's start,
+    which the open recorded: a step re-executed after a crash, and the waits of a batch's later
+    children, end by the same instant. ``running`` (or a child parked itself) means the parent
+    parks on the child (:mod:`.sub_agents`): the ref stays ``running`` for the wake and the sweep.
+    """
+    started = opened["started_at_ms"] or now_ms()
+    hot_until = started + int(services.current().hot_window_seconds * 1000)
+    return _wait_for_child(parent, opened, hot_until_ms=hot_until)
+
+
+def _wait_for_child(parent: RunIdentity, opened: ChildStartOutput, *, hot_until_ms: int | None) -> ChildWaitOutput:
     rt = services.current()
     child_session, workflow_id = opened["session_id"], opened["workflow_id"]
     deadline = opened["deadline_ms"]
@@ -226,26 +251,25 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
     while True:
         now = now_ms()
         if deadline is not None and now >= deadline:
-            error = f"the child run did not finish within {opened['timeout_ms']} ms; it was stopped"
+            # A child that ended before its deadline keeps its own end, even when its parent (parked)
+            # looks only now: the result is the one a parent waiting hot would have seen.
+            outcome = _ended_before(rt.store, opened, deadline)
+            if outcome is not None:
+                return _child_ended(rt.store, parent, opened, outcome)
+            error = timeout_error(opened["timeout_ms"])
             stop_child(rt, child_session, error)
             _close_ref(rt.store, parent.session_id, child_session, "failed")
             return {"status": "timeout", "output": None, "error": error, "duration_ms": _since(opened)}
-        slice_seconds = _WAIT_SLICE_SECONDS if deadline is None else min(_WAIT_SLICE_SECONDS, (deadline - now) / 1000)
-        outcome = DBOS.get_event(workflow_id, OUTCOME_EVENT, timeout_seconds=max(0.01, slice_seconds))
+        limits = [_WAIT_SLICE_SECONDS]
+        limits += [] if deadline is None else [(deadline - now) / 1000]
+        limits += [] if hot_until_ms is None else [(hot_until_ms - now) / 1000]
+        outcome = DBOS.get_event(workflow_id, OUTCOME_EVENT, timeout_seconds=max(0.01, min(limits)))
         if outcome is None:
             outcome = _ended_without_event(rt.store, workflow_id, child_session)
         if outcome is not None:
-            status = outcome.get("status", "failed")
-            if not str(status).startswith("suspended"):  # a child parked on a human is still running
-                _close_ref(
-                    rt.store, parent.session_id, child_session, "completed" if status == "completed" else "failed"
-                )
-            return {
-                "status": status,
-                "output": outcome.get("output"),
-                "error": outcome.get("error"),
-                "duration_ms": _since(opened),
-            }
+            if deadline is not None and now_ms() >= deadline:
+                continue  # the deadline passed meanwhile: the top tells an end before it from a timeout
+            return _child_ended(rt.store, parent, opened, outcome)
         stop = durable_stop_reason(rt.store, parent.session_id)
         if stop is not None and stop.startswith("aborted"):
             stop_child(rt, child_session, f"parent {stop}")
@@ -254,6 +278,33 @@ def wait_child_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitO
         if stop is not None and not interrupt_passed_on:
             interrupt_child(rt, child_session, stop)
             interrupt_passed_on = True
+        if hot_until_ms is not None and now_ms() >= hot_until_ms:
+            return {"status": "running", "output": None, "error": None, "duration_ms": _since(opened)}
+
+
+def _child_ended(
+    store: SessionStore, parent: RunIdentity, opened: ChildStartOutput, outcome: dict[str, Any]
+) -> ChildWaitOutput:
+    status = outcome.get("status", "failed")
+    if not str(status).startswith("suspended"):  # a child parked on a human is still running
+        _close_ref(store, parent.session_id, opened["session_id"], "completed" if status == "completed" else "failed")
+    return {
+        "status": status,
+        "output": outcome.get("output"),
+        "error": outcome.get("error"),
+        "duration_ms": _since(opened),
+    }
+
+
+def _ended_before(store: SessionStore, opened: ChildStartOutput, deadline_ms: int) -> dict[str, Any] | None:
+    """The outcome of a child run that ended (not suspended) before ``deadline_ms``; ``None`` otherwise."""
+    run = store.get_run(opened["run_id"]) if opened["run_id"] else None
+    if run is None or run.status in ("running", "suspended") or run.completed_at is None:
+        return None
+    if run.completed_at >= deadline_ms:
+        return None
+    outcome = DBOS.get_event(opened["workflow_id"], OUTCOME_EVENT, timeout_seconds=0)
+    return outcome if outcome is not None else _ended_without_event(store, opened["workflow_id"], opened["session_id"])
 
 
 def close_unstarted_step(parent: RunIdentity, opened: ChildStartOutput) -> ChildWaitOutput:
@@ -314,5 +365,6 @@ __all__ = [
     "running_children",
     "start_child_step",
     "stop_child",
+    "wait_child_hot_step",
     "wait_child_step",
 ]

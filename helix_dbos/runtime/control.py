@@ -220,6 +220,8 @@ class RunController:
         for ref in children.running_children(self._store, session_id):  # the cascade (see .children)
             children.stop_child(self._services, ref.sub_session_id, f"parent {error}")
         self._services.streams.fail(session.stream_id, error)
+        if session.parent_session_id is not None and self._services.parent_waker is not None:
+            self._services.parent_waker.wake(session.parent_session_id)  # a child ended without its finalize
 
     def _trip_tool_signals(self, session_id: str, reason: str) -> None:
         """Trip the abort signals of the session's tools running here (others see the durable flag)."""

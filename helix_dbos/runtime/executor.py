@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from helix_dbos._clock import now_ms
 from helix_dbos.agent import AgentConfig, AgentHooks
 from helix_dbos.double_text import DoubleTextPolicy
 from helix_dbos.errors import AgentAlreadyRunningError, RunNotFinishedError, StaleStateError
@@ -33,6 +34,8 @@ from helix_dbos.orchestration.fork_edits import ForkEdits, MessageMode
 from helix_dbos.runtime import workers
 from helix_dbos.runtime.backend import Backend
 from helix_dbos.runtime.builtin_capabilities import builtin_capabilities
+from helix_dbos.runtime.child_deadlines import ChildDeadlines
+from helix_dbos.runtime.child_park import ParentWaker
 from helix_dbos.runtime.client import AgentClient
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.hitl import DEFAULT_HOT_WINDOW_SECONDS
@@ -137,6 +140,8 @@ class DBOSAgentExecutor:
         )
         handle = functools.partial(AgentExecutionHandle, self)
         self.client = AgentClient(self._services, backend, handle, self._continue_parked, queue=queue, waker=waker)
+        self._services.parent_waker = ParentWaker(store, self._continue_parent)
+        self._services.child_deadlines = ChildDeadlines(self._services)
         """Starts, answers, controls and reads runs (:mod:`.client`)."""
         self.client.starting.tenant_budgets = {check_tenant(t): b for t, b in (tenant_budgets or {}).items()}
         self.reads = self.client.reads
@@ -445,6 +450,21 @@ class DBOSAgentExecutor:
         except (AgentAlreadyRunningError, StaleStateError):
             return self.get_handle(session_id)  # someone else started it: same deterministic run
 
+    def _continue_parent(self, session_id: str) -> AgentExecutionHandle | None:
+        """Continue a parent parked on children; an interrupt asked while it was parked carries over.
+
+        Starting a run clears the session's interrupt flag, and a parked parent has no run to read
+        it: the flag would be lost, where a parent waiting hot ends ``interrupted`` once its
+        (interrupted) children have. So it is asked again of the continuation, which honours it at
+        its first commit, after recording the children's results.
+        """
+        session = self.store.load_session(session_id)
+        handle = self._continue_parked(session_id)
+        if handle is not None and session is not None and session.interrupt_requested:
+            reason = session.interrupt_context.reason if session.interrupt_context else None
+            self.store.request_interrupt(session_id, reason, now_ms=now_ms())
+        return handle
+
     def expire_parked_calls(self) -> list[str]:
         """Time out parked calls past their deadline and continue runs whose batch is now complete.
 
@@ -456,7 +476,11 @@ class DBOSAgentExecutor:
             handle = self._continue_parked(session_id)
             return None if handle is None else handle.run_id
 
-        return workers.expire_parked_calls(self.store, continue_parked)
+        def continue_parent(session_id: str) -> str | None:
+            handle = self._continue_parent(session_id)
+            return None if handle is None else handle.run_id
+
+        return workers.expire_parked_calls(self.store, continue_parked, continue_parent=continue_parent)
 
     def start_background_tasks(
         self, *, interval_seconds: float = 1.0, takeover_after_seconds: float | None = 30.0
@@ -602,6 +626,9 @@ class DBOSAgentExecutor:
         here (``shutdown()`` does so): a workflow that finds the runtime uninstalled while DBOS can
         still record would record that as its failure.
         """
+        for part in (self._services.parent_waker, self._services.child_deadlines):
+            if part is not None:
+                part.close()
         self.worker.close()
 
 

@@ -326,7 +326,9 @@ def _process_step(
     delegated = _answer_finish_call(run, plan)
     if delegated:  # sub-agent calls made alongside __finish__ run before it completes (the seeds' order)
         invalid = tool_call_argument_errors(step_result)
+        run.children_may_park = False  # the run completes when they end: a continuation would not
         execute_tools(run, delegated, toolbox.by_name, invalid_arguments=invalid)
+        run.children_may_park = True
     if plan.is_terminal:
         return _finish_terminal(run, plan)
     batch = BatchOutcome()

@@ -49,6 +49,7 @@ class RunContext:
             stream_start_sequence=request.stream_start_sequence,
             parent_stream_id=request.parent_stream_id,
             root_session_id=request.root_session_id or request.session_id,
+            parent_session_id=request.parent_session_id,
         )
         self.hooks: list[AgentHooks] = rt.hooks_for(request.workflow_id, agent.hooks)
         self.hook_plan = frozenset(defined_hooks(self.hooks) if request.hook_names is None else request.hook_names)
@@ -65,10 +66,17 @@ class RunContext:
         self.applied_pending: list[str] = []
         self.awaiting_children: list[dict[str, Any]] = []
         """The children this step's calls wait on that wait on a human (``SuspendedChildWait`` as JSON):
-        the batch stops and the run parks as ``suspended_awaiting_children`` (:mod:`.companions`)."""
+        the batch stops and the run parks as ``suspended_awaiting_children`` (:mod:`.companions`), or
+        sub-agent children still running when the hot window ended (:mod:`.child_park`)."""
+        self.children_may_park = True
+        """False while the sub-agent calls made alongside ``__finish__`` run: the run completes once
+        they end, so it waits for them hot (a continuation would not complete it)."""
         self.emitted = 0
         """HITL answers turned into results since the last commit; marked applied with it."""
         self._scoped_call_ids: bool | None = None
+        self.child_park_patched: bool | None = None
+        """Whether this run parks on sub-agent children after the hot window (a replay patch, asked
+        once per run at its first wait on one: :func:`helix_dbos.runtime.child_park.parking_enabled`)."""
         self.unknown_outcomes_patched: bool | None = None
         """Whether this run marks its not-retry-safe calls (a replay patch, asked once per run when its
         first such call starts: :func:`helix_dbos.runtime.unknown_outcomes.mark_starts`)."""

@@ -55,6 +55,11 @@ class RunRequest(BaseModel):
     child_mode: Literal["ephemeral", "persistent"] | None = None
     """Set on a child run: ``ephemeral`` children refuse human-in-the-loop calls (nobody can answer
     them: the parent waits on the child, and the child's session is not the one clients watch)."""
+    deadline_ms: int | None = None
+    """Set on a sub-agent child whose tool has a timeout: when its parent's open said it must end
+    (kept where the child runs, :mod:`.child_deadlines`, so it holds while the parent is parked)."""
+    timeout_ms: int | None = None
+    """The timeout ``deadline_ms`` came from (the error a child stopped at its deadline names it)."""
     budget: Budget | None = None
     """The agent's budget when the run started. It decides the budget steps the run takes, so a
     definition edited while the run is in flight cannot change them on replay."""
@@ -92,6 +97,8 @@ class RunIdentity:
     """A child run's parent stream: the child's chunks are mirrored there (see ``RunRequest``)."""
     root_session_id: str | None = None
     """The session at the top of this run's tree (its own for a top-level run)."""
+    parent_session_id: str | None = None
+    """A child run's parent session: the child's end wakes a parent parked on it (:mod:`.child_park`)."""
 
 
 __all__ = ["OUTCOME_EVENT", "RunIdentity", "RunRequest", "RunSummary"]

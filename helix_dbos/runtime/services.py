@@ -28,6 +28,8 @@ from helix_dbos.tool import AbortSignal
 if TYPE_CHECKING:
     # Types only: the executor builds both, and importing them here would put the stream layer
     # under every step module.
+    from helix_dbos.runtime.child_deadlines import ChildDeadlines
+    from helix_dbos.runtime.child_park import ParentWaker
     from helix_dbos.runtime.double_text import DoubleTexting
     from helix_dbos.runtime.registry import AgentRegistry
     from helix_dbos.runtime.starting import RunStarter
@@ -66,6 +68,11 @@ class RuntimeServices:
     (:mod:`.schedules.fire`); the executor sets it once its client is built."""
     double_text: DoubleTexting | None = None
     """Delivers double-texted messages (:mod:`.double_text`); the client sets it, the ticket workflow uses it."""
+    parent_waker: ParentWaker | None = None
+    """Continues a parent parked on children when the last of them ends (:mod:`.child_park`); the
+    executor sets it. Without it the workers' sweep continues such parents."""
+    child_deadlines: ChildDeadlines | None = None
+    """Keeps the deadlines of the sub-agent children running here (:mod:`.child_deadlines`); the executor sets it."""
     _hooks_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:

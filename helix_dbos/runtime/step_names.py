@@ -100,6 +100,11 @@ def companion_wait(agent: str) -> str:
     return f"{agent}.companion.wait"
 
 
+def child_awaited(agent: str) -> str:
+    """A continuation's look at the sub-agent children its previous run parked on (their runs)."""
+    return f"{agent}.child.awaited"
+
+
 def companion_awaited(agent: str) -> str:
     """A continuation's look at the blocking companions its previous run parked awaiting (their current runs)."""
     return f"{agent}.companion.awaited"
@@ -157,6 +162,7 @@ __all__ = [
     "budget_register",
     "budget_start",
     "capability",
+    "child_awaited",
     "child_start",
     "child_wait",
     "companion_awaited",

@@ -278,9 +278,11 @@ class ChildWaitOutput(TypedDict):
         "suspended_awaiting_children",
         "timeout",
         "aborted",
+        "running",
     ]
-    """The child's final status, ``timeout`` (deadline passed; the child was stopped) or ``aborted``
-    (the parent was aborted while waiting; the child was stopped)."""
+    """The child's final status, ``timeout`` (deadline passed; the child was stopped), ``aborted``
+    (the parent was aborted while waiting; the child was stopped) or ``running`` (a wait bounded by
+    the hot window ended first; the parent parks on the child)."""
     output: Any
     error: str | None
     duration_ms: float

@@ -475,6 +475,7 @@ def finalize_step(
     if close_after is not None:
         output["closing_chunks"] = _close_stream(rt, who, commit.step_count, close_after, result, payload)
     publish_outcome(payload.status, payload.output, payload.error, who, payload.extra)
+    _wake_parked_parent(rt, who, payload.status)
     # A parent parking on children that wait on humans announces it here: the seeds' on_agent_suspended
     # with reason awaiting_children (a client-tool suspension announces itself when it registers).
     hook = {
@@ -485,6 +486,22 @@ def finalize_step(
     if hook is not None:
         fire(hook_sets, hook, payload, rt.logger)
     return output
+
+
+def _wake_parked_parent(rt: RuntimeServices, who: RunIdentity, status: str) -> None:
+    """A child's end may complete what its parked parent awaits; a parent parking may find it so already.
+
+    The wake is fired after the outcome is published (the parent's continuation reads it) and is
+    idempotent, so a re-executed finalize wakes again harmlessly (:mod:`.child_park`). A run with no
+    parent that does not park asks nothing.
+    """
+    waker = rt.parent_waker
+    if waker is None:
+        return
+    if status == "suspended_awaiting_children":
+        waker.wake(who.session_id)
+    elif who.parent_session_id is not None and not status.startswith("suspended"):
+        waker.wake(who.parent_session_id)
 
 
 def _close_stream(

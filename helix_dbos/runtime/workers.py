@@ -75,12 +75,17 @@ def take_over_dead_workers(store: SessionStore, logger: Logger, *, dead_after_se
 
 
 def expire_parked_calls(
-    store: SessionStore, continue_parked: Callable[[str], str | None], *, settle_seconds: float = 2.0
+    store: SessionStore,
+    continue_parked: Callable[[str], str | None],
+    *,
+    settle_seconds: float = 2.0,
+    continue_parent: Callable[[str], str | None] | None = None,
 ) -> list[str]:
     """Time out parked calls past their deadline, and continue every suspended run whose batch is complete.
 
     ``continue_parked(session_id)`` starts the continuation run and returns its run id (``None``
-    when there is nothing to continue). Returns the run ids started.
+    when there is nothing to continue); ``continue_parent`` does so for a parent parked on children
+    (default: ``continue_parked``). Returns the run ids started.
 
     The continuation of a batch that this round's expiries completed starts at once. Beyond
     those, the sweep continues any suspended run whose parked batch has no open call left
@@ -108,10 +113,11 @@ def expire_parked_calls(
         run_id = continue_parked(session_id)
         if run_id is not None:
             continued.append(run_id)
-    # A parent parked awaiting a companion that has since ended (``suspended_awaiting_children``): the
-    # same continuation, started by the same compare-and-set, so exactly once whoever starts it.
+    # A parent parked awaiting a companion that has since ended, or sub-agent children that all have
+    # (``suspended_awaiting_children``): the same continuation, started by the same compare-and-set,
+    # so exactly once whoever starts it (this sweep is the safety net of the child's own wake).
     for session_id in store.pending.parents_with_children_done():
-        run_id = continue_parked(session_id)
+        run_id = (continue_parent or continue_parked)(session_id)
         if run_id is not None:
             continued.append(run_id)
     return continued

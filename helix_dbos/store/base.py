@@ -437,8 +437,11 @@ class PendingCallStore(Protocol):
         """
         ...
 
-    def parents_with_children_done(self, limit: int = 100) -> list[str]:
-        """Sessions suspended awaiting a blocking companion that has since ended (for the sweep)."""
+    def parents_with_children_done(self, limit: int = 100, *, session_id: str | None = None) -> list[str]:
+        """Sessions suspended awaiting children that have since ended (a companion; all sub-agent children).
+
+        ``session_id``: only that session (a child's end waking its parent).
+        """
         ...
 
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:

@@ -424,15 +424,18 @@ class SqlPendingCallStore:
             )
 
     @retrying
-    def parents_with_children_done(self, limit: int = 100) -> list[str]:
-        """Suspended parents a child they await no longer keeps waiting (for the sweep).
+    def parents_with_children_done(self, limit: int = 100, *, session_id: str | None = None) -> list[str]:
+        """Suspended parents a child they await no longer keeps waiting (for the sweep and the wake).
 
         A parent whose blocking companion waited on a human parked as ``suspended_awaiting_children``
         with the companion's ref left ``running``; once the human's answer has carried the companion
-        to its end (its session no longer ``active``), the parent is to be continued. A parent with a
-        human call of its own still open is a parked batch, not this.
+        to its end (its session no longer ``active``), the parent is to be continued. A parent parked
+        on sub-agent children (ephemeral refs left ``running``) is continued once *all* of them have
+        ended, so parallel children continue it once. A parent with a human call of its own still
+        open is a parked batch, not this. ``session_id``: only that parent (a child's wake).
         """
-        parent, child = sessions.alias("parent"), sessions.alias("child")
+        parent, child, busy = sessions.alias("parent"), sessions.alias("child"), sessions.alias("busy")
+        busy_refs = sub_session_refs.alias("busy_refs")
         query = (
             sa.select(parent.c.session_id)
             .distinct()
@@ -445,16 +448,25 @@ class SqlPendingCallStore:
                 parent.c.status == "active",
                 runs.c.status == "suspended",
                 sub_session_refs.c.status == "running",
-                sub_session_refs.c.mode == "persistent",
                 child.c.status != "active",
                 ~sa.exists().where(
                     pending_tool_calls.c.session_id == parent.c.session_id,
                     pending_tool_calls.c.run_id == parent.c.run_id,
                     pending_tool_calls.c.status == "pending",
                 ),
+                ~sa.exists()
+                .select_from(busy_refs.join(busy, busy.c.session_id == busy_refs.c.sub_session_id))
+                .where(
+                    busy_refs.c.session_id == parent.c.session_id,
+                    busy_refs.c.status == "running",
+                    busy_refs.c.mode == "ephemeral",
+                    busy.c.status == "active",
+                ),
             )
             .limit(limit)
         )
+        if session_id is not None:
+            query = query.where(parent.c.session_id == session_id)
         with self._engine.connect() as conn:
             return list(conn.execute(query).scalars())
 

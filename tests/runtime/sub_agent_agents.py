@@ -77,9 +77,11 @@ class Model:
     """The scripted model (a ``ScriptedOpenAIServer`` handler).
 
     ``hold_topic``: the researcher of this topic answers its first request after ``hold_seconds``
-    (so a test can act while that child runs). ``fail_topic``: that researcher's model call is
-    refused (HTTP 400: the child fails at once). ``finish_at_once``: the planner calls ``__finish__``
-    alongside its delegations.
+    (so a test can act while that child runs); ``hold_topics``: several such topics, each held
+    ``hold_seconds_by_topic.get(topic, hold_seconds)``; ``hold_every_child``: every researcher of a
+    held topic is held (many parents delegating the same topic), not only the first.
+    ``fail_topic``: that researcher's model call is refused (HTTP 400: the child fails at once).
+    ``finish_at_once``: the planner calls ``__finish__`` alongside its delegations.
     """
 
     def __init__(
@@ -87,12 +89,18 @@ class Model:
         topics: tuple[str, ...] = ("rain", "snow"),
         *,
         hold_topic: str | None = None,
+        hold_topics: tuple[str, ...] = (),
         hold_seconds: float = 30.0,
+        hold_seconds_by_topic: dict[str, float] | None = None,
+        hold_every_child: bool = False,
         fail_topic: str | None = None,
         finish_at_once: bool = False,
     ) -> None:
         self.topics = topics
-        self.hold_topic = hold_topic
+        self.hold_topics = set(hold_topics) | ({hold_topic} if hold_topic else set())
+        self._held_topics: set[str] = set()
+        self.hold_seconds_by_topic = hold_seconds_by_topic or {}
+        self.hold_every_child = hold_every_child
         self.hold_seconds = hold_seconds
         self.fail_topic = fail_topic
         self.finish_at_once = finish_at_once
@@ -133,9 +141,12 @@ class Model:
             response: dict[str, Any] = {
                 "tool_calls": [{"id": f"note_{topic}", "name": "note", "arguments": {"text": f"note {topic}"}}]
             }
-            if topic == self.hold_topic and not self.held.is_set():
+            with self._lock:
+                hold = topic in self.hold_topics and (self.hold_every_child or topic not in self._held_topics)
+                self._held_topics.add(topic)
+            if hold:
                 self.held.set()
-                response["delay_seconds"] = self.hold_seconds
+                response["delay_seconds"] = self.hold_seconds_by_topic.get(topic, self.hold_seconds)
             return response
         return {
             "tool_calls": [{"id": f"fin_{topic}", "name": "__finish__", "arguments": {"summary": f"about {topic}"}}]
