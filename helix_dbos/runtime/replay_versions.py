@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from helix_dbos.compaction.capability import COMPACTION_PATCH
 from helix_dbos.guardrails.capability import ALL_CALLS_PATCH, GUARDRAILS_PATCH, HELD_RESULTS_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
+from helix_dbos.runtime.child_park import CHILD_PARK_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.rate_limits import RATE_EXACT_PATCH, RATE_LIMITS_PATCH
@@ -117,6 +118,15 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "result was 'running' with notify, and the parent went on)",
         "runtime/companions.py: _ended, only when a blocking wait ended on a human; awaited_companions, only "
         "in a continuation whose batch has spawn/send calls",
+    ),
+    ReplayPatch(
+        CHILD_PARK_PATCH,
+        "a parent waits for its sub-agent children at most the hot window ({agent}.child.wait may end "
+        "'running'); a child still running then leaves its batch's sub-agent calls open and the parent parks as "
+        "suspended_awaiting_children; its continuation takes {agent}.child.awaited and awaits those children "
+        "instead of starting them again (before: the wait lasted until the child ended)",
+        "runtime/child_park.py: parking_enabled, once per run, at its first wait on a sub-agent child "
+        "(sub_agents.await_sub_agents) or in a continuation with open sub-agent calls (awaited_children)",
     ),
     ReplayPatch(
         COMPACTION_PATCH,

@@ -8,7 +8,11 @@ The ``note`` tool appends to the file named by ``$HELIX_SUBAGENT_EFFECTS`` (set 
 to them did: from the bare tool call id, without asking the replay patch (so nothing of it is
 recorded), which is the history such a version left. A test recovers it with the current code.
 
-Usage: python sub_agent_worker.py DATABASE_URL LLM_BASE_URL SESSION_ID [--start] [--legacy-call-ids]
+``--hot-wait-only`` waits for the children hot whatever the hot window, without asking the replay
+patch that lets a parent park on them (so nothing of it is recorded): the history a version before
+parking left.
+
+Usage: python sub_agent_worker.py DATABASE_URL LLM_BASE_URL SESSION_ID [--start] [--legacy-call-ids] [--hot-wait-only]
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ if "--legacy-call-ids" in sys.argv:
     from helix_dbos.runtime import run_context
 
     run_context.scoped_call_ids = lambda: False
+
+if "--hot-wait-only" in sys.argv:
+    from helix_dbos.runtime import sub_agents
+
+    sub_agents.parking_enabled = lambda run: False
 
 planner, _ = agents(LLM_BASE_URL)
 serve_session(

@@ -19,6 +19,7 @@ def test_every_step_name_is_byte_identical_to_the_recorded_contract() -> None:
     assert step_names.resumed("writer") == "writer.resumed"
     assert step_names.child_start("writer") == "writer.child.start"
     assert step_names.child_wait("writer") == "writer.child.wait"
+    assert step_names.child_awaited("writer") == "writer.child.awaited"
     assert step_names.companion_open("writer") == "writer.companion.open"
     assert step_names.companion_status("writer") == "writer.companion.status"
     assert step_names.companion_wait("writer") == "writer.companion.wait"
@@ -50,6 +51,7 @@ def test_the_module_lists_every_name_it_defines() -> None:
         "budget_register",
         "budget_start",
         "capability",
+        "child_awaited",
         "child_start",
         "child_wait",
         "companion_awaited",

@@ -69,3 +69,14 @@ def test_the_guardrail_call_kinds_patch_is_asked_only_by_guardrails() -> None:
     askers = {where for where, argument in _patch_calls() if argument == "ALL_CALLS_PATCH"}
     assert askers == {"guardrails/capability.py"}
     assert all(ALL_CALLS_PATCH not in c.replay_patches for c in builtin_capabilities())
+
+
+def test_the_sub_agent_parking_patch_is_asked_once_per_run_and_only_where_children_are_awaited() -> None:
+    """Runs without sub-agents never ask it (no marker row); the sub-agents capability declares it."""
+    from helix_dbos.runtime.child_park import CHILD_PARK_PATCH
+    from helix_dbos.runtime.sub_agents import SubAgentsCapability
+
+    assert CHILD_PARK_PATCH in {p.name for p in PATCHES}
+    assert CHILD_PARK_PATCH in SubAgentsCapability.replay_patches
+    askers = {where for where, argument in _patch_calls() if argument == "CHILD_PARK_PATCH"}
+    assert askers == {"runtime/child_park.py"}
