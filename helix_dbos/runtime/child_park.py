@@ -57,6 +57,10 @@ CHILD_PARK_PATCH = "helix-park-on-sub-agents"
 
 _log = logging.getLogger("helix_dbos.runtime.child_park")
 
+_WAKE_THREADS = 8
+"""Wakes run at once at most: a wake is I/O (two reads, a run's start), so a burst of children
+ending together (a fan-out's) queues behind few threads; a thread per parent is what parking removes."""
+
 
 def parking_enabled(run: RunContext) -> bool:
     """Whether this run's sub-agent waits are bounded by the hot window (the patch, asked once per run)."""
@@ -110,9 +114,8 @@ class ParentWaker:
     """Continues parked parents whose children have all ended, off the caller's thread.
 
     ``continue_parked(session_id)`` starts a suspended run's continuation (idempotent: one
-    compare-and-set under a deterministic id). Two threads at most, started on first use: a wake is a
-    couple of queries and a workflow start, and a burst of children ending queues here rather than
-    adding a thread per parent.
+    compare-and-set under a deterministic id). :data:`_WAKE_THREADS` threads at most, started on
+    first use: a burst of children ending queues here rather than adding a thread per parent.
     """
 
     def __init__(self, store: SessionStore, continue_parked: Callable[[str], object]) -> None:
@@ -128,7 +131,7 @@ class ParentWaker:
             if self._closed:
                 return  # shutting down: the sweep of the next worker continues it
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="helix-parent-wake")
+                self._pool = ThreadPoolExecutor(max_workers=_WAKE_THREADS, thread_name_prefix="helix-parent-wake")
             self._pool.submit(self._wake, parent_session_id)
 
     def wake_now(self, parent_session_id: str) -> object | None:
