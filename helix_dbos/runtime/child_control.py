@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from helix_dbos.runtime.services import RuntimeServices
 
 
+def timeout_error(timeout_ms: int | None) -> str:
+    """The error a child stopped at its deadline ends with (its parent's result says ``timeout``)."""
+    return f"the child run did not finish within {timeout_ms} ms; it was stopped"
+
+
 def stop_child(rt: RuntimeServices, session_id: str, error: str) -> None:
     """Stop a child run and its own running children: session ``failed`` (aborted), workflow cancelled.
 
@@ -74,4 +79,4 @@ def running_children(store: SessionStore, session_id: str) -> list[SubSessionRef
     return [ref for ref in store.get_sub_session_refs(session_id) if ref.status == "running"]
 
 
-__all__ = ["interrupt_child", "running_children", "stop_child"]
+__all__ = ["interrupt_child", "running_children", "stop_child", "timeout_error"]

@@ -21,17 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from helix_dbos._clock import now_ms
-from helix_dbos.runtime.child_control import stop_child
+from helix_dbos.runtime.child_control import stop_child, timeout_error
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.services import RuntimeServices
 
 _log = logging.getLogger("helix_dbos.runtime.child_deadlines")
-
-
-def timeout_error(timeout_ms: int | None) -> str:
-    """The error a child stopped at its deadline ends with (the parent's result says ``timeout``)."""
-    return f"the child run did not finish within {timeout_ms} ms; it was stopped"
 
 
 @dataclass(frozen=True, order=True)
@@ -106,4 +101,4 @@ class ChildDeadlines:
             rt.parent_waker.wake(due.parent_session_id)
 
 
-__all__ = ["ChildDeadlines", "timeout_error"]
+__all__ = ["ChildDeadlines"]

@@ -53,8 +53,7 @@ from helix_dbos.errors import HelixError, public_error_message
 from helix_dbos.runtime import services, starts, step_names
 from helix_dbos.runtime._dbos_compat import is_dbos_replay_error
 from helix_dbos.runtime.abort import durable_stop_reason
-from helix_dbos.runtime.child_control import interrupt_child, running_children, stop_child
-from helix_dbos.runtime.child_deadlines import timeout_error
+from helix_dbos.runtime.child_control import interrupt_child, running_children, stop_child, timeout_error
 from helix_dbos.runtime.ids import child_request_key, child_session_id_for
 from helix_dbos.runtime.run_request import OUTCOME_EVENT, RunIdentity
 from helix_dbos.runtime.step_outputs import ChildStartOutput, ChildWaitOutput
