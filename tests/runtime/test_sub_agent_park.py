@@ -25,6 +25,7 @@ from helix_dbos.messages import ToolResultMessage
 from helix_dbos.orchestration.message_builder import find_unpaired_tool_call_ids
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.child_park import ParentWaker
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
@@ -264,3 +265,29 @@ def test_parked_parents_hold_no_thread_and_all_complete(
     assert threads_running("researcher") > 0  # the children are still in their held model calls
     for handle in handles:
         assert wait_session(executor, handle.session_id, timeout=30) == "completed"
+
+
+def test_the_workers_sweep_continues_a_parked_parent_whose_wake_was_lost(
+    executor_for: Callable[..., DBOSAgentExecutor],
+    serve: Callable[[Model], ScriptedOpenAIServer],
+    effects: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wake is an optimisation of latency: with it lost (a worker killed between the child's end and
+    its wake), the sweep every worker runs continues the parent, once however often it runs."""
+    monkeypatch.setattr(ParentWaker, "wake", lambda self, parent_session_id: None)
+    executor = executor_for(serve(Model(hold_topic="snow", hold_seconds=1.0)).base_url)
+    handle = executor.execute("planner", "plan")
+    assert handle.result(timeout_seconds=30).status == "suspended_awaiting_children"
+    session = handle.session_id
+    deadline = time.monotonic() + 20
+    while (child := executor.store.load_session(f"{session}-sub-1.1-call_snow")) is None or child.status == "active":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert executor.store.load_session(session).status == "active"  # type: ignore[union-attr]  # nobody woke it
+    [continued] = executor.expire_parked_calls()
+    assert executor.expire_parked_calls() == []
+    assert wait_session(executor, session) == "completed"
+    assert parent_workflows(session) == sorted([handle.run_id, continued])
+    assert [call for call, _, _ in tool_results(executor, session)] == ["call_rain", "call_snow", "finish"]
