@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from helix_dbos import MockLLMAdapter, PersistentAgentConfig, define_agent
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.runtime import step_names
+from helix_dbos.runtime.child_park import CHILD_PARK_PATCH
 from helix_dbos.runtime.ids import SCOPED_CALL_IDS_PATCH
 from helix_dbos.runtime.workflow import AGENT_WORKFLOW_NAME
 from tests.pg import unique_name
@@ -94,13 +95,15 @@ def test_a_sub_agent_call_id_used_again_on_the_next_turn_runs_a_new_child(make_e
         assert [run.run_id for run in executor.list_runs(ref.sub_session_id)] == [f"{ref.sub_session_id}-turn-1"]
 
     # The ids were derived under the named replay patch, recorded once per run that delegates: the
-    # step list of a run with a child is its children's steps plus that one marker.
+    # step list of a run with a child is its children's steps plus that one marker, and the marker
+    # of parking on sub-agents, asked at the run's first wait on one.
     steps = [s["function_name"] for s in DBOS.list_workflow_steps(second.run_id)]
     assert steps == [
         step_names.llm("ids-planner"),
         f"DBOS.patch-{SCOPED_CALL_IDS_PATCH}",
         step_names.child_start("ids-planner"),
         AGENT_WORKFLOW_NAME,  # the child's start, recorded by DBOS
+        f"DBOS.patch-{CHILD_PARK_PATCH}",
         step_names.child_wait("ids-planner"),
         step_names.llm("ids-planner"),
         step_names.finalize("ids-planner"),
