@@ -445,10 +445,19 @@ class DBOSAgentExecutor:
             return None
         hooks = self._services.call_hooks_of(run.workflow_id)
         priority = priority_of(run.workflow_id) if self.queue is not None else None
-        try:
-            return self._start_next_run(session, mode="resume", message=None, hooks=hooks, priority=priority)
-        except (AgentAlreadyRunningError, StaleStateError):
-            return self.get_handle(session_id)  # someone else started it: same deterministic run
+        for attempt in range(2):
+            try:
+                return self._start_next_run(session, mode="resume", message=None, hooks=hooks, priority=priority)
+            except AgentAlreadyRunningError:
+                break  # someone else started it: same deterministic run
+            except StaleStateError:
+                # The session and its run are two reads: the run's suspend can commit between them,
+                # so the session read may predate it (its version one behind) while the run reads
+                # suspended. Read both again once; a start that really lost to another finds it running.
+                session = self.store.load_session(session_id)
+                if attempt or session is None or session.run_id != run.run_id:
+                    break
+        return self.get_handle(session_id)
 
     def _continue_parent(self, session_id: str) -> AgentExecutionHandle | None:
         """Continue a parent parked on children; an interrupt asked while it was parked carries over.

@@ -204,3 +204,40 @@ def test_a_batch_with_a_call_still_open_is_not_continued(
     assert continued is not None
     assert continued.result(timeout_seconds=10).output == Out(answer='"Lima" | "Cusco"')
     assert len(executor.list_runs(first.session_id)) == 2
+
+
+def test_a_session_read_from_before_the_suspend_still_continues_the_run(
+    start_executor: Callable[..., DBOSAgentExecutor],
+    hold_finalize: Callable[[Callable[[RunIdentity], bool]], HeldFinalize],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The continuation reads the session and then its run, two reads: the suspend can commit
+    between them, so the run reads ``suspended`` while the session is the one from before (one
+    version behind). The start's compare-and-set then fails although nobody else started anything;
+    it reads again and continues the run, instead of handing back the suspended run and leaving the
+    continuation to the sweep (what `test_an_answer_submitted_while_the_run_parks_continues_it` saw,
+    about one run in twelve on a loaded machine). Here the stale read is made on purpose."""
+    agent = define_agent(
+        "park-race-stale", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[location]
+    )
+    executor = start_executor(
+        agent, MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), 0.0
+    )
+    submitted = threading.Event()
+    held = hold_finalize(lambda who: submitted.is_set())
+    first = executor.execute(agent, "where am I?")
+    assert held.entered.wait(10)
+    before_suspend = executor.store.load_session(first.session_id)  # the session as the run still ran
+    assert before_suspend is not None
+    assert answer(executor, first.session_id, "c1", "Quito") is None  # the run had not suspended yet
+    submitted.set()
+    assert held.committed.wait(10)
+    assert executor.list_runs(first.session_id)[-1].status == "suspended"
+
+    reads = iter([before_suspend])
+    load = executor.store.load_session
+    monkeypatch.setattr(executor.store, "load_session", lambda session_id: next(reads, None) or load(session_id))
+    continued = executor._continue_parked(first.session_id)  # the workers' sweep's entry
+    assert continued is not None and continued.run_id == f"{first.session_id}-turn-2"
+    assert continued.result(timeout_seconds=10).output == Out(answer='"Quito"')
+    assert len(executor.list_runs(first.session_id)) == 2
