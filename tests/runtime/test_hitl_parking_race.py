@@ -25,6 +25,7 @@ from helix_dbos.runtime import loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.launch import launch, shutdown
 from helix_dbos.runtime.steps import RunIdentity
+from helix_dbos.store.base import SessionRecord
 from tests.conftest import STORE_BACKENDS
 from tests.runtime.test_hitl import CityIn, Out, calls, finish_with_results
 
@@ -82,13 +83,16 @@ def start_executor(database_url: str) -> Iterator[Callable[..., DBOSAgentExecuto
     """``launch()`` on the backend (background tasks on, as a worker runs), shut down after the test."""
     started: list[DBOSAgentExecutor] = []
 
-    def start(agent: Any, model: MockLLMAdapter, hot_window_seconds: float) -> DBOSAgentExecutor:
+    def start(
+        agent: Any, model: MockLLMAdapter, hot_window_seconds: float, background_tasks: bool = True
+    ) -> DBOSAgentExecutor:
         executor = launch(
             database_url,
             agents=[agent],
             llm_adapter=model,
             hot_window_seconds=hot_window_seconds,
             dbos_overrides={"notification_listener_polling_interval_sec": 0.01},
+            background_tasks=background_tasks,
         )
         started.append(executor)
         return executor
@@ -117,6 +121,25 @@ def settled_runs(executor: DBOSAgentExecutor, session_id: str, timeout: float = 
         if runs[-1].status == "completed" or time.monotonic() >= deadline:
             return [(r.turn, r.status, r.mode) for r in runs]
         time.sleep(0.05)
+
+
+def suspended_after_the_submission_gave_up(
+    executor: DBOSAgentExecutor, agent: Any, hold_finalize: Callable[[Callable[[RunIdentity], bool]], HeldFinalize]
+) -> tuple[Any, SessionRecord]:
+    """Answer a parking run's call, let its suspend commit only after the submission returned.
+
+    Returns the first run's handle and the session as it was read before the suspend committed.
+    """
+    submitted = threading.Event()
+    held = hold_finalize(lambda who: submitted.is_set())
+    first = executor.execute(agent, "where am I?")
+    assert held.entered.wait(10)
+    before_suspend = executor.store.load_session(first.session_id)  # the session as the run still ran
+    assert before_suspend is not None
+    assert answer(executor, first.session_id, "c1", "Quito") is None  # the run had not suspended yet
+    submitted.set()
+    assert held.committed.wait(10)
+    return first, before_suspend
 
 
 @pytest.mark.parametrize("hot_window_seconds", [0.0, 0.3])
@@ -166,13 +189,7 @@ def test_a_run_that_suspends_after_the_submission_gave_up_waiting_is_continued_b
     executor = start_executor(
         agent, MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), 0.0
     )
-    submitted = threading.Event()
-    held = hold_finalize(lambda who: submitted.is_set())
-    first = executor.execute(agent, "where am I?")
-    assert held.entered.wait(10)
-    assert answer(executor, first.session_id, "c1", "Quito") is None  # the run had not suspended yet
-    submitted.set()
-    assert held.committed.wait(10)
+    first, _ = suspended_after_the_submission_gave_up(executor, agent, hold_finalize)
     assert settled_runs(executor, first.session_id) == [(1, "suspended", "execute"), (2, "completed", "resume")]
     assert executor.get_handle(first.session_id).result(timeout_seconds=10).output == Out(answer='"Quito"')  # type: ignore[union-attr]
     assert executor.expire_parked_calls() == []  # nothing left to continue: never a second continuation
@@ -220,18 +237,9 @@ def test_a_session_read_from_before_the_suspend_still_continues_the_run(
     agent = define_agent(
         "park-race-stale", system_prompt="x", llm_config="openai/fake", output_schema=Out, tools=[location]
     )
-    executor = start_executor(
-        agent, MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results]), 0.0
-    )
-    submitted = threading.Event()
-    held = hold_finalize(lambda who: submitted.is_set())
-    first = executor.execute(agent, "where am I?")
-    assert held.entered.wait(10)
-    before_suspend = executor.store.load_session(first.session_id)  # the session as the run still ran
-    assert before_suspend is not None
-    assert answer(executor, first.session_id, "c1", "Quito") is None  # the run had not suspended yet
-    submitted.set()
-    assert held.committed.wait(10)
+    model = MockLLMAdapter([calls(("c1", "get_location", {"city": "?"})), finish_with_results])
+    executor = start_executor(agent, model, 0.0, background_tasks=False)  # no sweep: this call must continue it
+    first, before_suspend = suspended_after_the_submission_gave_up(executor, agent, hold_finalize)
     assert executor.list_runs(first.session_id)[-1].status == "suspended"
 
     reads = iter([before_suspend])
