@@ -34,7 +34,8 @@ ever in flight together), and ``--queue SPEC`` runs helix-dbos with a run queue
 provider limit on its model (``ProviderRateLimit.parse``, e.g. ``openai/:concurrency=20``). Each
 stack also prints the peak of runs in flight at once (from DBOS's start, or dequeue, and end
 times), the peak of the database's connections (``pg_stat_activity``, sampled), the pool-wait
-warnings logged and the failed runs.
+warnings logged, the failed runs, and the part of the client's CPU spent in the kernel with the
+context switches of its threads (``getrusage``): GIL hand-offs between threads cost both.
 
 Usage:  python scripts/bench_capacity.py [--runs 200] [--latency 1.0] [--rounds 2] [--sequential 20]
         [--stacks bare-sync,bare-async,helix,floor] [--flush-wait 11] [--database-url URL]
@@ -385,6 +386,11 @@ class PoolWaitCount(logging.Handler):
         logging.getLogger().removeHandler(self)
 
 
+def switches(usage: resource.struct_rusage) -> int:
+    """The process's context switches so far, voluntary (a wait) and not (preempted)."""
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
 def run_child(args: argparse.Namespace) -> None:
     """Measure one stack in this process and print its figures as one JSON line."""
     from dbos import DBOS
@@ -458,6 +464,8 @@ def run_child(args: argparse.Namespace) -> None:
         "wall_s": max(finished.values()) - first,
         "latency_s": latencies,
         "cpu_ms_per_run": cpu / runs * 1000,
+        "sys_ms_per_run": (cpu_after.ru_stime - cpu_before.ru_stime) / runs * 1000,
+        "switches_per_run": (switches(cpu_after) - switches(cpu_before)) / runs,
         "server_cpu_ms_per_run": server_ms,
         "xacts_per_run": counters.delta(before, after, background.xact_commit) / runs,
         "rows_per_run": counters.delta(before, after, background.rows_written, field="rows_written") / runs,
@@ -507,7 +515,7 @@ def measure_stack(stack: str, url: str, args: argparse.Namespace, profile: str |
         command += ["--rate-limit", args.rate_limit]
     if profile:
         command += ["--profile", profile]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.child_timeout)
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
@@ -683,13 +691,16 @@ def main() -> None:
 
 def print_in_flight(results: dict[str, list[dict[str, Any]]]) -> None:
     """Per stack (medians over the rounds): runs in flight at once, connections, pool waits, failures."""
-    print("in flight at once / peak connections / pool-wait warnings / failed runs (medians):")
+    print(
+        "in flight at once / peak connections / pool-wait warnings / failed runs / "
+        "kernel CPU ms per run / thread switches per run (medians):"
+    )
     for stack, rounds in results.items():
         figures = [statistics.median(r.get(key, 0) for r in rounds) for key in FLIGHT_KEYS]
         print(f"  {stack:10s} " + " ".join(f"{value:7.0f}" for value in figures))
 
 
-FLIGHT_KEYS = ("peak_in_flight", "peak_connections", "pool_waits", "failed")
+FLIGHT_KEYS = ("peak_in_flight", "peak_connections", "pool_waits", "failed", "sys_ms_per_run", "switches_per_run")
 
 
 def print_statements(results: dict[str, list[dict[str, Any]]]) -> None:

@@ -43,7 +43,9 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         assert len(row.split()) == 11, row  # the stack and its ten figures (PostgreSQL's CPU: a number, or "-")
     assert any(line.strip().startswith("helix/bare-sync") for line in lines)
     flight = lines.index(next(line for line in lines if line.startswith("in flight at once")))
-    for line in lines[flight + 1 : flight + 4]:  # the stack, its four figures, no run failed
-        assert len(line.split()) == 5 and line.split()[-1] == "0", line
+    for line in lines[flight + 1 : flight + 4]:  # the stack, its six figures, no run failed
+        figures = line.split()
+        assert len(figures) == 7 and figures[4] == "0", line
+        assert float(figures[6]) > 0, line  # its threads switched
     verdicts = [line.split()[0] for line in lines[lines.index("targets (issue 32):") + 1 :]]
     assert len(verdicts) == 4 and set(verdicts) <= {"PASS", "FAIL"}, done.stdout

@@ -10,6 +10,7 @@ before. These pin both halves: the round trips, and that the fallback leaves wha
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from helix_dbos.errors import HelixError
@@ -18,7 +19,13 @@ from helix_dbos.runtime.aio import background_loop
 from helix_dbos.store import SqlSessionStore
 from helix_dbos.store.base import StepCommit
 from helix_dbos.store.dialect import RidingWrite
+from helix_dbos.store.retry import RetryPolicy
+from helix_dbos.stream.base import StreamStatus
 from helix_dbos.stream.sql import SqlStreamManager
+from helix_dbos.stream.sql.flusher import PendingChunk, storage_body
+from helix_dbos.stream.sql.listen import NOTIFY_CHANNEL
+from helix_dbos.stream.sql.postgres import PostgresStreamDialect
+from helix_dbos.stream.sql.storage import StreamStorage
 from helix_dbos.testing.store_contract.helpers import commit, now, pending_call, start, tool_step
 from tests.round_trips import counting
 from tests.stream.helpers import contents, text
@@ -107,3 +114,96 @@ def test_a_one_stream_batch_and_a_streams_end_are_one_round_trip_each(pg_store: 
         assert info is not None and info.status == "ended" and info.latest_sequence == 1
     finally:
         background_loop.run(manager.aclose())
+
+
+def _pending(stream_id: str, content: str, key: str | None = None, status: StreamStatus | None = None) -> PendingChunk:
+    chunk = text(content, agent_id=stream_id)
+    return PendingChunk(stream_id, "r1", chunk.type, None, storage_body(chunk), key, status, None)
+
+
+def _storage(pg_store: SqlSessionStore) -> StreamStorage:
+    return StreamStorage(PostgresStreamDialect(pg_store.engine, notify=True), RetryPolicy())
+
+
+def _stored(storage: StreamStorage, stream_id: str) -> list[tuple[int, str]]:
+    return [(r.sequence, contents([r.chunk])[0]) for r in storage.read_records(stream_id, 0)]
+
+
+def test_a_batch_of_several_streams_is_one_round_trip(pg_store: SqlSessionStore) -> None:
+    """Under load a flusher batch holds about 20 streams: one statement each in a transaction cost 22 round trips."""
+    storage = _storage(pg_store)
+    storage.write_groups({"s2": [_pending("s2", "x")]})  # s2 exists already, s1 and s3 do not
+    url = pg_store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    listener = psycopg.connect(url, autocommit=True)
+    try:
+        listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        with counting(pg_store.engine) as trips:
+            ended = storage.write_groups(
+                {
+                    "s3": [_pending("s3", "a")],
+                    "s1": [_pending("s1", "a", "k1"), _pending("s1", "b")],
+                    "s2": [_pending("s2", "y"), _pending("s2", "z")],
+                }
+            )
+        assert ended == set()
+        assert len(trips.on()) == 1 and trips.on()[0].startswith("WITH input AS")  # was BEGIN, 3 statements, COMMIT
+        heard = {n.payload for n in listener.notifies(timeout=2.0, stop_after=3)}
+    finally:
+        listener.close()
+    assert heard == {"c:s1", "c:s2", "c:s3"}  # each stream's live readers are woken
+    assert _stored(storage, "s1") == [(1, "a"), (2, "b")]
+    assert _stored(storage, "s2") == [(1, "x"), (2, "y"), (3, "z")]
+    assert _stored(storage, "s3") == [(1, "a")]
+    info = storage.info("s2")
+    assert info is not None and (info.latest_sequence, info.chunk_count) == (3, 3)
+
+
+def test_an_ended_stream_in_a_batch_gets_nothing_and_the_others_their_chunks(pg_store: SqlSessionStore) -> None:
+    storage = _storage(pg_store)
+    storage.write_groups({"s1": [_pending("s1", "a")], "s2": [_pending("s2", "a")]})
+    storage.terminate("s2", "ended", None)
+    with counting(pg_store.engine) as trips:
+        ended = storage.write_groups({"s1": [_pending("s1", "b")], "s2": [_pending("s2", "late")]})
+    assert ended == {"s2"} and len(trips.on()) == 1
+    assert _stored(storage, "s1") == [(1, "a"), (2, "b")]
+    assert _stored(storage, "s2") == [(1, "a")]
+    info = storage.info("s2")
+    assert info is not None and (info.status, info.latest_sequence) == ("ended", 1)
+
+
+def test_a_batch_with_a_replayed_key_falls_back_whole_and_stays_contiguous(pg_store: SqlSessionStore) -> None:
+    storage = _storage(pg_store)
+    storage.write_groups({"s1": [_pending("s1", "a", "k1")], "s2": [_pending("s2", "a")]})
+    with counting(pg_store.engine) as trips:
+        ended = storage.write_groups(
+            {"s1": [_pending("s1", "a", "k1"), _pending("s1", "b", "k2")], "s2": [_pending("s2", "b")]}
+        )
+    assert ended == set()
+    sent = trips.on()
+    assert sent[0].startswith("WITH input AS") and sent[1] == "BEGIN"  # the guard failed it: the transaction path
+    assert _stored(storage, "s1") == [(1, "a"), (2, "b")]  # k1's second reservation given back
+    assert _stored(storage, "s2") == [(1, "a"), (2, "b")]  # written once, by the transaction
+    info = storage.info("s1")
+    assert info is not None and (info.latest_sequence, info.chunk_count) == (2, 2)
+
+
+def test_a_batch_that_switches_a_streams_status_keeps_the_transaction(pg_store: SqlSessionStore) -> None:
+    storage = _storage(pg_store)
+    with counting(pg_store.engine) as trips:
+        storage.write_groups({"s1": [_pending("s1", "a", status="paused")], "s2": [_pending("s2", "a")]})
+    assert trips.on()[0] == "BEGIN"
+    info = storage.info("s1")
+    assert info is not None and info.status == "paused"
+
+
+def test_a_batch_locks_its_streams_in_the_order_the_transaction_path_does(pg_store: SqlSessionStore) -> None:
+    """Byte order, whatever the database's collation: two flushers never wait on each other in a cycle."""
+    storage = _storage(pg_store)
+    with pg_store.engine.connect() as conn:
+        statement = str(PostgresStreamDialect(pg_store.engine, notify=False)._append_groups)
+        assert 'ORDER BY sid COLLATE "C"' in statement
+        ordered = conn.exec_driver_sql(
+            "SELECT s FROM unnest(ARRAY['b', 'B', 'a', '_x', 'A']) AS s ORDER BY s COLLATE \"C\""
+        ).scalars()
+        assert list(ordered) == sorted(["b", "B", "a", "_x", "A"])
+    assert storage.write_groups({"B": [_pending("B", "a")], "a": [_pending("a", "a")]}) == set()

@@ -59,6 +59,16 @@ class StreamDialect(ABC):
         """
         return None
 
+    def append_groups_alone(self, groups: dict[str, list[PendingChunk]], now: int) -> set[str] | None:
+        """Every stream's :meth:`append_chunks` as one statement outside any transaction.
+
+        For a flusher batch of several streams, none changing its status. Returns the streams that
+        had ended (nothing written for them), or ``None`` having written nothing when the batch
+        needs the transaction path (a replayed chunk's holes to close), or at once where the
+        dialect has no such statement.
+        """
+        return None
+
     @abstractmethod
     def insert_chunks(
         self, conn: Connection, stream_id: str, base: int, items: list[PendingChunk], now: int

@@ -337,7 +337,9 @@ class Flusher:
 # committing a batch -------------------------------------------------------------------------------
 
 WriteStreams = Callable[[dict[str, list[PendingChunk]]], set[str]]
-"""Store every group in ONE transaction; return the streams that had ended (their chunks refused)."""
+"""Store every group atomically (one statement, or one transaction); return the streams that had ended.
+
+Their chunks are refused."""
 
 
 @dataclass

@@ -107,7 +107,10 @@ class StreamStorage:
             self.dialect.terminate(conn, stream_id, params)
 
     def write_groups(self, groups: dict[str, list[PendingChunk]]) -> set[str]:
-        """Store every stream's chunks in one transaction; returns the streams that had ended.
+        """Store every stream's chunks atomically; returns the streams that had ended.
+
+        One autocommitted statement where the dialect has one (one stream, or several with no
+        status change), else one transaction.
 
         Not retried here: the flusher's ``BatchCommitter`` retries it and isolates failures.
         """
@@ -117,6 +120,10 @@ class StreamStorage:
             alone = self.dialect.append_alone(stream_id, _unique(items), _last_status(items), now)
             if alone is not None:
                 return set() if alone else {stream_id}
+        elif all(_last_status(items) is None for items in groups.values()):  # many streams: one statement
+            together = self.dialect.append_groups_alone({sid: _unique(items) for sid, items in groups.items()}, now)
+            if together is not None:
+                return together
         ended: set[str] = set()
         with begin_write(self._engine) as conn:
             # Every process locks stream rows in the same order, so two batches never deadlock.
