@@ -1,0 +1,57 @@
+"""A PostgreSQL engine of helix-dbos keeps the connections it opens (up to 15) instead of reopening them.
+
+SQLAlchemy's default pool keeps 5 and opens up to 10 more, closing each again when it is handed
+back. Under the 200-run load that was about one new connection per run: a new server process each
+time, with cold catalog caches and no prepared statements. The most a pool holds stays 15.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from helix_dbos.store import SqlSessionStore
+from helix_dbos.store.engine import POSTGRES_POOL, create_engine_for
+
+_AT_ONCE = 12
+"""Callers holding a connection at the same time: more than SQLAlchemy's default pool keeps."""
+
+
+def _busy_round(engine: sa.Engine) -> None:
+    """``_AT_ONCE`` threads each hold a connection until all of them have one."""
+    everyone = threading.Barrier(_AT_ONCE, timeout=10)
+
+    def hold() -> None:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+            everyone.wait()
+
+    threads = [threading.Thread(target=hold) for _ in range(_AT_ONCE)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+
+
+def test_a_busy_store_reuses_its_connections(pg_store: SqlSessionStore) -> None:
+    opened: list[object] = []
+    event.listen(pg_store.engine.pool, "connect", lambda conn, record: opened.append(conn))
+    for _ in range(3):
+        _busy_round(pg_store.engine)
+    assert len(opened) <= _AT_ONCE  # was 25: 12, then about 7 more each round (all but the 5 kept)
+
+
+def test_the_pool_holds_no_more_than_before_and_a_caller_can_widen_it(pg_store_url: str) -> None:
+    engine = create_engine_for(pg_store_url)
+    try:
+        assert (engine.pool.size(), engine.pool._max_overflow) == (15, 0)  # type: ignore[attr-defined]
+        assert POSTGRES_POOL["pool_size"] + POSTGRES_POOL["max_overflow"] == 5 + 10  # SQLAlchemy's 5 kept + 10
+    finally:
+        engine.dispose()
+    wider = create_engine_for(pg_store_url, pool_size=40)
+    try:
+        assert wider.pool.size() == 40  # type: ignore[attr-defined]
+    finally:
+        wider.dispose()
