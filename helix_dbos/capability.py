@@ -260,6 +260,21 @@ class RunCapability:
         return None
 
 
+def capabilities_at(capabilities: Sequence[RunCapability], point: str) -> tuple[RunCapability, ...]:
+    """The capabilities that do something at ``point``, in order: the ones whose class overrides it.
+
+    A capability that inherits the base class's no-op at a point records nothing and returns the
+    neutral answer there, so skipping it changes nothing a run records; it only spares the call
+    (the loop passes a dozen points per iteration, and most built-ins use one or two). A point set
+    on the instance itself counts as overridden, and so does one the class lacks (calling it
+    fails, as it would have).
+    """
+    base = getattr(RunCapability, point)
+    return tuple(
+        c for c in capabilities if getattr(type(c), point, None) is not base or point in getattr(c, "__dict__", ())
+    )
+
+
 __all__ = [
     "RESERVED_CAPABILITY_NAMES",
     "BatchStop",
@@ -268,4 +283,5 @@ __all__ = [
     "FinalStatus",
     "RunCapability",
     "RunEnd",
+    "capabilities_at",
 ]

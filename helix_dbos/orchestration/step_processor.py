@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -263,13 +263,25 @@ def plan_step_processing(
     return _plan_tool_calls(step_result, output_schema, log)
 
 
+_Call = TypeVar("_Call", ParsedToolCall, ParsedSubAgentCall)
+
+
+def _with_object(call: _Call, field: str, log: Logger) -> _Call:
+    """``call`` with its ``field`` (its arguments) coerced to an object.
+
+    The call itself when they already are one (the usual case): a copy would be equal, so the
+    per-call copy is spared.
+    """
+    raw = getattr(call, field)
+    coerced = coerce_tool_call_arguments(raw, log)
+    if coerced is raw and field in call.model_fields_set:
+        return call
+    return call.model_copy(update={field: coerced})
+
+
 def _plan_tool_calls(step_result: ToolCallsStepResult, output_schema: Any, log: Logger) -> StepProcessingPlan:
-    calls = [
-        c.model_copy(update={"arguments": coerce_tool_call_arguments(c.arguments, log)}) for c in step_result.tool_calls
-    ]
-    sub_calls = [
-        c.model_copy(update={"input": coerce_tool_call_arguments(c.input, log)}) for c in step_result.sub_agent_calls
-    ]
+    calls = [_with_object(c, "arguments", log) for c in step_result.tool_calls]
+    sub_calls = [_with_object(c, "input", log) for c in step_result.sub_agent_calls]
     message_plan = AssistantMessagePlan(
         content=step_result.content,
         tool_calls=calls,

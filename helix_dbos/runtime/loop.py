@@ -160,24 +160,24 @@ def _run_observed(request: RunRequest) -> RunSummary:
 def _run_loop(request: RunRequest) -> RunSummary:
     rt = services.current()
     run = _open_run(rt, request)
-    fragment = "".join(c.system_fragment(run) for c in run.capabilities)
-    toolbox = _Toolbox.of(run.agent, fragment, [t for c in run.capabilities for t in c.run_tools(run)])
+    fragment = "".join(c.system_fragment(run) for c in run.capabilities_at("system_fragment"))
+    toolbox = _Toolbox.of(run.agent, fragment, [t for c in run.capabilities_at("run_tools") for t in c.run_tools(run)])
     _fire_agent_start(run)
-    ended = _first_end(run, lambda c: c.on_start(run))
+    ended = _first_end(run, "on_start", lambda c: c.on_start(run))
     if ended is not None:
         return ended
     fire_resumed_at_start(run)
     early = _answer_outstanding(run, toolbox)
     if early is None:
-        early = _first_end(run, lambda c: c.after_outstanding(run))
+        early = _first_end(run, "after_outstanding", lambda c: c.after_outstanding(run))
     if early is not None:
         return early
     for message in request.resume_messages:
         run.append(message)
-    ended = _first_end(run, lambda c: c.between_steps(run))
+    ended = _first_end(run, "between_steps", lambda c: c.between_steps(run))
     if ended is not None:
         return ended
-    for capability in run.capabilities:
+    for capability in run.capabilities_at("before_first_model_call"):
         capability.before_first_model_call(run)
     # Step 0's commit is the run's genesis checkpoint, and reading the interrupt flag with it means
     # an interrupt that arrives before the first model call is honoured too.
@@ -185,7 +185,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
 
     while True:
         run.step += 1
-        for capability in run.capabilities:
+        for capability in run.capabilities_at("before_model_call"):
             capability.before_model_call(run)
         out = _call_model(run, toolbox, pending)
         pending = None
@@ -199,7 +199,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
             out = _call_model(run, toolbox, None)  # the same step, once more (a compaction made it smaller)
             step_result = StepResultAdapter.validate_python(out["step_result"])
             _record_llm_usage(run, step_result, out.get("duration_ms"))
-        for capability in run.capabilities:
+        for capability in run.capabilities_at("after_model_call"):
             capability.after_model_call(run, step_result)
         plan = _plan(run, step_result)
         ended = _process_step(run, toolbox, step_result, plan)
@@ -209,7 +209,7 @@ def _run_loop(request: RunRequest) -> RunSummary:
             step_result, run.step, toolbox.stop_config
         ):
             return _stop(run, step_result, toolbox.finish_name)
-        ended = _first_end(run, lambda c: c.between_steps(run))
+        ended = _first_end(run, "between_steps", lambda c: c.between_steps(run))
         if ended is not None:
             return ended
         pending = run.pending_commit()
@@ -217,12 +217,12 @@ def _run_loop(request: RunRequest) -> RunSummary:
 
 def _retry_wanted(run: RunContext, failed: ErrorStepResult) -> bool:
     """Whether a capability makes the failed call again (the first that says so; at most once a step)."""
-    return any(c.retry_model_call(run, failed) for c in run.capabilities)
+    return any(c.retry_model_call(run, failed) for c in run.capabilities_at("retry_model_call"))
 
 
-def _first_end(run: RunContext, point: Callable[[RunCapability], RunEnd | None]) -> RunSummary | None:
-    """Call ``point`` on each capability in order until one ends the run; then finish it that way."""
-    for capability in run.capabilities:
+def _first_end(run: RunContext, name: str, point: Callable[[RunCapability], RunEnd | None]) -> RunSummary | None:
+    """Call ``point`` (named ``name``) on each capability in order until one ends the run; then finish it so."""
+    for capability in run.capabilities_at(name):
         end = point(capability)
         if end is not None:
             return _finish_as(run, end)
@@ -286,7 +286,7 @@ def _call_model(run: RunContext, toolbox: _Toolbox, pending: StepCommit | None) 
     llm_messages = build_agent_messages_for_llm(
         run.agent, run.messages, run.custom_state, skills_fragment=toolbox.skills_fragment
     )
-    for capability in run.capabilities:
+    for capability in run.capabilities_at("model_messages"):
         llm_messages = capability.model_messages(run, llm_messages)
     applied, run.applied_pending = run.applied_pending, []
     llm_hooks = run.hooks if run.wants("before_llm_call", "after_llm_call") else None
@@ -499,11 +499,11 @@ def _finish(
     signal) and its stream open, since the continuation writes to the same stream.
     """
     end = RunEnd(status, output=output, error=error, reason=reason, pending_ids=list(pending_ids or []))
-    for capability in run.capabilities:
+    for capability in run.capabilities_at("before_finish"):
         end = capability.before_finish(run, end) or end
     status, output, error, reason = end.status, end.output, end.error, end.reason
     pending_ids = end.pending_ids or None
-    for capability in run.capabilities:
+    for capability in run.capabilities_at("on_finish"):
         capability.on_finish(run, end)
     run.flush_hooks()
     if status == "suspended_client_tool" or status == "suspended_awaiting_children":

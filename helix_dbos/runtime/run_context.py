@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig, AgentHooks
-from helix_dbos.capability import FinalStatus, RunCapability
+from helix_dbos.capability import FinalStatus, RunCapability, capabilities_at
 from helix_dbos.messages import Message
 from helix_dbos.runtime import step_names
 from helix_dbos.runtime.abort import durable_stop_reason
@@ -82,6 +82,17 @@ class RunContext:
         first such call starts: :func:`helix_dbos.runtime.unknown_outcomes.mark_starts`)."""
         self.capabilities: list[RunCapability] = [c.for_run() for c in (*rt.capabilities, *agent.capabilities)]
         """This run's features (built-in first, then the agent's own), in the order the loop calls them."""
+        self._capabilities_at: dict[str, tuple[RunCapability, ...]] = {}
+
+    def capabilities_at(self, point: str) -> tuple[RunCapability, ...]:
+        """The run's capabilities that do something at ``point`` (:func:`~helix_dbos.capability.capabilities_at`).
+
+        Worked out once per run and point: the loop passes most points every iteration.
+        """
+        found = self._capabilities_at.get(point)
+        if found is None:
+            found = self._capabilities_at[point] = capabilities_at(self.capabilities, point)
+        return found
 
     @property
     def session_id(self) -> str:
@@ -116,7 +127,7 @@ class RunContext:
 
     def wants(self, *hooks: str) -> bool:
         """Whether the run's hook plan has any of ``hooks`` (decides hook steps; see ``hook_names``)."""
-        return any(h in self.hook_plan for h in hooks)
+        return not self.hook_plan.isdisjoint(hooks)
 
     def call_key(self, tool_call_id: str) -> str:
         """What ids derived from this tool call build on: unique per turn and step, same on replay.

@@ -79,24 +79,25 @@ def execute_tools(
     """
     pending_kinds: dict[str, HitlKind] = {}
     if resuming:  # a continuation's first look at the batch its previous run suspended on
-        for capability in run.capabilities:
+        for capability in run.capabilities_at("calls_left_pending"):
             pending_kinds.update(capability.calls_left_pending(run, calls))
+    gating = run.capabilities_at("gates_call")
     batch = split_tool_batch(
         calls,
         tools_by_name,
-        requires_approval=lambda call, tool: any(c.gates_call(run, call, tool) for c in run.capabilities),
+        requires_approval=lambda call, tool: any(c.gates_call(run, call, tool) for c in gating),
         pending_kinds=pending_kinds,
         invalid_arguments=invalid_arguments,
     )
     run.applied_pending.extend(batch.closed_pending)  # never left open: the call has its result now
     results: Results = {c.id: error_result(c, batch.rejected[c.id]) for c in calls if c.id in batch.rejected}
-    for capability in run.capabilities:
+    for capability in run.capabilities_at("prepare_batch"):
         capability.prepare_batch(run, batch, results)
     if not resuming:
         _announce_starts(run, calls, batch)
-    registered = [(c, c.register_calls(run, batch, resuming=resuming)) for c in run.capabilities]
+    registered = [(c, c.register_calls(run, batch, resuming=resuming)) for c in run.capabilities_at("register_calls")]
 
-    started = [(c, c.start_calls(run, batch, results)) for c in run.capabilities]  # phase 1: they run meanwhile
+    started = [(c, c.start_calls(run, batch, results)) for c in run.capabilities_at("start_calls")]  # phase 1
     _run_phase(run, batch.regular, results)
     for capability, handle in started:
         if handle is not None:
@@ -111,7 +112,7 @@ def execute_tools(
     unknown = settle_unknown_outcomes(run, calls, tools_by_name, results, _run_phase)
     if unknown.stop is not None:
         return _stopped(run, calls, results, unknown)
-    for capability in run.capabilities:
+    for capability in run.capabilities_at("after_human_calls"):
         capability.after_human_calls(run, batch, results)
     if run.awaiting_children:  # a blocking companion waits on a human: park, leave its call open
         return _stopped(run, calls, results, CollectedAnswers(stop="awaiting_children"))
@@ -285,7 +286,8 @@ def _record_tool_result(run: RunContext, call: ParsedToolCall, output: ToolStepO
         unknown = {"outcome_unknown": True, "idempotency_key": output.get("idempotency_key")}
         message = message.model_copy(update={"metadata": {**(message.metadata or {}), **unknown}})
     run.append(message)
-    announced = next((c for c in (k.result_chunk(run, call, output) for k in run.capabilities) if c), None)
+    announcers = run.capabilities_at("result_chunk")
+    announced = next((c for c in (k.result_chunk(run, call, output) for k in announcers) if c), None)
     if announced is not None:
         run.emit(announced)  # e.g. subagent_end: its subagent_start went out at dispatch
     else:

@@ -161,6 +161,8 @@ def settle_unknown_outcomes(
     asked about again should that run die too), denied ones keep the "outcome unknown" result.
     Returns the answers' stop when the run must end waiting (its asked calls stay open).
     """
+    if not any(out.get("outcome_unknown") for out in results.values()):
+        return CollectedAnswers()  # the usual batch: nothing to ask (and no lookups to make)
     from helix_dbos.runtime.hitl_capability import HitlCapability  # the run's own instance decides
 
     hitl = next((c for c in run.capabilities if isinstance(c, HitlCapability)), None)

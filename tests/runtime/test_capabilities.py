@@ -193,3 +193,39 @@ def test_agents_without_capabilities_record_the_steps_they_always_did(make_execu
 def test_define_agent_refuses_capabilities_it_could_not_run(capabilities: list[Any], needle: str) -> None:
     with pytest.raises(DefinitionError, match=needle):
         define_agent("cap-bad", system_prompt="x", llm_config="mock/model", capabilities=capabilities)
+
+
+class Announcer(RunCapability):
+    """Acts at two points only (the loop works out once per run which capabilities act where)."""
+
+    name = "announcer"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def before_model_call(self, run: Any) -> None:
+        self.log.append(f"before_model_call:{run.step}")
+
+    def result_chunk(self, run: Any, call: Any, output: Any) -> None:
+        self.log.append(f"result_chunk:{call.name}")
+
+
+def test_each_run_sees_its_own_definitions_tools_and_capabilities(make_executor) -> None:
+    """An agent redefined between runs (tools and capabilities): each run calls what its definition has."""
+    log: list[str] = []
+    note = define_tool("note", description="Note", input_schema=Note, execute=_note)
+    jot = define_tool("jot", description="Jot", input_schema=Note, execute=_note)
+    plain = define_agent("cap-evolving", system_prompt="x", llm_config="mock/model", tools=[note])
+    announced = define_agent(
+        "cap-evolving", system_prompt="x", llm_config="mock/model", tools=[jot], capabilities=[Announcer(log)]
+    )
+    jot_script = [
+        {"type": "tool_calls", "tool_calls": [{"id": "j1", "name": "jot", "arguments": {"text": "a"}}]},
+        SCRIPT[1],
+    ]
+    model = MockLLMAdapter([*SCRIPT, *jot_script, *SCRIPT])
+    executor = make_executor(model, agents=[plain])
+    for agent, session in [(plain, "evo-1"), (announced, "evo-2"), (plain, "evo-3")]:
+        assert executor.execute(agent, "hello", session_id=session).result().status == "completed"
+    assert [[t.name for t in i.tools] for i in model.inputs] == [["note"]] * 2 + [["jot"]] * 2 + [["note"]] * 2
+    assert log == ["before_model_call:1", "result_chunk:jot", "before_model_call:2"]  # the second run only
