@@ -50,6 +50,7 @@ from helix_dbos.runtime.hooks import (
     StateChangePayload,
     ToolHookPayload,
     fire,
+    has_hook,
 )
 from helix_dbos.runtime.run_request import OUTCOME_EVENT, RunIdentity
 from helix_dbos.runtime.services import RuntimeServices
@@ -177,8 +178,9 @@ def llm_step(
         callbacks=LLMStreamCallbacks(on_text_delta=on_text, on_thinking=on_thinking, on_error=on_error),
         response_format=native_response_format(agent.output_schema) if agent.output_mode == "native" else None,
     )
-    call = LLMCallPayload(who.session_id, who.run_id, agent.name, step, messages, [t.name for t in tools])
+    call: LLMCallPayload | None = None  # built only when a hook will see it
     if hooks:
+        call = LLMCallPayload(who.session_id, who.run_id, agent.name, step, messages, [t.name for t in tools])
         fire(hooks, "before_llm_call", call, rt.logger)
     started = time.perf_counter()
     with observer.llm_call(step, agent.llm_config.model) as traced:
@@ -190,7 +192,7 @@ def llm_step(
         traced.done(step_result)
     if is_error_step(step_result) and process_exiting():
         raise ProcessExiting(f"process exiting; not recording the model call's error: {step_result.error}")
-    if hooks:
+    if hooks and call is not None:
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         fire(hooks, "after_llm_call", replace(call, step_result=step_result, duration_ms=elapsed), rt.logger)
     return {
@@ -351,12 +353,15 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
         abort_signal=rt.tool_abort_signal(who.session_id),
         call_key=request.call_key,
     )
-    fire(
-        request.hooks,
-        "before_tool",
-        ToolHookPayload(who.session_id, who.run_id, agent.name, call.id, tool.name, arguments, state_tracker=tracker),
-        rt.logger,
-    )
+    if has_hook(request.hooks, "before_tool"):  # the payload only when a hook will see it
+        fire(
+            request.hooks,
+            "before_tool",
+            ToolHookPayload(
+                who.session_id, who.run_id, agent.name, call.id, tool.name, arguments, state_tracker=tracker
+            ),
+            rt.logger,
+        )
     started = time.perf_counter()
     with observe.current().tool_call(call.id, tool.name) as traced:
         try:
@@ -373,7 +378,7 @@ def tool_step(request: ToolStepRequest) -> ToolStepOutput:
     output["writes"] = StepWritesAdapter.dump_python(writes, mode="json")
     output["patches"] = tracker.get_patches()
     output["events"] = [{"event_name": e.event_name, "data": to_jsonable_python(e.data)} for e in ctx.events]
-    if not writes.is_empty:
+    if not writes.is_empty and has_hook(request.hooks, "on_state_change"):
         fire(
             request.hooks,
             "on_state_change",
