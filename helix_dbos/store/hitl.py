@@ -118,6 +118,65 @@ submission's :data:`_BATCH_OF_CALL`; an ``answered``/``expired`` parked row that
 yet is where the scan starts (``ix_helix_pending_tool_calls_open``)."""
 
 
+_EXPIRED_PARKED: Final = (
+    sa.select(pending_tool_calls)
+    .where(
+        pending_tool_calls.c.status == "pending",
+        pending_tool_calls.c.delivery == "parked",
+        pending_tool_calls.c.deadline_ms.is_not(None),
+        pending_tool_calls.c.deadline_ms <= sa.bindparam("now"),
+    )
+    .limit(sa.bindparam("limit"))
+)
+"""Parked calls past their deadline (:meth:`SqlPendingCallStore.expired_parked`, run by every sweep)."""
+
+
+def _parents_with_children_done() -> sa.Select[tuple[str]]:
+    """The statement of :meth:`SqlPendingCallStore.parents_with_children_done` (built once, bound per call).
+
+    The workers' sweep runs it every second in every process, busy or idle: built per call, its
+    four aliases and their column collections were most of the sweep's CPU (issue 32).
+    """
+    parent, child, busy = sessions.alias("parent"), sessions.alias("child"), sessions.alias("busy")
+    busy_refs = sub_session_refs.alias("busy_refs")
+    return (
+        sa.select(parent.c.session_id)
+        .distinct()
+        .select_from(
+            parent.join(runs, runs.c.run_id == parent.c.run_id)
+            .join(sub_session_refs, sub_session_refs.c.session_id == parent.c.session_id)
+            .join(child, child.c.session_id == sub_session_refs.c.sub_session_id)
+        )
+        .where(
+            parent.c.status == "active",
+            runs.c.status == "suspended",
+            sub_session_refs.c.status == "running",
+            child.c.status != "active",
+            ~sa.exists().where(
+                pending_tool_calls.c.session_id == parent.c.session_id,
+                pending_tool_calls.c.run_id == parent.c.run_id,
+                pending_tool_calls.c.status == "pending",
+            ),
+            ~sa.exists()
+            .select_from(busy_refs.join(busy, busy.c.session_id == busy_refs.c.sub_session_id))
+            .where(
+                busy_refs.c.session_id == parent.c.session_id,
+                busy_refs.c.status == "running",
+                busy_refs.c.mode == "ephemeral",
+                busy.c.status == "active",
+            ),
+        )
+        .limit(sa.bindparam("limit"))
+    )
+
+
+_PARENTS_WITH_CHILDREN_DONE: Final = _parents_with_children_done()
+_PARENT_WITH_CHILDREN_DONE: Final = _PARENTS_WITH_CHILDREN_DONE.where(
+    _PARENTS_WITH_CHILDREN_DONE.selected_columns.session_id == sa.bindparam("sid")
+)
+"""The same for one parent (a child's wake)."""
+
+
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
     """``answered``/``expired`` -> ``applied`` inside the caller's transaction (a step commit's)."""
     if tool_call_ids:
@@ -394,16 +453,7 @@ class SqlPendingCallStore:
     def expired_parked(self, now_ms: int, limit: int = 100) -> list[PendingToolCall]:
         """Parked calls past their deadline (for the deadline sweeper)."""
         with self._engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(pending_tool_calls)
-                .where(
-                    pending_tool_calls.c.status == "pending",
-                    pending_tool_calls.c.delivery == "parked",
-                    pending_tool_calls.c.deadline_ms.is_not(None),
-                    pending_tool_calls.c.deadline_ms <= now_ms,
-                )
-                .limit(limit)
-            )
+            rows = conn.execute(_EXPIRED_PARKED, {"now": now_ms, "limit": limit})
             return [_row(r) for r in rows]
 
     @retrying
@@ -434,41 +484,11 @@ class SqlPendingCallStore:
         ended, so parallel children continue it once. A parent with a human call of its own still
         open is a parked batch, not this. ``session_id``: only that parent (a child's wake).
         """
-        parent, child, busy = sessions.alias("parent"), sessions.alias("child"), sessions.alias("busy")
-        busy_refs = sub_session_refs.alias("busy_refs")
-        query = (
-            sa.select(parent.c.session_id)
-            .distinct()
-            .select_from(
-                parent.join(runs, runs.c.run_id == parent.c.run_id)
-                .join(sub_session_refs, sub_session_refs.c.session_id == parent.c.session_id)
-                .join(child, child.c.session_id == sub_session_refs.c.sub_session_id)
-            )
-            .where(
-                parent.c.status == "active",
-                runs.c.status == "suspended",
-                sub_session_refs.c.status == "running",
-                child.c.status != "active",
-                ~sa.exists().where(
-                    pending_tool_calls.c.session_id == parent.c.session_id,
-                    pending_tool_calls.c.run_id == parent.c.run_id,
-                    pending_tool_calls.c.status == "pending",
-                ),
-                ~sa.exists()
-                .select_from(busy_refs.join(busy, busy.c.session_id == busy_refs.c.sub_session_id))
-                .where(
-                    busy_refs.c.session_id == parent.c.session_id,
-                    busy_refs.c.status == "running",
-                    busy_refs.c.mode == "ephemeral",
-                    busy.c.status == "active",
-                ),
-            )
-            .limit(limit)
-        )
+        query, params = _PARENTS_WITH_CHILDREN_DONE, {"limit": limit}
         if session_id is not None:
-            query = query.where(parent.c.session_id == session_id)
+            query, params = _PARENT_WITH_CHILDREN_DONE, {"limit": limit, "sid": session_id}
         with self._engine.connect() as conn:
-            return list(conn.execute(query).scalars())
+            return list(conn.execute(query, params).scalars())
 
     @retrying
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
