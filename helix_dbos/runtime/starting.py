@@ -137,9 +137,12 @@ class RunStarter:
         policy = check_double_text(double_text) or config.double_text
         parsed = normalize_agent_input(input)
         self._check_files(config, [*(parsed.messages or []), *input_messages(parsed.message)])
+        fresh = session_id is None and not idempotency_key
         if session_id is None:
             session_id = session_id_for_key(idempotency_key) if idempotency_key else new_session_id()
-        existing = self._store.load_session(session_id)
+        # A session id made here from a new UUID names no session yet: its read would cost a round
+        # trip for a certain ``None`` (and the start's insert is the guard all the same).
+        existing = None if fresh else self._store.load_session(session_id)
         if existing is not None and tenant is not None and existing.tenant != tenant:
             # Another tenant's session is not there for this caller: the same answer as an unknown id.
             raise SessionNotFoundError(session_id)

@@ -89,3 +89,20 @@ def test_a_runs_start_commits_and_result_cost_the_fewest_round_trips(make: Facto
     # result(): the usage and whether the run delegated, in one statement (was 2).
     assert len(reads) == 1 and "helix_usage" in reads[0] and "helix_sub_session_refs" in reads[0]
     assert result.usage is not None
+
+
+def test_a_start_that_makes_its_session_id_reads_no_session(make: Factory) -> None:
+    """No ``session_id`` and no idempotency key: the id is a new UUID, so no session to read first."""
+    executor, _ = make(script(0))
+    caller = threading.current_thread().name
+    with counting(executor.store.engine) as trips:
+        handle = executor.execute(agent, "go")
+        start = trips.on(caller)
+    assert handle.result(timeout_seconds=60).status == "completed"
+    assert not any(t.startswith("SELECT") and "FROM helix_sessions" in t for t in start), start
+    assert start[0] == "BEGIN" and start[1].startswith("INSERT INTO helix_sessions") and start[-1] == "COMMIT"
+    assert len(start) == 7  # BEGIN; session, stream read, message, run, stream; COMMIT (was 8: the read first)
+    # A second turn of that session still reads it (the turn to open comes from it).
+    with counting(executor.store.engine) as trips:
+        executor.execute(agent, "again", session_id=handle.session_id).result(timeout_seconds=60)
+    assert any("FROM helix_sessions" in t for t in trips.on(caller))
