@@ -11,7 +11,7 @@ recover it; DBOS's re-enqueue is itself idempotent, so a duplicate would be harm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -20,6 +20,46 @@ from helix_dbos.store.base import WorkerRecord
 from helix_dbos.store.process import ProcessIdentity
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.store.schema import workers
+
+
+def _renew(*, tokened: bool) -> sa.Update:
+    """The heartbeat of :meth:`SqlWorkerRegistry.renew`, for a process with or without a token.
+
+    It and :data:`_CLAIM_DEAD` run every second in every worker, busy or idle: built once and bound
+    per call, they cost the sweep their round trip and little more (issue 32).
+    """
+    token = workers.c.process_token
+    return (
+        sa.update(workers)
+        .where(
+            workers.c.executor_id == sa.bindparam("renewing"),
+            workers.c.hostname == sa.bindparam("host"),
+            workers.c.pid == sa.bindparam("process"),
+            token == sa.bindparam("process_token_is") if tokened else token.is_(None),
+        )
+        .values(
+            app_version=sa.bindparam("version"),
+            heartbeat_at=sa.bindparam("now"),
+            recovered_at=None,
+            recovered_by=None,
+        )
+    )
+
+
+_RENEW: Final = _renew(tokened=True)
+_RENEW_UNTOKENED: Final = _renew(tokened=False)
+_CLAIM_DEAD: Final = (
+    sa.update(workers)
+    .where(
+        workers.c.executor_id != sa.bindparam("me"),
+        workers.c.app_version == sa.bindparam("version"),
+        workers.c.heartbeat_at < sa.bindparam("threshold"),
+        workers.c.recovered_at.is_(None),
+    )
+    .values(recovered_at=sa.bindparam("now"), recovered_by=sa.bindparam("me"))
+    .returning(workers.c.executor_id)
+)
+"""Workers of this app version with a heartbeat older than the threshold, claimed (``claim_dead``)."""
 
 
 class SqlWorkerRegistry:
@@ -63,18 +103,10 @@ class SqlWorkerRegistry:
     def renew(self, executor_id: str, app_version: str, now_ms: int) -> bool:
         """Write this process's heartbeat if its row still names this process; False if another took the id."""
         me = ProcessIdentity.current()
-        token = workers.c.process_token
+        statement = _RENEW_UNTOKENED if me.token is None else _RENEW
+        params = {"renewing": executor_id, "host": me.hostname, "process": me.pid, "process_token_is": me.token}
         with self._engine.begin() as conn:
-            updated = conn.execute(
-                sa.update(workers)
-                .where(
-                    workers.c.executor_id == executor_id,
-                    workers.c.hostname == me.hostname,
-                    workers.c.pid == me.pid,
-                    token.is_(None) if me.token is None else token == me.token,
-                )
-                .values(app_version=app_version, heartbeat_at=now_ms, recovered_at=None, recovered_by=None)
-            ).rowcount
+            updated = conn.execute(statement, {**params, "version": app_version, "now": now_ms}).rowcount
             return bool(updated == 1)
 
     @retrying
@@ -86,19 +118,9 @@ class SqlWorkerRegistry:
     @retrying
     def claim_dead(self, *, me: str, app_version: str, now_ms: int, dead_after_ms: int) -> list[str]:
         """Claim workers of this app version whose heartbeat is older than ``dead_after_ms``."""
-        threshold = now_ms - dead_after_ms
+        params = {"me": me, "version": app_version, "threshold": now_ms - dead_after_ms, "now": now_ms}
         with self._engine.begin() as conn:
-            result = conn.execute(
-                sa.update(workers)
-                .where(
-                    workers.c.executor_id != me,
-                    workers.c.app_version == app_version,
-                    workers.c.heartbeat_at < threshold,
-                    workers.c.recovered_at.is_(None),
-                )
-                .values(recovered_at=now_ms, recovered_by=me)
-                .returning(workers.c.executor_id)
-            )
+            result = conn.execute(_CLAIM_DEAD, params)
             return [r.executor_id for r in result]
 
     @retrying
