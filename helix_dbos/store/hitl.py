@@ -131,7 +131,7 @@ _EXPIRED_PARKED: Final = (
 """Parked calls past their deadline (:meth:`SqlPendingCallStore.expired_parked`, run by every sweep)."""
 
 
-def _parents_with_children_done() -> sa.Select[tuple[str]]:
+def _parents_with_children_done() -> sa.Select[str]:
     """The statement of :meth:`SqlPendingCallStore.parents_with_children_done` (built once, bound per call).
 
     The workers' sweep runs it every second in every process, busy or idle: built per call, its
@@ -484,7 +484,7 @@ class SqlPendingCallStore:
         ended, so parallel children continue it once. A parent with a human call of its own still
         open is a parked batch, not this. ``session_id``: only that parent (a child's wake).
         """
-        query, params = _PARENTS_WITH_CHILDREN_DONE, {"limit": limit}
+        query, params = _PARENTS_WITH_CHILDREN_DONE, dict[str, object](limit=limit)
         if session_id is not None:
             query, params = _PARENT_WITH_CHILDREN_DONE, {"limit": limit, "sid": session_id}
         with self._engine.connect() as conn:

@@ -26,7 +26,7 @@ def _usage_unless_delegated(one_run: bool) -> sa.Select[Any]:
     Built once per shape and bound per call: every run's end reads its usage, and building the join,
     its subquery and its ordering each time cost more CPU than the read's round trip (issue 32).
     """
-    session_id = sa.bindparam("session_id")
+    session_id = sa.bindparam("session_id", type_=sa.String())
     delegated = sa.exists().where(sub_session_refs.c.session_id == session_id).label("delegated")
     joined = usage.c.session_id == session_id
     if one_run:
