@@ -105,24 +105,19 @@ def calls_used_before(messages: Sequence[Message], call_ids: Iterable[str]) -> s
     session's messages before the run, then what its recorded steps appended).
     """
     wanted = set(call_ids)
-    last: dict[str, int] = {}
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AssistantMessage):
-            for call in message.tool_calls or ():
+    first: dict[str, int] = {}  # where a message names the id first
+    last_call: dict[str, int] = {}  # the last response calling it
+    # One pass, whatever the number of ids: the batch's tool steps ask this every iteration.
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id in wanted:
+                first.setdefault(message.tool_call_id, index)
+        elif isinstance(message, AssistantMessage) and message.tool_calls:
+            for call in message.tool_calls:
                 if call.id in wanted:
-                    last.setdefault(call.id, index)
-        if len(last) == len(wanted):
-            break
-    used: set[str] = set()
-    for call_id, at in last.items():
-        for message in messages[:at]:
-            if (isinstance(message, ToolResultMessage) and message.tool_call_id == call_id) or (
-                isinstance(message, AssistantMessage) and any(c.id == call_id for c in message.tool_calls or ())
-            ):
-                used.add(call_id)
-                break
-    return used
+                    first.setdefault(call.id, index)
+                    last_call[call.id] = index
+    return {call_id for call_id, at in last_call.items() if first[call_id] < at}
 
 
 def child_session_id_for(parent_session_id: str, call_key: str) -> str:

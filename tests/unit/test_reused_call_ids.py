@@ -74,3 +74,46 @@ def test_a_suspended_batch_is_read_after_its_response_only_under_the_patch(monke
     assert [c.id for c in tools.outstanding_calls(TURN_1[:2])] == ["c1", "c2"]
     assert tools.outstanding_calls(TURN_1) == []
     assert asked == []  # the readings agree: nothing is recorded
+
+
+def _calls_used_before_as_first_written(messages: list[Message], call_ids: list[str]) -> set[str]:
+    """The reading :func:`calls_used_before` had before it became one pass (kept to compare with)."""
+    wanted = set(call_ids)
+    last: dict[str, int] = {}
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls or ():
+                if call.id in wanted:
+                    last.setdefault(call.id, index)
+        if len(last) == len(wanted):
+            break
+    used: set[str] = set()
+    for call_id, at in last.items():
+        for message in messages[:at]:
+            if (isinstance(message, ToolResultMessage) and message.tool_call_id == call_id) or (
+                isinstance(message, AssistantMessage) and any(c.id == call_id for c in message.tool_calls or ())
+            ):
+                used.add(call_id)
+                break
+    return used
+
+
+def test_calls_used_before_reads_every_transcript_as_it_always_did() -> None:
+    """Random transcripts of reused, repeated and unanswered ids: the one-pass reading agrees."""
+    import random
+
+    rng = random.Random(32)
+    ids = ["a", "b", "c", "d"]
+    for _ in range(2000):
+        messages: list[Message] = []
+        for _ in range(rng.randrange(0, 9)):
+            kind = rng.random()
+            if kind < 0.4:
+                messages.append(ask(*rng.choices(ids, k=rng.randrange(0, 3))))
+            elif kind < 0.85:
+                messages.append(result(rng.choice(ids)))
+            else:
+                messages.append(UserMessage(content="x"))
+        asked = rng.sample(ids, rng.randrange(0, 4))
+        assert calls_used_before(messages, asked) == _calls_used_before_as_first_written(messages, asked), messages
