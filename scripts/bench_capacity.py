@@ -10,7 +10,9 @@ every run done in ``10 x latency`` and ``runs / (10 x latency)`` runs per second
 - ``floor``: bare-sync plus the least durable bookkeeping helix-dbos's contract needs
   (``scripts/_bench_floor.py``): the yardstick of what any engine keeping a transcript pays;
 - ``helix-pre-ping`` (not in the default set): helix-dbos with DBOS's own system-database engine
-  settings, i.e. without what ``launch()`` changes there (``SYSTEM_DATABASE_ENGINE_KWARGS``).
+  settings, i.e. without what ``launch()`` changes there (``SYSTEM_DATABASE_ENGINE_KWARGS``);
+- ``bare-hop`` (not in the default set): bare-sync whose model step awaits its sleep on helix-dbos's
+  background event loop, the hop helix-dbos's sync LLM step makes to an async model.
 
 The bare stacks and the floor run with DBOS's own engine settings, as a user of bare DBOS gets them.
 
@@ -69,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 
 MODEL_CALLS = 10
 TOOL_CALLS = MODEL_CALLS - 1
-STACKS = ("bare-sync", "bare-async", "helix", "floor", "helix-pre-ping")
+STACKS = ("bare-sync", "bare-async", "helix", "floor", "helix-pre-ping", "bare-hop")
 RESULT_PREFIX = "CAPACITY-RESULT "
 
 
@@ -118,15 +120,27 @@ class Stack:
     close: Callable[[], None]
 
 
-def bare_sync_stack(url: str) -> Stack:
+def bare_sync_stack(url: str, *, hop: bool = False) -> Stack:
+    """``hop``: the model step awaits its sleep on helix-dbos's background event loop, as helix-dbos's
+    sync LLM step awaits an async model there: what that hop costs bare DBOS (the ``bare-hop`` stack)."""
     from dbos import DBOS, SetWorkflowID
 
     from scripts._bench_setup import configure_dbos
 
+    wait_on_loop: Callable[[float], None] | None = None
+    if hop:  # imported only here: the bare stack's process stays without helix-dbos
+        from helix_dbos.runtime.aio import background_loop
+
+        def wait_on_loop(seconds: float) -> None:
+            background_loop.run(asyncio.sleep(seconds))
+
     @DBOS.step(name="bare.llm")
     def bare_llm(i: int) -> dict[str, Any]:
         if Clock.seconds:
-            time.sleep(Clock.seconds)
+            if wait_on_loop is not None:
+                wait_on_loop(Clock.seconds)
+            else:
+                time.sleep(Clock.seconds)
         if i < TOOL_CALLS:
             return {"type": "tool_calls", "tool_calls": [{"id": f"c{i}", "name": "noop", "arguments": {"i": i}}]}
         return {"type": "text", "content": "done"}
@@ -406,6 +420,7 @@ def run_child(args: argparse.Namespace) -> None:
         "floor": floor_stack,
         # helix-dbos with DBOS's own system-database engine settings (the pre-ping on every checkout)
         "helix-pre-ping": lambda url: helix_stack(url, {"db_engine_kwargs": {}}),
+        "bare-hop": lambda url: bare_sync_stack(url, hop=True),
     }[stack_name](url)
     for _ in range(3):  # warm up every path
         stack.wait(stack.start())

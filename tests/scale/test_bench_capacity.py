@@ -30,7 +30,7 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         "--rounds=1",
         "--sequential=1",
         "--flush-wait=0",
-        "--stacks=bare-sync,bare-async,helix",
+        "--stacks=bare-sync,bare-async,helix,bare-hop",
         "--simultaneous=3",  # the runs started from three client threads at once
         f"--database-url={pg_database_url}",
     ]
@@ -38,12 +38,12 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=170, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    for stack in ("bare-sync", "bare-async", "helix"):
+    for stack in ("bare-sync", "bare-async", "helix", "bare-hop"):
         row = next(line for line in lines if line.split()[:1] == [stack])
         assert len(row.split()) == 11, row  # the stack and its ten figures (PostgreSQL's CPU: a number, or "-")
     assert any(line.strip().startswith("helix/bare-sync") for line in lines)
     flight = lines.index(next(line for line in lines if line.startswith("in flight at once")))
-    for line in lines[flight + 1 : flight + 4]:  # the stack, its six figures, no run failed
+    for line in lines[flight + 1 : flight + 5]:  # the stack, its six figures, no run failed
         figures = line.split()
         assert len(figures) == 7 and figures[4] == "0", line
         assert float(figures[6]) > 0, line  # its threads switched
