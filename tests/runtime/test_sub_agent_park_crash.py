@@ -92,17 +92,20 @@ def _child_status(env: dict[str, Any], topic: str) -> str | None:
     return None if child is None else str(child.status)
 
 
-def _workflows(env: dict[str, Any]) -> list[str]:
+def _column(env: dict[str, Any], sql: str, params: dict[str, str]) -> list[str]:
+    """The first column of ``sql``'s rows, read through the workers' database."""
+
     def read(store: SqlSessionStore) -> list[str]:
         with store.engine.connect() as conn:
-            rows = conn.execute(
-                sa.text("SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE :p ORDER BY 1"),
-                {"p": f"{env['session']}-%"},
-            )
-            return list(rows.scalars())
+            return list(conn.execute(sa.text(sql), params).scalars())
 
     result: list[str] = _store_read(env, read)
     return result
+
+
+def _workflows(env: dict[str, Any]) -> list[str]:
+    sql = "SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE :p ORDER BY 1"
+    return _column(env, sql, {"p": f"{env['session']}-%"})
 
 
 def _check(env: dict[str, Any], parent_runs: int) -> None:
@@ -158,13 +161,5 @@ def test_a_run_recorded_before_parking_recovers_waiting_hot(env: dict[str, Any])
 
 
 def _parent_steps(env: dict[str, Any]) -> list[str]:
-    def read(store: SqlSessionStore) -> list[str]:
-        with store.engine.connect() as conn:
-            rows = conn.execute(
-                sa.text("SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = :w"),
-                {"w": f"{env['session']}-turn-1"},
-            )
-            return list(rows.scalars())
-
-    steps: list[str] = _store_read(env, read)
-    return steps
+    sql = "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid = :w"
+    return _column(env, sql, {"w": f"{env['session']}-turn-1"})
