@@ -40,9 +40,16 @@ from helix_dbos.store.base import (
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
-    from helix_dbos.store.dialect import RidingWrite
+    from helix_dbos.store.dialect import RidingStart, RidingWrite
 
-__all__ = ["JointCommitStore", "JointStartStore", "LeafUsageStore", "SharedEngine", "TransactionalSubmit"]
+__all__ = [
+    "JointCommitStore",
+    "JointStartStore",
+    "LeafUsageStore",
+    "NewSessionStart",
+    "SharedEngine",
+    "TransactionalSubmit",
+]
 
 
 @runtime_checkable
@@ -68,6 +75,7 @@ class JointStartStore(SharedEngine, Protocol):
         request: StartRun,
         stream_sequence: Callable[[Connection], int],
         also: Callable[[Connection], object],
+        riding: RidingStart | None = None,
     ) -> StartRunResult:
         """:meth:`~helix_dbos.store.base.SessionStore.start_run`, with the stream's start in its transaction.
 
@@ -75,6 +83,28 @@ class JointStartStore(SharedEngine, Protocol):
         returns as the run's ``stream_start_sequence`` (``request.stream_start_sequence`` is
         ignored); call ``also(conn)`` after the run's writes, and only when a run was actually
         started (a repeated request, ``existing``, calls it not at all, so it activates nothing).
+        ``riding`` is the same stream start as SQL (:class:`~helix_dbos.store.dialect.RidingStart`);
+        a store may do it instead of the two callables, in one statement with the run's writes.
+        """
+        ...
+
+
+@runtime_checkable
+class NewSessionStart(SharedEngine, Protocol):
+    """A store that starts a new session's first run as one statement, or writes nothing (``start_new_session``).
+
+    The runtime tries it before reading the session when a start names a session id it has not
+    seen: for a new session, the common case, that saves the read and the transaction's
+    ``BEGIN`` / ``COMMIT``; for an existing one it costs one failed statement.
+    """
+
+    def start_new_session(self, request: StartRun, riding: RidingStart | None = None) -> StartRunResult | None:
+        """Create ``request``'s session with its first run, or return ``None`` having written nothing.
+
+        Must: write exactly what ``start_run(request)`` writes for a session that does not exist,
+        with ``riding``'s stream start in the same atomic write when given; return ``None`` with
+        nothing written (no stream activation either) when the session exists, and may return
+        ``None`` whenever it has no such write (the caller then takes ``start_run``'s path).
         """
         ...
 

@@ -12,7 +12,9 @@ spells the few statements that differ (dbos-transact-py draws the same line betw
   whose migration transaction is ``BEGIN IMMEDIATE``;
 - the statements of a step commit: one data-modifying CTE on PostgreSQL (a single round trip on the
   agent loop's hot path), a short series of statements on SQLite (in-process, where round trips
-  cost nothing).
+  cost nothing);
+- a new session's first run: one autocommitted statement on PostgreSQL
+  (:mod:`helix_dbos.store.postgres_start`), the transaction of ``start_run`` on SQLite.
 
 The implementations are :class:`helix_dbos.store.postgres.PostgresDialect` and
 :class:`helix_dbos.store.sqlite.SqliteDialect`; :func:`helix_dbos.store.engine.dialect_for` picks
@@ -28,9 +30,10 @@ from typing import Any, NamedTuple, Protocol
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
+from helix_dbos.messages import Message
 from helix_dbos.store.base import StepCommit
 
-__all__ = ["AppliedStep", "RidingWrite", "SqlDialect"]
+__all__ = ["AppliedStep", "RidingStart", "RidingWrite", "SqlDialect"]
 
 
 class AppliedStep(NamedTuple):
@@ -66,6 +69,26 @@ class RidingWrite:
     """A condition over those CTEs: true when :attr:`finish` will run no statement of its own (the
     common case: every row went in). Only then can the commit run as one statement outside a
     transaction (``SqlDialect.apply_step_alone``); otherwise ``finish`` needs the transaction's locks."""
+
+
+@dataclass(frozen=True)
+class RidingStart:
+    """A stream's part of a run's start (its first sequence, its activation) in a new session's one statement.
+
+    The runtime starts a run's stream with its store's start (``start_run_with``). On PostgreSQL a
+    new session's start is one statement (:mod:`helix_dbos.store.postgres_start`), and the stream's
+    read and upsert join it as SQL, as a :class:`RidingWrite` joins a step commit: no ``BEGIN``, no
+    ``COMMIT``, no round trip of their own. The statement fails whole when the session exists, the
+    activation with it.
+    """
+
+    sequence: str
+    """A scalar SQL expression: the stream's latest sequence (0 for a new stream), the run's first."""
+    ctes: str
+    """``name AS (...)``: the stream's activation as CTEs for the statement's ``WITH`` list; their
+    names and bind parameters must not collide with the start's (prefix them)."""
+    params: Mapping[str, Any]
+    """The bind parameters of :attr:`sequence` and :attr:`ctes`."""
 
 
 class SqlDialect(Protocol):
@@ -115,5 +138,24 @@ class SqlDialect(Protocol):
         round trips. Returns ``None`` having written nothing in every other case (a re-executed or
         conflicting commit, a riding write that needs statements of its own), and at once on a
         backend without the fast path: the caller then commits the step in a transaction.
+        """
+        ...
+
+    def start_new_session_alone(
+        self,
+        engine: Engine,
+        session: dict[str, Any],
+        run: dict[str, Any],
+        input_messages: Sequence[Message],
+        tenant: str | None,
+        riding: RidingStart | None = None,
+    ) -> sa.Row[Any] | None:
+        """A new session's row with its first run and input, in one statement outside any transaction.
+
+        ``session`` and ``run`` are the rows the transaction path writes (``tenant`` ``None``: the
+        parent's, else the default); ``riding``'s read gives the run's ``stream_start_sequence`` and
+        its activation goes in too. Returns the session row, with the run's stream start sequence as
+        ``run_stream_start_sequence``; ``None`` having written nothing when the session exists, and
+        at once on a backend without the statement: the caller then starts the run in a transaction.
         """
         ...

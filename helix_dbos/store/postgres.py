@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 
-from helix_dbos.store import codec
+from helix_dbos.messages import Message
+from helix_dbos.store import codec, postgres_start
 from helix_dbos.store.base import StepCommit
-from helix_dbos.store.dialect import AppliedStep, RidingWrite
+from helix_dbos.store.dialect import AppliedStep, RidingStart, RidingWrite
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES, dump_message
 from helix_dbos.store.schema import sessions
 
@@ -238,6 +239,24 @@ class PostgresDialect:
             if riding is not None:
                 riding.finish(conn, tuple(row)[4:])  # writes nothing: the guard held
         return AppliedStep(row.checkpoint_id, bool(row.interrupt_requested), row.interrupt_context)
+
+    def start_new_session_alone(
+        self,
+        engine: Engine,
+        session: dict[str, Any],
+        run: dict[str, Any],
+        input_messages: Sequence[Message],
+        tenant: str | None,
+        riding: RidingStart | None = None,
+    ) -> sa.Row[Any] | None:
+        """The start as one autocommitted statement (:mod:`helix_dbos.store.postgres_start`)."""
+        statement = (
+            postgres_start.start_statement(":stream_start_sequence", "")
+            if riding is None
+            else postgres_start.start_statement(riding.sequence, riding.ctes)
+        )
+        params = postgres_start.start_params(session, run, input_messages, tenant, riding)
+        return postgres_start.run_alone(engine, statement, params)
 
 
 POSTGRES: Final = PostgresDialect()

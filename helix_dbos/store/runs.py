@@ -33,7 +33,7 @@ from helix_dbos.errors import (
 )
 from helix_dbos.session import InterruptContext, RunStatus, SessionStatus
 from helix_dbos.store.base import RunRecord, SessionRecord, StartRun, StartRunResult
-from helix_dbos.store.dialect import SqlDialect
+from helix_dbos.store.dialect import RidingStart, SqlDialect
 from helix_dbos.store.engine import begin_read, begin_write
 from helix_dbos.store.rows import (
     TERMINAL_RUN_STATUSES,
@@ -45,8 +45,17 @@ from helix_dbos.store.rows import (
 from helix_dbos.store.schema import checkpoints, messages, runs, sessions
 from helix_dbos.store.tenants import new_session_tenant
 from helix_dbos.store.transcript import insert_messages
+from helix_dbos.tenancy import DEFAULT_TENANT, check_tenant
 
-__all__ = ["finish_run", "get_current_run", "get_run", "list_running_runs", "list_runs", "start_run"]
+__all__ = [
+    "finish_run",
+    "get_current_run",
+    "get_run",
+    "list_running_runs",
+    "list_runs",
+    "start_new_session_alone",
+    "start_run",
+]
 
 # A literal, not a bound parameter: PostgreSQL uses a partial index only when it can prove the
 # query's predicate implies the index's, which a generic plan with a parameter cannot.
@@ -60,8 +69,9 @@ def start_run(
     *,
     stream_sequence: Callable[[Connection], int] | None = None,
     also: Callable[[Connection], object] | None = None,
+    riding: RidingStart | None = None,
 ) -> StartRunResult:
-    """Open a run in one transaction: create or reopen the session, append input, record the run.
+    """Open a run: create or reopen the session, append input, record the run, all or nothing.
 
     Rules, in order, for an existing session:
 
@@ -79,8 +89,15 @@ def start_run(
     ``stream_sequence(conn)``, when given, is read in the transaction and replaces
     ``request.stream_start_sequence``; ``also(conn)`` runs after the writes of a run actually
     started (not for a repeated request). The durable stream reads its latest sequence and activates
-    itself this way, so a run's start costs one transaction instead of three.
+    itself this way, so a run's start costs one transaction instead of three. ``riding`` is the same
+    stream start as SQL: with it (or with no stream at all), a request that creates its session is
+    first tried as one statement (:func:`start_new_session_alone`), and the transaction runs only
+    when the session exists.
     """
+    if request.new_session_state is not None and (stream_sequence is None or riding is not None):
+        created = start_new_session_alone(engine, dialect, request, riding)
+        if created is not None:
+            return created
     with begin_write(engine) as conn:
         # A request that may create its session inserts it first (``ON CONFLICT DO NOTHING``): a
         # new session, the common case of such a request, costs no read of the row. The insert is
@@ -101,6 +118,57 @@ def start_run(
         return result
 
 
+def start_new_session_alone(
+    engine: Engine, dialect: SqlDialect, request: StartRun, riding: RidingStart | None = None
+) -> StartRunResult | None:
+    """A new session's first run as one autocommitted statement; ``None``, having written nothing, otherwise.
+
+    ``None`` when the session exists (the caller then decides: :func:`start_run`'s transaction
+    reopens it under its row lock), when ``request`` would not create one, or on a backend without
+    the statement (SQLite). The rows are exactly :func:`_create_for_run`'s; with ``riding``, the
+    run's ``stream_start_sequence`` is the stream's latest sequence read in the statement, and the
+    stream is activated in it.
+    """
+    if request.new_session_state is None:
+        return None
+    tenant = None if request.tenant is None else check_tenant(request.tenant)  # None: the parent's, in the statement
+    session = _new_session_row(request, tenant or DEFAULT_TENANT)
+    run = _run_record(request, turn=1, start_sequence=0)
+    try:
+        row = dialect.start_new_session_alone(engine, session, run.model_dump(), request.input_messages, tenant, riding)
+    except sa.exc.IntegrityError as exc:
+        raise _run_id_conflict(exc, request) from None
+    if row is None:
+        return None
+    data = dict(row._mapping)
+    sequence = data.pop("run_stream_start_sequence")
+    del data["created"]
+    run = run.model_copy(update={"stream_start_sequence": int(sequence)})
+    return StartRunResult(run=run, session=SessionRecord.model_validate(data), created_session=True)
+
+
+def _new_session_row(request: StartRun, tenant: str) -> dict[str, Any]:
+    """The ``helix_sessions`` row of the session ``request`` creates, with its first run on it."""
+    values = new_session_values(
+        request.session_id,
+        agent_type=request.agent_type,
+        custom_state=request.new_session_state or {},
+        now_ms=request.now_ms,
+        parent_session_id=request.parent_session_id,
+        root_session_id=request.root_session_id,
+        metadata=request.metadata,
+        tenant=tenant,
+    )
+    values.update(
+        turn=1,
+        run_id=request.run_id,
+        stream_id=request.stream_id or request.session_id,
+        message_count=len(request.input_messages),
+        agent_fingerprint=request.agent_fingerprint,
+    )
+    return values
+
+
 def _create_for_run(
     conn: Connection,
     dialect: SqlDialect,
@@ -111,23 +179,7 @@ def _create_for_run(
 
     ``stream_sequence(conn)`` is read once the new row is ours (a racing creator waits on it).
     """
-    values = new_session_values(
-        request.session_id,
-        agent_type=request.agent_type,
-        custom_state=request.new_session_state or {},
-        now_ms=request.now_ms,
-        parent_session_id=request.parent_session_id,
-        root_session_id=request.root_session_id,
-        metadata=request.metadata,
-        tenant=new_session_tenant(conn, request.tenant, request.parent_session_id),
-    )
-    values.update(
-        turn=1,
-        run_id=request.run_id,
-        stream_id=request.stream_id or request.session_id,
-        message_count=len(request.input_messages),
-        agent_fingerprint=request.agent_fingerprint,
-    )
+    values = _new_session_row(request, new_session_tenant(conn, request.tenant, request.parent_session_id))
     row = conn.execute(_session_insert(dialect), values).first()
     if row is None:
         return None
@@ -218,8 +270,8 @@ def _reopen(conn: Connection, request: StartRun, session: SessionRecord) -> Star
     return StartRunResult(run=run, session=updated, created_session=False)
 
 
-def _insert_run(conn: Connection, request: StartRun, *, turn: int, start_sequence: int) -> RunRecord:
-    run = RunRecord(
+def _run_record(request: StartRun, *, turn: int, start_sequence: int) -> RunRecord:
+    return RunRecord(
         run_id=request.run_id,
         session_id=request.session_id,
         turn=turn,
@@ -234,15 +286,25 @@ def _insert_run(conn: Connection, request: StartRun, *, turn: int, start_sequenc
         agent_fingerprint=request.agent_fingerprint,
         request_key=request.request_key,
     )
+
+
+def _insert_run(conn: Connection, request: StartRun, *, turn: int, start_sequence: int) -> RunRecord:
+    run = _run_record(request, turn=turn, start_sequence=start_sequence)
     try:
         conn.execute(_RUN_INSERT, run.model_dump())
     except sa.exc.IntegrityError as exc:
-        # The run id is another run's: a typed refusal (the transaction rolls back whole), never
-        # the driver's message with its SQL. Other constraint failures stay what they are.
-        if not any(name in str(exc.orig) for name in _RUN_ID_CONSTRAINT_NAMES):
-            raise
-        raise RunIdConflictError(request.run_id, request.session_id) from None
+        raise _run_id_conflict(exc, request) from None
     return run
+
+
+def _run_id_conflict(exc: sa.exc.IntegrityError, request: StartRun) -> Exception:
+    """A typed refusal when the run id is another run's (nothing was written), never the driver's message.
+
+    Other constraint failures stay what they are.
+    """
+    if any(name in str(exc.orig) for name in _RUN_ID_CONSTRAINT_NAMES):
+        return RunIdConflictError(request.run_id, request.session_id)
+    return exc
 
 
 _RUN_ID_CONSTRAINT_NAMES: Final = ("pk_helix_runs", "helix_runs.run_id")

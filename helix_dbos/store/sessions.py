@@ -57,7 +57,7 @@ from helix_dbos.store.base import (
     UsageRow,
 )
 from helix_dbos.store.commit import commit_step
-from helix_dbos.store.dialect import RidingWrite
+from helix_dbos.store.dialect import RidingStart, RidingWrite
 from helix_dbos.store.engine import begin_read, begin_write, create_engine_for, dialect_for
 from helix_dbos.store.engine import now_ms as clock_ms  # parameters named now_ms would shadow it
 from helix_dbos.store.hitl import SqlPendingCallStore
@@ -394,15 +394,27 @@ class SqlSessionStore:
         request: StartRun,
         stream_sequence: Callable[[Connection], int],
         also: Callable[[Connection], object],
+        riding: RidingStart | None = None,
     ) -> StartRunResult:
         """:meth:`start_run`, with a stream's start folded into the same transaction.
 
         ``stream_sequence(conn)`` supplies the run's ``stream_start_sequence`` (read under the
         session's lock) and ``also(conn)`` runs after the writes of a run actually started. For
         writers on this store's :attr:`engine`: the runtime activates the durable stream this way.
-        Both run again if the transaction is retried.
+        Both run again if the transaction is retried. ``riding``: the same as SQL, for a new
+        session's one-statement start (:meth:`start_new_session`), tried first on PostgreSQL.
         """
-        return run_ops.start_run(self._engine, self._dialect, request, stream_sequence=stream_sequence, also=also)
+        return run_ops.start_run(
+            self._engine, self._dialect, request, stream_sequence=stream_sequence, also=also, riding=riding
+        )
+
+    @retrying
+    def start_new_session(self, request: StartRun, riding: RidingStart | None = None) -> StartRunResult | None:
+        """A new session's first run in one statement, or ``None`` having written nothing (it exists; SQLite).
+
+        Rules: :func:`helix_dbos.store.runs.start_new_session_alone`.
+        """
+        return run_ops.start_new_session_alone(self._engine, self._dialect, request, riding)
 
     @retrying
     def commit_step(self, commit: StepCommit) -> CommitResult:

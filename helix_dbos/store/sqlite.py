@@ -15,8 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import sqlite
 
+from helix_dbos.messages import Message
 from helix_dbos.store.base import StepCommit
-from helix_dbos.store.dialect import AppliedStep, RidingWrite
+from helix_dbos.store.dialect import AppliedStep, RidingStart, RidingWrite
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES
 from helix_dbos.store.schema import MARK_APPLIED, checkpoints, runs, sessions, usage
 from helix_dbos.store.transcript import insert_messages
@@ -43,6 +44,18 @@ class SqliteDialect:
 
     def lock_migrations(self, conn: Connection) -> None:
         """Nothing to do: the migration's ``BEGIN IMMEDIATE`` transaction holds the write lock."""
+
+    def start_new_session_alone(
+        self,
+        engine: Engine,
+        session: dict[str, Any],
+        run: dict[str, Any],
+        input_messages: Sequence[Message],
+        tenant: str | None,
+        riding: RidingStart | None = None,
+    ) -> sa.Row[Any] | None:
+        """``None`` at once: a start on SQLite is its transaction (in process, round trips cost nothing)."""
+        return None
 
     def apply_step_alone(
         self, engine: Engine, commit: StepCommit, checkpoint_id: str, riding: RidingWrite | None = None

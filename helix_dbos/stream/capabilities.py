@@ -20,7 +20,7 @@ from helix_dbos.stream.chunks import StreamChunk
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from helix_dbos.store.dialect import RidingWrite
+    from helix_dbos.store.dialect import RidingStart, RidingWrite
 
 __all__ = [
     "ActivatableStream",
@@ -62,6 +62,10 @@ class StreamStartInTransaction(Protocol):
 
     def activated(self) -> None:
         """After the store's transaction committed with :meth:`activate` in it."""
+        ...
+
+    def riding(self) -> RidingStart | None:
+        """:meth:`latest_sequence` and :meth:`activate` as SQL for a store's one-statement start; ``None``: cannot."""
         ...
 
 

@@ -110,6 +110,15 @@ class StreamDialect(ABC):
         """
         return None
 
+    def riding_start(self, stream_id: str, now: int) -> tuple[str, str, dict[str, Any]] | None:
+        """A run's start of ``stream_id`` (its latest sequence, its activation) as SQL for another writer's statement.
+
+        Returns ``(sequence, ctes, params)`` for a ``RidingStart`` (``helix_dbos.store.dialect``):
+        a scalar expression of the latest sequence, the activation's CTEs, their parameters.
+        ``None`` here: the store's transaction reads and activates the stream with statements.
+        """
+        return None
+
     def settle_append(
         self, conn: Connection, stream_id: str, latest: int | None, inserted: int, n: int
     ) -> tuple[int, list[int] | None] | None:

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 
 from helix_dbos.errors import HelixError
 from helix_dbos.store import codec
-from helix_dbos.store.dialect import RidingWrite
+from helix_dbos.store.dialect import RidingStart, RidingWrite
 from helix_dbos.store.engine import create_engine_for, now_ms
 from helix_dbos.store.migrate import check_migrated
 from helix_dbos.store.retry import RetryPolicy
@@ -519,6 +519,10 @@ class StreamStart:
     def activated(self) -> None:
         """After the caller's transaction committed with :meth:`activate` in it."""
         self._manager._set_local(self.stream_id, "active")
+
+    def riding(self) -> RidingStart | None:
+        """:meth:`latest_sequence` and :meth:`activate` as SQL for the store's one statement (PostgreSQL)."""
+        return self._manager._storage.riding_start(self.stream_id)
 
 
 def _ended_error(stream_id: str) -> HelixError:

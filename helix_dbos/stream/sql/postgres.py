@@ -129,6 +129,13 @@ def _prefixed(sql: str) -> str:
     return re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", rf":{_RIDING_PREFIX}\1", sql)
 
 
+_RIDING_SEQUENCE: Final = _prefixed("COALESCE((SELECT latest_sequence FROM helix_streams WHERE stream_id = :sid), 0)")
+"""The stream's latest sequence (0 for a new stream) as a scalar expression: ``latest_sequence_in``'s read."""
+
+_RIDING_ACTIVATE: Final = f"stream_on AS ({_prefixed(queries.ACTIVATE.text.strip())})"
+"""The stream's activation (``activate_in``) as a CTE of a run start's statement."""
+
+
 class PostgresStreamDialect(StreamDialect):
     """PostgreSQL: see the module docstring. ``notify=False`` neither sends ``NOTIFY`` nor listens."""
 
@@ -219,6 +226,13 @@ class PostgresStreamDialect(StreamDialect):
         """The append's CTEs, parameters prefixed ``stream_``, to ride in a step commit's statement."""
         params = _append_params(stream_id, items, status, now)
         return self._riding_ctes, _APPEND_RESULT, {_RIDING_PREFIX + name: value for name, value in params.items()}
+
+    def riding_start(self, stream_id: str, now: int) -> tuple[str, str, dict[str, Any]]:
+        """The stream's start as SQL, parameters prefixed ``stream_``: ``latest_sequence_in``'s read, ``ACTIVATE``.
+
+        The activation sends no ``NOTIFY``: a start announces nothing, as in the transaction path.
+        """
+        return _RIDING_SEQUENCE, _RIDING_ACTIVATE, {f"{_RIDING_PREFIX}sid": stream_id, f"{_RIDING_PREFIX}now": now}
 
     def settle_append(
         self, conn: Connection, stream_id: str, latest: int | None, inserted: int, n: int

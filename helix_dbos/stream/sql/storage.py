@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, TextClause
 
-from helix_dbos.store.dialect import RidingWrite
+from helix_dbos.store.dialect import RidingStart, RidingWrite
 from helix_dbos.store.engine import begin_write, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
 from helix_dbos.stream.base import ChunkRecord, StreamInfo, StreamStatus
@@ -79,6 +79,14 @@ class StreamStorage:
     def activate_in(self, conn: Connection, stream_id: str) -> None:
         """:meth:`activate` through ``conn``, inside the caller's transaction."""
         conn.execute(queries.ACTIVATE, {"sid": stream_id, "now": now_ms()})
+
+    def riding_start(self, stream_id: str) -> RidingStart | None:
+        """:meth:`latest_sequence_in` and :meth:`activate_in` as SQL for a store's one-statement start (PostgreSQL)."""
+        fragment = self.dialect.riding_start(stream_id, now_ms())
+        if fragment is None:
+            return None
+        sequence, ctes, params = fragment
+        return RidingStart(sequence, ctes, params)
 
     def latest_sequence_in(self, conn: Connection, stream_id: str) -> int:
         """The stream's latest sequence read through ``conn`` (0 for a stream that does not exist)."""
