@@ -20,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from helix_dbos.store.capabilities import JointCommitStore, JointStartStore, SharedEngine, TransactionalSubmit
+from helix_dbos.store.capabilities import (
+    JointCommitStore,
+    JointStartStore,
+    NewSessionStart,
+    SharedEngine,
+    TransactionalSubmit,
+)
 from helix_dbos.stream.capabilities import ActivatableStream, QueueingStream, RecordReader, TransactionalStream
 
 if TYPE_CHECKING:
@@ -44,6 +50,8 @@ class Backend:
     """The store's engine, when its transactions can be shared (:class:`SharedEngine`)."""
     joint_start: JointStartStore | None = None
     """The store, when a run's start can read and activate the stream in its transaction."""
+    new_session_start: NewSessionStart | None = None
+    """The store, when a new session's first run (and its stream's start) can be one statement."""
     joint_commit: JointCommitStore | None = None
     """The store, when a step commit can store the stream's queued chunks in its transaction."""
     transactional_submit: TransactionalSubmit | None = None
@@ -67,6 +75,7 @@ class Backend:
         return cls(
             engine=store.engine if isinstance(store, SharedEngine) else None,
             joint_start=store if joins and isinstance(store, JointStartStore) else None,
+            new_session_start=store if joins and isinstance(store, NewSessionStart) else None,
             joint_commit=store if joins and isinstance(store, JointCommitStore) else None,
             transactional_submit=pending if isinstance(pending, TransactionalSubmit) else None,
             transactional_stream=manager if isinstance(manager, TransactionalStream) else None,
@@ -86,6 +95,7 @@ if TYPE_CHECKING:
         store: SqlSessionStore, pending: SqlPendingCallStore, manager: SqlStreamManager, reader: SqlStreamReader
     ) -> None:
         _start: JointStartStore = store
+        _new: NewSessionStart = store
         _commit: JointCommitStore = store
         _submit: TransactionalSubmit = pending
         _stream: TransactionalStream = manager

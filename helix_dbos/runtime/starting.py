@@ -32,6 +32,7 @@ from helix_dbos.errors import (
     CheckpointNotFoundError,
     HelixError,
     SessionNotFoundError,
+    TenantBudgetExceededError,
 )
 from helix_dbos.llm.base import check_input_files
 from helix_dbos.llm.files import check_files, message_files
@@ -140,8 +141,16 @@ class RunStarter:
         fresh = session_id is None and not idempotency_key
         if session_id is None:
             session_id = session_id_for_key(idempotency_key) if idempotency_key else new_session_id()
-        # A session id made here from a new UUID names no session yet: its read would cost a round
-        # trip for a certain ``None`` (and the start's insert is the guard all the same).
+        guessed = self._backend.new_session_start is not None
+        created = self._start_new_session(config, session_id, parsed, idempotency_key, tenant) if guessed else None
+        if created is not None:
+            self._start_workflow(config, created.run, created.session, hooks, priority=priority, stream_opened=True)
+            handle = self._handle(created.run, config.name, hooks)
+            handle.double_text = DoubleTextReceipt(policy=policy, status="started", run_id=created.run.run_id)
+            return handle
+        # The session exists (or no one-statement start here): plan the turn from it. A session id
+        # made here from a new UUID names no session yet: its read would cost a round trip for a
+        # certain ``None`` (and the start's insert is the guard all the same).
         existing = None if fresh else self._store.load_session(session_id)
         if existing is not None and tenant is not None and existing.tenant != tenant:
             # Another tenant's session is not there for this caller: the same answer as an unknown id.
@@ -152,6 +161,10 @@ class RunStarter:
         if idempotency_key:
             for run in self._store.list_runs(session_id):
                 if run.request_key == keyed_request_key(idempotency_key):
+                    if guessed:
+                        # The one-statement start may have committed unheard (a lost acknowledgement,
+                        # then its retry found the session): its workflow may still be to start.
+                        self.start_if_orphaned(session_id)
                     return self._handle(run, config.name, hooks)
         # A request racing a run in flight is "for" that run's turn; otherwise it opens the next one.
         next_turn = 1 if existing is None else existing.turn + (0 if existing.status == "active" else 1)
@@ -179,6 +192,43 @@ class RunStarter:
         handle = self._handle(started.run, config.name, hooks)
         handle.double_text = DoubleTextReceipt(policy=policy, status="started", run_id=started.run.run_id)
         return handle
+
+    def _start_new_session(
+        self,
+        config: AgentConfig,
+        session_id: str,
+        parsed: AgentInput,
+        idempotency_key: str | None,
+        tenant: str | None,
+    ) -> StartRunResult | None:
+        """The start of ``execute`` as one statement, on the guess that ``session_id`` names no session yet.
+
+        Most starts create their session (a new id, the first message of a conversation), and the
+        session's read before the start would then cost a round trip for ``None``. The guess needs
+        no read: the store's insert of the session is the guard, and writes nothing at all when the
+        session exists (``NewSessionStart``). ``None`` then, and ``execute`` plans the turn from the
+        session as before: every rule for an existing session (its tenant, its agent, an
+        idempotency key met before, a run in flight) is checked there, on its row. A new session
+        has no earlier run, so a guessed turn 1 and its request key are what that path would
+        compute. ``None`` as well where the store or the stream cannot do it in one statement.
+        """
+        store = self._backend.new_session_start
+        joint = None if store is None else self._streams.joint_start(session_id, store.engine)
+        riding = None if joint is None else joint.riding()
+        if store is None or joint is None or riding is None:
+            return None
+        try:  # the tenant a new session gets; an existing session's own is checked on its path
+            self.admit(tenant or DEFAULT_TENANT)
+        except TenantBudgetExceededError:
+            return None
+        key = keyed_request_key(idempotency_key) if idempotency_key else request_key_for(config.name, parsed, 1)
+        start = self._first_turn(config, session_id, parsed, key)
+        if tenant is not None:
+            start = start.model_copy(update={"tenant": tenant})
+        started = store.start_new_session(start, riding)
+        if started is not None:
+            joint.activated()
+        return started
 
     def resume(
         self,
@@ -427,7 +477,7 @@ class RunStarter:
         if joint_store is None or joint is None:
             sequence = self._streams.latest_sequence(stream_id)
             return self._store.start_run(start.model_copy(update={"stream_start_sequence": sequence})), False
-        started = joint_store.start_run_with(start, joint.latest_sequence, joint.activate)
+        started = joint_store.start_run_with(start, joint.latest_sequence, joint.activate, joint.riding())
         if started.existing:
             return started, False
         joint.activated()

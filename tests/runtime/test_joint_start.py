@@ -2,7 +2,8 @@
 
 Starting a run used to cost three: a read of the stream's latest sequence (the run's first
 sequence), the store's ``start_run`` and the stream's activation. The stream's part now rides in
-``start_run_with``'s transaction. What must not change: the run's recorded first sequence, the stream
+``start_run_with``'s transaction, and a new session's start is one statement with the stream's
+read and activation in it. What must not change: the run's recorded first sequence, the stream
 being active before the workflow writes, and a repeated request activating nothing.
 """
 
@@ -79,10 +80,27 @@ class Trace:
         return [text for _, kind, text in mine[start:end] if kind == "sql"]
 
 
-def test_the_stream_is_read_and_activated_in_the_start_transaction(make: Factory) -> None:
+def test_a_new_sessions_start_reads_and_activates_the_stream_in_its_one_statement(make: Factory) -> None:
     executor, _ = make(1)
     trace = Trace(executor.store.engine)
     handle = executor.execute(agent, "hi", session_id="joint-start-1")
+    assert handle.result(timeout_seconds=60).status == "completed"
+
+    start = [t for _, _, t in trace.events if "INSERT INTO helix_runs" in t]
+    assert len(start) == 1 and start[0].startswith("WITH new_session AS")
+    assert "SELECT latest_sequence FROM helix_streams" in start[0]
+    assert "INSERT INTO helix_streams" in start[0] and "activation" in start[0]
+    upto = next(i for i, e in enumerate(trace.events) if "INSERT INTO helix_runs" in e[2])
+    reads = [t for _, _, t in trace.events[:upto] if "FROM helix_streams" in t]
+    assert reads == []  # no read of its own before it
+
+
+def test_the_stream_is_read_and_activated_in_a_next_turns_start_transaction(make: Factory) -> None:
+    executor, _ = make(2)
+    first = executor.execute(agent, "one", session_id="joint-start-4")
+    assert first.result(timeout_seconds=60).status == "completed"
+    trace = Trace(executor.store.engine)
+    handle = executor.execute(agent, "two", session_id="joint-start-4")
     assert handle.result(timeout_seconds=60).status == "completed"
 
     start = trace.transaction_of("INSERT INTO helix_runs")

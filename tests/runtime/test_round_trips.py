@@ -3,9 +3,11 @@
 Each round trip costs the client CPU (psycopg, and a GIL hand-over among the run threads), and the
 server a little; under load a process is bound by the first (issue 32). The numbers below are what a
 new session's run on the joint store and stream (as ``launch`` builds them) costs on helix-dbos's
-own engine (DBOS's system database is DBOS's): the start reads the session once and writes in one
-transaction; a step commit is one autocommitted statement, its chunks riding in it; ``result()``
-reads the usage and whether the run delegated in one statement.
+own engine (DBOS's system database is DBOS's): the start is one autocommitted statement (the
+session, its input, the run, the stream's start), with no read before it; a step commit is one
+autocommitted statement, its chunks riding in it; ``result()`` reads the usage and whether the run
+delegated in one statement. A start on an existing session pays that statement, failed, on top of
+the transaction path.
 """
 
 from __future__ import annotations
@@ -74,12 +76,11 @@ def test_a_runs_start_commits_and_result_cost_the_fewest_round_trips(make: Facto
         commits = trips.transactions_with("WITH s AS")
     assert result.status == "completed"
 
-    # The start: the session read once (before, to plan the turn), then one transaction whose
-    # insert of the new session is its own guard (no second read of the row).
-    assert sum("FROM helix_sessions" in t for t in start) == 1
-    assert start[0].startswith("SELECT") and "FROM helix_sessions" in start[0]
-    assert start[1] == "BEGIN" and start[2].startswith("INSERT INTO helix_sessions") and start[-1] == "COMMIT"
-    assert len(start) == 8  # read; BEGIN; session, stream read, message, run, stream; COMMIT (was 9)
+    # The start: one autocommitted statement, the session insert its guard (was 8 round trips: the
+    # session read; BEGIN; session, stream read, message, run, stream activation; COMMIT).
+    assert len(start) == 1, start
+    assert start[0].startswith("WITH new_session AS ( INSERT INTO helix_sessions")
+    assert "INSERT INTO helix_runs" in start[0] and "INSERT INTO helix_streams" in start[0]
 
     # Three model calls and the finalize, four commits: each one statement, no BEGIN or COMMIT
     # around it (was 3 round trips each).
@@ -99,10 +100,28 @@ def test_a_start_that_makes_its_session_id_reads_no_session(make: Factory) -> No
         handle = executor.execute(agent, "go")
         start = trips.on(caller)
     assert handle.result(timeout_seconds=60).status == "completed"
-    assert not any(t.startswith("SELECT") and "FROM helix_sessions" in t for t in start), start
-    assert start[0] == "BEGIN" and start[1].startswith("INSERT INTO helix_sessions") and start[-1] == "COMMIT"
-    assert len(start) == 7  # BEGIN; session, stream read, message, run, stream; COMMIT (was 8: the read first)
+    assert len(start) == 1 and start[0].startswith("WITH new_session AS ( INSERT INTO helix_sessions"), start  # (was 7)
     # A second turn of that session still reads it (the turn to open comes from it).
     with counting(executor.store.engine) as trips:
         executor.execute(agent, "again", session_id=handle.session_id).result(timeout_seconds=60)
     assert any("FROM helix_sessions" in t for t in trips.on(caller))
+
+
+def test_a_second_turn_pays_the_failed_statement_and_the_transaction_path_unchanged(make: Factory) -> None:
+    """An existing session: the one statement fails whole (nothing written), then the path of before."""
+    done = TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
+    executor, _ = make(MockLLMAdapter([done, done]))
+    caller = threading.current_thread().name
+    first = executor.execute(agent, "go", session_id="round-trips-2")
+    assert first.result(timeout_seconds=60).status == "completed"
+    with counting(executor.store.engine) as trips:
+        handle = executor.execute(agent, "again", session_id="round-trips-2")
+        start = trips.on(caller)
+    assert handle.result(timeout_seconds=60).status == "completed"
+    assert start[0].startswith("WITH new_session AS ( INSERT INTO helix_sessions")  # the guess, failed by its guard
+    before = start[1:]  # what a second turn cost before: 11 round trips
+    assert before[0].startswith("SELECT") and "FROM helix_sessions" in before[0]
+    assert before[2] == "BEGIN" and before[-1] == "COMMIT"
+    assert len(before) == 11, before
+    runs = executor.store.list_runs("round-trips-2")
+    assert [(r.turn, r.status, r.start_sequence) for r in runs] == [(1, "completed", 0), (2, "completed", 2)]
