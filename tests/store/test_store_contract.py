@@ -17,6 +17,7 @@ from helix_dbos.testing.store_contract import (
     JointCommitContract,
     JointStartContract,
     LeafUsageContract,
+    NewSessionStartContract,
     SessionStoreContract,
     TransactionalSubmitContract,
 )
@@ -27,7 +28,7 @@ class TestSqlSessionStore(SessionStoreContract):
 
 
 class TestSqlSessionStoreJointTransactions(
-    JointStartContract, JointCommitContract, TransactionalSubmitContract, LeafUsageContract
+    JointStartContract, NewSessionStartContract, JointCommitContract, TransactionalSubmitContract, LeafUsageContract
 ):
     """The SQL store offers every optional capability, on both backends."""
 

@@ -23,9 +23,9 @@ The fixture may be parametrized (helix-dbos's runs every test once per backend).
 call the store from many threads at once (concurrent creators, concurrent starts, concurrent
 identical commits): the store must be safe to share between threads, as the runtime shares it.
 A store that also offers the optional capabilities of :mod:`helix_dbos.store.capabilities`
-subclasses their contracts too (``JointStartContract``, ``JointCommitContract``,
-``TransactionalSubmitContract``, ``LeafUsageContract``); they are not part of :class:`SessionStoreContract`, because a
-store without them is complete.
+subclasses their contracts too (``JointStartContract``, ``NewSessionStartContract``,
+``JointCommitContract``, ``TransactionalSubmitContract``, ``LeafUsageContract``); they are not part
+of :class:`SessionStoreContract`, because a store without them is complete.
 
 Requires pytest (a test dependency, not a dependency of helix-dbos); this module is not imported by
 ``helix_dbos.testing``'s ``__init__`` for that reason.
@@ -35,6 +35,7 @@ from helix_dbos.testing.store_contract.capabilities import (
     JointCommitContract,
     JointStartContract,
     LeafUsageContract,
+    NewSessionStartContract,
     TransactionalSubmitContract,
 )
 from helix_dbos.testing.store_contract.forks import ForkContract
@@ -49,6 +50,7 @@ __all__ = [
     "JointCommitContract",
     "JointStartContract",
     "LeafUsageContract",
+    "NewSessionStartContract",
     "PendingCallContract",
     "RunContract",
     "SessionContract",

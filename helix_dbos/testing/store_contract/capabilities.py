@@ -18,10 +18,22 @@ from helix_dbos.errors import ToolCallAlreadyAnsweredError
 from helix_dbos.messages import UserMessage
 from helix_dbos.session import SubSessionRef
 from helix_dbos.store.base import PendingToolCall, SessionStore, StartRun, StepCommit, UsageRecord
-from helix_dbos.store.capabilities import JointCommitStore, JointStartStore, LeafUsageStore, TransactionalSubmit
+from helix_dbos.store.capabilities import (
+    JointCommitStore,
+    JointStartStore,
+    LeafUsageStore,
+    NewSessionStart,
+    TransactionalSubmit,
+)
 from helix_dbos.testing.store_contract.helpers import commit, now, pending_call, start, tool_step
 
-__all__ = ["JointCommitContract", "JointStartContract", "LeafUsageContract", "TransactionalSubmitContract"]
+__all__ = [
+    "JointCommitContract",
+    "JointStartContract",
+    "LeafUsageContract",
+    "NewSessionStartContract",
+    "TransactionalSubmitContract",
+]
 
 
 class JoinedWorkFailed(Exception):
@@ -102,6 +114,24 @@ class JointStartContract:
         assert store.load_session("s1") is None and store.get_run("r1") is None
         started = joint.start_run_with(_start_request(), lambda conn: 3, lambda conn: None)
         assert not started.existing and started.run.stream_start_sequence == 3
+
+
+class NewSessionStartContract:
+    """``start_new_session``: a new session's first run written whole, or nothing at all."""
+
+    def test_a_new_session_starts_once_and_an_existing_one_is_left_alone(self, store: SessionStore) -> None:
+        assert isinstance(store, NewSessionStart), "the store does not offer start_new_session (with engine)"
+        started = store.start_new_session(_start_request())
+        if started is None:  # a backend without the one write: nothing written, start_run's path instead
+            assert store.load_session("s1") is None
+            started = store.start_run(_start_request())
+        assert started.created_session and not started.existing
+        assert store.get_current_run("s1") == started.run
+        loaded = store.load_session("s1")
+        assert loaded is not None and (loaded.turn, loaded.run_id, loaded.message_count) == (1, "r1", 1)
+        # The session exists now: another start of it writes nothing, whatever its request.
+        assert store.start_new_session(_start_request(run_id="r2")) is None
+        assert [r.run_id for r in store.list_runs("s1")] == ["r1"] and store.get_message_count("s1") == 1
 
 
 class JointCommitContract:
