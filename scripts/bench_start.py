@@ -1,0 +1,118 @@
+"""A run start's client CPU on the caller's thread: ``execute`` on a new session, then ``result()``.
+
+Issue 32: under load a helix-dbos process is bound by its own client CPU, and every round trip to
+PostgreSQL costs about a millisecond of it. This measures what one start costs the thread that
+calls it (``time.thread_time``, so other threads' work and waiting are not counted): ``--starts``
+sequential starts of a new session (``session_id=f"c-{uuid}"``, as ``bench_capacity.py`` starts
+its runs), each with an instant one-call model, then ``result()``. The executor is built by
+``launch()`` on PostgreSQL (durable stream), after ``--warmup`` runs.
+
+``--trees A B ...`` measures other checkouts of helix-dbos in the same session: each tree's child
+process imports the package from that tree, on a fresh database of the same throw-away cluster,
+alternated over ``--rounds`` rounds so a shared machine's load falls on all of them alike. It prints
+one line per tree and round, then each tree's median.
+
+Usage:  python scripts/bench_start.py [--starts 300] [--warmup 20] [--rounds 2] [--trees PATH ...]
+        [--database-url URL]
+Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, os.environ.get("BENCH_TREE", str(_HERE)))  # the child imports its tree's package
+
+
+def child(url: str, starts: int, warmup: int) -> dict[str, Any]:
+    """Launch on ``url``, warm up, and measure ``starts`` starts and results on this thread."""
+    from helix_dbos import LLMGenerateInput, StepResult, define_agent, launch
+    from helix_dbos.runtime.launch import shutdown
+    from helix_dbos.step_result import TextStepResult
+
+    class InstantModel:
+        async def generate_step(self, input: LLMGenerateInput) -> StepResult:
+            return TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
+
+    agent = define_agent("bench-start", system_prompt="benchmark", llm_config="openai/none")
+    executor = launch(url, agents=[agent], llm_adapter=InstantModel())
+    try:
+        for _ in range(warmup):
+            executor.execute(agent, "go", session_id=f"c-{uuid.uuid4()}").result(timeout_seconds=60)
+        start_cpu = result_cpu = 0.0
+        wall = time.perf_counter()
+        for _ in range(starts):
+            t0 = time.thread_time()
+            handle = executor.execute(agent, "go", session_id=f"c-{uuid.uuid4()}")
+            t1 = time.thread_time()
+            assert handle.result(timeout_seconds=60).status == "completed"
+            t2 = time.thread_time()
+            start_cpu += t1 - t0
+            result_cpu += t2 - t1
+        wall = time.perf_counter() - wall
+    finally:
+        shutdown(executor)
+    return {
+        "start_ms": 1000 * start_cpu / starts,
+        "result_ms": 1000 * result_cpu / starts,
+        "wall_ms": 1000 * wall / starts,
+    }
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--starts", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--trees", nargs="*", default=[str(_HERE)], help="checkouts of helix-dbos to measure")
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(args.child, args.starts, args.warmup)))
+        return
+
+    from scripts._bench_setup import bench_database
+    from tests.pg import create_database, unique_name
+
+    figures: dict[str, list[dict[str, Any]]] = {tree: [] for tree in args.trees}
+    with bench_database(args.database_url, "bench_start") as first_url:
+        for round_ in range(args.rounds):
+            for tree in args.trees:
+                url = create_database(first_url, unique_name("bench_start"))
+                env = {**os.environ, "BENCH_TREE": tree, "PYTHONPATH": tree}
+                command = [sys.executable, __file__, "--child", url, "--starts", str(args.starts)]
+                command += ["--warmup", str(args.warmup)]
+                load = load_average()
+                out = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=1800)
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                figures[tree].append(row)
+                print(
+                    f"round {round_ + 1}  {tree:<28} start {row['start_ms']:6.2f} ms CPU  "
+                    f"result {row['result_ms']:6.2f} ms CPU  wall {row['wall_ms']:6.2f} ms/run  "
+                    f"(load average before: {load})",
+                    flush=True,
+                )
+    print("\nmedians over the rounds (CPU on the caller's thread, per run):")
+    for tree, rows in figures.items():
+        start = statistics.median(r["start_ms"] for r in rows)
+        result = statistics.median(r["result_ms"] for r in rows)
+        print(f"  {tree:<28} start {start:6.2f} ms  result {result:6.2f} ms  start+result {start + result:6.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
