@@ -1,6 +1,7 @@
 """``RunStarter``: the start protocol of a run (execute, resume, retry, fork) and awaiting its end.
 
-A start is one store transaction (create or reopen the session, append the input, record the run)
+A start is one store write (create or reopen the session, append the input, record the run: for a
+new session on PostgreSQL one statement, :meth:`RunStarter._start_new_session`, else a transaction)
 followed by ``DBOS.start_workflow`` under a workflow id derived from the session and turn
 (``{session_id}-turn-{turn}``), or an enqueue on the run queue (:mod:`.queues`), which any worker
 runs. Two calls with the same request therefore meet at the same turn: the store lets exactly one of
