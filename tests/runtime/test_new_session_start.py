@@ -20,6 +20,7 @@ import pytest
 from helix_dbos import DBOSAgentExecutor, MockLLMAdapter, SqlSessionStore, define_agent, define_tool
 from helix_dbos.errors import AgentAlreadyRunningError, AgentMismatchError, SessionNotFoundError
 from helix_dbos.runtime.aio import background_loop
+from helix_dbos.runtime.starting import RunStarter
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from helix_dbos.stream.sql import SqlStreamManager
 from tests.round_trips import counting
@@ -124,3 +125,27 @@ def test_the_rules_of_an_existing_session_hold_without_the_read_first(make: Fact
     assert keyed.result(timeout_seconds=60).status == "completed"
     assert [r.turn for r in executor.store.list_runs("rules-1")] == [1]
     assert executor.store.load_session("rules-1").tenant == "acme"  # type: ignore[union-attr]
+
+
+def test_a_keyed_start_whose_workflow_never_started_is_started_by_its_repeat(
+    make: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The statement committed but its caller never went on (an acknowledgement lost, a crash after it).
+
+    The repeat's guess fails (the session exists) and its key finds the run: the repeat must start
+    the run's workflow, as a repeat without a key does (``start_if_orphaned``), not hand back a run
+    that never runs.
+    """
+    executor = make(model(1))
+    gate.set()
+
+    def lost(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the caller never heard back")
+
+    monkeypatch.setattr(RunStarter, "_start_workflow", lost)
+    with pytest.raises(ConnectionError):
+        executor.execute(agent, "go", idempotency_key="orphan-key")
+    monkeypatch.undo()
+    handle = executor.execute(agent, "go", idempotency_key="orphan-key")
+    assert handle.result(timeout_seconds=30).status == "completed"
+    assert [r.turn for r in executor.store.list_runs(handle.session_id)] == [1]
