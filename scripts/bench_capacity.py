@@ -41,9 +41,11 @@ context switches of its threads (``getrusage``): GIL hand-offs between threads c
 
 Usage:  python scripts/bench_capacity.py [--runs 200] [--latency 1.0] [--rounds 2] [--sequential 20]
         [--stacks bare-sync,bare-async,helix,floor] [--flush-wait 11] [--database-url URL]
-        [--simultaneous 0] [--queue SPEC] [--rate-limit SPEC]
+        [--simultaneous 0] [--queue SPEC] [--rate-limit SPEC] [--threads N] [--idle S]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster.
 ``--flush-wait 0`` skips the idle waits (quick, but the transaction counts are then approximate).
+``--threads N`` prints each stack's client CPU per run by thread kind (``_bench_threads.py``), top N,
+and ``--idle S`` then what each kind of thread costs a second in S idle seconds after the load.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from scripts._bench_threads import ThreadCpu  # noqa: E402 (after the path it needs)
 
 MODEL_CALLS = 10
 TOOL_CALLS = MODEL_CALLS - 1
@@ -320,11 +324,14 @@ def start_profiler(raw: str) -> subprocess.Popen[bytes]:
     return spy
 
 
-def start_runs(stack: Stack, runs: int, simultaneous: int) -> list[tuple[str, float]]:
+def start_runs(
+    stack: Stack, runs: int, simultaneous: int, before_threads_end: Callable[[], None] | None = None
+) -> list[tuple[str, float]]:
     """Start ``runs`` runs: one after the other, or from ``simultaneous`` client threads at once.
 
     Each start is stamped when it was asked for, so a start that waited (for a pool, for the GIL)
-    counts in its run's latency.
+    counts in its run's latency. ``before_threads_end`` is called once every start returned, while
+    the client threads are still alive (to read their CPU).
     """
 
     def one(_: int) -> tuple[str, float]:
@@ -336,7 +343,10 @@ def start_runs(stack: Stack, runs: int, simultaneous: int) -> list[tuple[str, fl
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=simultaneous, thread_name_prefix="bench-start") as pool:
-        return list(pool.map(one, range(runs)))
+        started = list(pool.map(one, range(runs)))
+        if before_threads_end is not None:
+            before_threads_end()
+        return started
 
 
 def peak_overlap(spans: list[tuple[float, float]]) -> int:
@@ -400,6 +410,27 @@ class PoolWaitCount(logging.Handler):
         logging.getLogger().removeHandler(self)
 
 
+def process_seconds(usage: resource.struct_rusage) -> float:
+    """The process's CPU so far, user and system, every thread's (``getrusage``)."""
+    return usage.ru_utime + usage.ru_stime
+
+
+def idle_cpu(seconds: float) -> dict[str, float]:
+    """CPU ms per second by thread kind while the stack sits idle for ``seconds`` (after its load).
+
+    What a worker costs when no run is in flight: pollers, heartbeats, sweeps; the load's share of
+    them is in its per-run figures too.
+    """
+    if seconds <= 0:
+        return {}
+    by_thread = ThreadCpu()
+    by_thread.start()
+    before = process_seconds(resource.getrusage(resource.RUSAGE_SELF))
+    time.sleep(seconds)
+    spent = by_thread.stop(process_seconds(resource.getrusage(resource.RUSAGE_SELF)) - before)
+    return {kind: value / seconds * 1000 for kind, value in spent.items()}
+
+
 def switches(usage: resource.struct_rusage) -> int:
     """The process's context switches so far, voluntary (a wait) and not (preempted)."""
     return usage.ru_nvcsw + usage.ru_nivcsw
@@ -438,12 +469,14 @@ def run_child(args: argparse.Namespace) -> None:
     counters.reset_statements()
     spy = start_profiler(args.profile) if args.profile else None
     threads.reset()
+    by_thread = ThreadCpu()
+    by_thread.start()
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     connections = ConnectionPeak(url)
     pool_waits = PoolWaitCount()
     started_at: dict[str, float] = {}
     first = time.time()
-    for workflow_id, submitted in start_runs(stack, runs, args.simultaneous):
+    for workflow_id, submitted in start_runs(stack, runs, args.simultaneous, by_thread.checkpoint):
         started_at[workflow_id] = submitted
     failed = 0
     for workflow_id in started_at:
@@ -453,6 +486,7 @@ def run_child(args: argparse.Namespace) -> None:
             failed += 1
             print(f"run {workflow_id} failed: {exc!r}"[:300], file=sys.stderr)
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    thread_seconds = by_thread.stop(process_seconds(cpu_after) - process_seconds(cpu_before))
     server_after, load_ended = server_cpu.seconds(), time.perf_counter()
     peak_threads = threads.peak
     connections.stop()
@@ -468,7 +502,7 @@ def run_child(args: argparse.Namespace) -> None:
     latencies = sorted(finished[w] - started_at[w] for w in started_at)
     # In flight from its start (its dequeue, when queued) to its end: a queued run waiting is not.
     spans = [((s.dequeued_at or s.created_at or 0) / 1000, (s.updated_at or 0) / 1000) for s in statuses]
-    cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    cpu = process_seconds(cpu_after) - process_seconds(cpu_before)
     server_ms = None
     if server_idle_from is not None and server_before is not None and server_after is not None:
         idle_rate = (server_before - server_idle_from) / max(before.taken_at - idle_from.taken_at, 1e-9)
@@ -492,6 +526,8 @@ def run_child(args: argparse.Namespace) -> None:
         "peak_connections": connections.peak,
         "pool_waits": pool_waits.count,
         "failed": failed,
+        "thread_ms_per_run": {kind: seconds / runs * 1000 for kind, seconds in thread_seconds.items()},
+        "idle_thread_ms_per_s": idle_cpu(args.idle),
     }
     counters.close()
     threads.stop()
@@ -523,6 +559,8 @@ def measure_stack(stack: str, url: str, args: argparse.Namespace, profile: str |
         str(args.statements),
         "--simultaneous",
         str(args.simultaneous),
+        "--idle",
+        str(args.idle),
     ]
     if args.queue:
         command += ["--queue", args.queue]
@@ -654,6 +692,8 @@ def main() -> None:
     parser.add_argument("--profile-stacks", default="helix", help="comma-separated stacks to profile")
     parser.add_argument("--profile-top", type=int, default=40)
     parser.add_argument("--simultaneous", type=int, default=0, help="start runs from N client threads at once")
+    parser.add_argument("--threads", type=int, default=0, help="print each stack's CPU per run by thread, top N")
+    parser.add_argument("--idle", type=float, default=0.0, help="then S idle seconds: CPU per second by thread")
     parser.add_argument("--queue", default=None, help="helix-dbos on a run queue (RunQueue.parse spec)")
     parser.add_argument("--rate-limit", default=None, help="a provider limit on helix-dbos's model (openai/none)")
     parser.add_argument("--child", choices=STACKS, default=None, help=argparse.SUPPRESS)
@@ -700,6 +740,8 @@ def main() -> None:
                     print(line)
         if args.statements:
             print_statements(results)
+        if args.threads or args.idle:
+            print_threads(results, args.threads or 12)
         if args.profile_dir:
             print_profiles(Path(args.profile_dir), args.profile_top)
 
@@ -716,6 +758,26 @@ def print_in_flight(results: dict[str, list[dict[str, Any]]]) -> None:
 
 
 FLIGHT_KEYS = ("peak_in_flight", "peak_connections", "pool_waits", "failed", "sys_ms_per_run", "switches_per_run")
+
+
+def print_threads(results: dict[str, list[dict[str, Any]]], top: int) -> None:
+    """Each stack's client CPU by thread kind (``_bench_threads``), medians over the rounds.
+
+    Per run under the load, and per second while idle afterwards (``--idle``): which threads of a
+    process spend what ``CPU ms/run`` sums, workflow threads and the ones that run whatever the load.
+    """
+    for key, unit, title in (
+        ("thread_ms_per_run", "ms/run", "under the load"),
+        ("idle_thread_ms_per_s", "ms/s", "idle, after it"),
+    ):
+        for stack, rounds in results.items():
+            kinds = {kind for r in rounds for kind in r.get(key, {})}
+            if not kinds:
+                continue
+            medians = {kind: statistics.median(r.get(key, {}).get(kind, 0.0) for r in rounds) for kind in kinds}
+            print(f"client CPU by thread, {stack}, {title} ({sum(medians.values()):.1f} {unit} in all):")
+            for kind, value in sorted(medians.items(), key=lambda kv: -kv[1])[:top]:
+                print(f"  {value:7.2f} {unit}  {kind}")
 
 
 def print_statements(results: dict[str, list[dict[str, Any]]]) -> None:

@@ -1,9 +1,9 @@
 """``scripts/bench_capacity.py`` runs end to end and prints its table, ratios and targets.
 
 A smoke run (5 runs of 0.05 s model calls started from three client threads at once, one round, no
-idle waits): it checks that every stack's child process launches, runs the load and reports, not
-any figure. The figures belong in the benchmark's own output (docs/scaling.md), never in a timed
-assert.
+idle waits, then the CPU by thread and half a second of idle): it checks that every stack's child
+process launches, runs the load and reports, not any figure. The figures belong in the benchmark's
+own output (docs/scaling.md), never in a timed assert.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         "--flush-wait=0",
         "--stacks=bare-sync,bare-async,helix,bare-hop",
         "--simultaneous=3",  # the runs started from three client threads at once
+        "--threads=4",
+        "--idle=0.5",
         f"--database-url={pg_database_url}",
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -47,5 +49,11 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         figures = line.split()
         assert len(figures) == 7 and figures[4] == "0", line
         assert float(figures[6]) > 0, line  # its threads switched
-    verdicts = [line.split()[0] for line in lines[lines.index("targets (issue 32):") + 1 :]]
-    assert len(verdicts) == 4 and set(verdicts) <= {"PASS", "FAIL"}, done.stdout
+    targets = lines.index("targets (issue 32):")
+    verdicts = [line.split()[0] for line in lines[targets + 1 : targets + 5]]
+    assert set(verdicts) <= {"PASS", "FAIL"}, done.stdout
+    # --threads: the load's CPU by thread kind, the workflows' executor threads among them; --idle: per second
+    load = lines.index(next(line for line in lines if line.startswith("client CPU by thread, helix, under the load")))
+    kinds = [line.split(maxsplit=2)[2] for line in lines[load + 1 : load + 5]]
+    assert "dbos-executor" in kinds, done.stdout
+    assert any(line.startswith("client CPU by thread, helix, idle, after it") for line in lines), done.stdout
