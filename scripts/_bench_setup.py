@@ -37,13 +37,20 @@ def bench_database(url: str | None, prefix: str) -> Iterator[str]:
             cluster.stop()
 
 
-def configure_dbos(url: str, *, dbos_engine: bool = False) -> None:
+def configure_dbos(url: str, *, dbos_engine: bool = False, no_queues: bool = False) -> None:
     """Configure (not launch) DBOS on ``url`` as ``helix_dbos.launch`` does (its own config builder).
 
     ``dbos_engine`` keeps DBOS's own engine settings for the system database (bare DBOS as its users
     get it) rather than those ``launch`` changes (``SYSTEM_DATABASE_ENGINE_KWARGS``).
+
+    ``no_queues``: the process dequeues from DBOS's internal queues only. A bare DBOS app sharing the
+    benchmark's database with helix-dbos's processes (same application name) would otherwise find
+    helix-dbos's queues in DBOS's queue table (the double-texting tickets') and poll them, a cost
+    the app itself does not have.
     """
     config = dbos_config_for(url)
     if dbos_engine:
         config.pop("db_engine_kwargs", None)
     DBOS(config=config)
+    if no_queues:
+        DBOS.listen_queues([])

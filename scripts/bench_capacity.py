@@ -162,7 +162,7 @@ def bare_sync_stack(url: str, *, hop: bool = False) -> Stack:
             bare_tool(i)
         return "unreachable"
 
-    configure_dbos(url, dbos_engine=True)
+    configure_dbos(url, dbos_engine=True, no_queues=True)
     DBOS.launch()
     handles: dict[str, Any] = {}
 
@@ -204,7 +204,7 @@ def bare_async_stack(url: str) -> Stack:
             await bare_tool(i)
         return "unreachable"
 
-    configure_dbos(url)
+    configure_dbos(url, no_queues=True)
     DBOS.launch()
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever, daemon=True, name="bench-client-loop")
@@ -291,7 +291,7 @@ def floor_stack(url: str) -> Stack:
     from scripts._bench_setup import configure_dbos
 
     _bench_floor.model_latency = lambda: Clock.seconds
-    configure_dbos(url, dbos_engine=True)
+    configure_dbos(url, dbos_engine=True, no_queues=True)
     _bench_floor.install(url)
     DBOS.launch()
     handles: dict[str, Any] = {}
