@@ -39,10 +39,16 @@ agent = define_agent(
 other = define_agent("new-session-other", system_prompt="Other.", llm_config="scripted/new")
 
 
-def model(runs: int) -> MockLLMAdapter:
+def model(runs: int, *, at_once: bool = False) -> MockLLMAdapter:
+    """A script of ``runs`` runs, each calling ``wait`` once and then answering.
+
+    The script is one queue for every run of the executor: runs one after the other take
+    ``call, done`` in turn; with ``at_once`` every run's first model call comes before any run's
+    second (all of them held at the gate), so each of them first takes a ``call``.
+    """
     call = ToolCallsStepResult(tool_calls=[ParsedToolCall(id="w", name="wait", arguments={})], stop_reason="tool_use")
     done = TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
-    return MockLLMAdapter([call, done] * runs)
+    return MockLLMAdapter([call] * runs + [done] * runs if at_once else [call, done] * runs)
 
 
 Factory = Callable[[MockLLMAdapter], DBOSAgentExecutor]
@@ -86,7 +92,7 @@ def _race(executor: DBOSAgentExecutor, session_id: str, inputs: tuple[str, str])
 
 @pytest.mark.parametrize("trial", range(4))
 def test_two_starts_of_one_new_session_let_exactly_one_in(make: Factory, trial: int) -> None:
-    executor = make(model(2))
+    executor = make(model(2, at_once=True))  # both winners held in flight while their sessions are raced
     same = _race(executor, f"race-same-{trial}", ("go", "go"))
     # The same request: the loser gets the winner's run, as a repeated request always did.
     assert all(not isinstance(h, Exception) for h in same), same
@@ -107,7 +113,7 @@ def test_two_starts_of_one_new_session_let_exactly_one_in(make: Factory, trial: 
 
 def test_the_rules_of_an_existing_session_hold_without_the_read_first(make: Factory) -> None:
     """Tenant, agent, idempotency key and a run in flight: decided on the row, after the failed guess."""
-    executor = make(model(3))
+    executor = make(model(2, at_once=True))  # both runs held in flight until the gate opens
     mine = executor.execute(agent, "go", session_id="rules-1", tenant="acme")
     with pytest.raises(SessionNotFoundError):  # another tenant's session is not there for this one
         executor.execute(agent, "go", session_id="rules-1", tenant="globex")
