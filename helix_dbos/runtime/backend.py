@@ -27,7 +27,13 @@ from helix_dbos.store.capabilities import (
     SharedEngine,
     TransactionalSubmit,
 )
-from helix_dbos.stream.capabilities import ActivatableStream, QueueingStream, RecordReader, TransactionalStream
+from helix_dbos.stream.capabilities import (
+    ActivatableStream,
+    QueueingStream,
+    RecordReader,
+    ThreadEndingStream,
+    TransactionalStream,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -60,6 +66,8 @@ class Backend:
     """The stream manager, when its writes can join a transaction on the store's engine."""
     queueing: QueueingStream | None = None
     """The stream manager, when a keyed write can be queued from a workflow thread directly."""
+    ending: ThreadEndingStream | None = None
+    """The stream manager, when a workflow thread can end a stream directly (no hop to the loop)."""
     activation: ActivatableStream | None = None
     """The stream manager, when it caches stream status and a run's start must activate past it."""
 
@@ -80,6 +88,7 @@ class Backend:
             transactional_submit=pending if isinstance(pending, TransactionalSubmit) else None,
             transactional_stream=manager if isinstance(manager, TransactionalStream) else None,
             queueing=manager if isinstance(manager, QueueingStream) else None,
+            ending=manager if isinstance(manager, ThreadEndingStream) else None,
             activation=manager if isinstance(manager, ActivatableStream) else None,
         )
 
@@ -100,5 +109,6 @@ if TYPE_CHECKING:
         _submit: TransactionalSubmit = pending
         _stream: TransactionalStream = manager
         _queue: QueueingStream = manager
+        _end: ThreadEndingStream = manager
         _activate: ActivatableStream = manager
         _records: RecordReader = reader

@@ -27,6 +27,15 @@ from helix_dbos.stream.capabilities import HeldWrites, RecordReader, RollbackStr
 from helix_dbos.stream.chunks import StreamChunk
 
 
+def _on_an_event_loop() -> bool:
+    """Whether the calling thread is running an event loop (blocking it would stall its tasks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class RunStreams:
     """Thread-safe facade over a :class:`StreamManager` bound to the background loop.
 
@@ -180,22 +189,40 @@ class RunStreams:
 
     def end(self, stream_id: str, output: Any = None) -> None:
         """Mark the stream ended (the run finished), after every chunk written before."""
-        self._terminate(stream_id, "ending", lambda: self.manager.end_stream(stream_id, output))
+        self._terminate(stream_id, "ending", None, lambda: self.manager.end_stream(stream_id, output))
 
     def fail(self, stream_id: str, error: str) -> None:
         """Mark the stream failed."""
-        self._terminate(stream_id, "failing", lambda: self.manager.fail_stream(stream_id, error))
+        self._terminate(stream_id, "failing", error, lambda: self.manager.fail_stream(stream_id, error))
 
-    def _terminate(self, stream_id: str, what: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def _terminate(
+        self, stream_id: str, what: str, error: str | None, call: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
         """Run an end or fail until it lands: a reader of a finished run must always get its end.
 
         The manager retries transient errors for the store's bound; past it the database is still
         away, and this keeps waiting, as DBOS does for its own records (the run's completion cannot
         be recorded meanwhile either). Any other error is logged: the stream cannot be ended.
+
+        A manager that ends streams from any thread (``ThreadEndingStream``, the SQL manager) is
+        called right here (a workflow thread blocks for the statement, as it would for the hop),
+        unless writes sent through the background loop are still outstanding, since the end must come
+        after them, so it follows them there (as :meth:`write` does), or this thread runs an event
+        loop, which must not block.
         """
+        ending = self.backend.ending
+        if ending is not None and not _on_an_event_loop():
+            with self._hops_lock:
+                direct = self._hops == 0
+            if direct:
+                self._until_it_lands(stream_id, what, lambda: ending.terminate_from_thread(stream_id, error))
+                return
+        self._until_it_lands(stream_id, what, lambda: background_loop.run(call()))
+
+    def _until_it_lands(self, stream_id: str, what: str, attempt: Callable[[], None]) -> None:
         while True:
             try:
-                background_loop.run(call())
+                attempt()
                 return
             except DatabaseUnavailableError as exc:
                 self._logger.warn(

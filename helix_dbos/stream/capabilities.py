@@ -29,6 +29,7 @@ __all__ = [
     "RecordReader",
     "RollbackStream",
     "StreamStartInTransaction",
+    "ThreadEndingStream",
     "TransactionalStream",
 ]
 
@@ -103,6 +104,24 @@ class QueueingStream(Protocol):
         """:meth:`~helix_dbos.stream.base.StreamManager.write_keyed` from a thread outside any event loop.
 
         Must keep the order of the calls, and wait only for back-pressure.
+        """
+        ...
+
+
+@runtime_checkable
+class ThreadEndingStream(Protocol):
+    """A manager that ends a stream from a thread outside any event loop, blocking until it is stored.
+
+    A run's stream is ended by its workflow thread; without this, the end goes through the runtime's
+    event loop, and a manager whose I/O is synchronous hands it on to a worker thread from there:
+    two thread hand-offs more for one statement.
+    """
+
+    def terminate_from_thread(self, stream_id: str, error: str | None = None) -> None:
+        """End the stream (``error`` ``None``) or fail it with ``error``, after every chunk queued before.
+
+        The same as ``end_stream`` / ``fail_stream``, errors included (a transient database error
+        past the manager's own retry raises ``DatabaseUnavailableError``).
         """
         ...
 

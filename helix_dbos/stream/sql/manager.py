@@ -337,14 +337,26 @@ class SqlStreamManager:
         """Mark the stream failed; readers raise ``HelixError`` after the stored chunks."""
         await self._terminate(stream_id, "failed", error)
 
+    def terminate_from_thread(self, stream_id: str, error: str | None = None) -> None:
+        """:meth:`end_stream` (``error`` ``None``) or :meth:`fail_stream` from a thread outside any event loop.
+
+        Blocks until the end is stored, after every chunk queued before it. A workflow thread ending
+        its run's stream calls this directly: through the runtime's loop, which hands the statement
+        to a worker thread, the one statement would cost two thread hand-offs more.
+        """
+        self._terminate_blocking(stream_id, "ended" if error is None else "failed", error)
+
     async def _terminate(self, stream_id: str, status: StreamStatus, error: str | None) -> None:
+        await asyncio.to_thread(self._terminate_blocking, stream_id, status, error)
+
+    def _terminate_blocking(self, stream_id: str, status: StreamStatus, error: str | None) -> None:
         self._check_open()
         stored_error = None if error is None else codec.escape_text(error)
         held = self.hold_for_transaction(stream_id, self._engine)
         if held is not None:  # the stream's last chunks and its end in one transaction
             try:
                 before = held.write if len(held) else None  # without chunks: one statement
-                await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error, before)
+                self._storage.terminate(stream_id, status, stored_error, before)
             except BaseException:
                 held.release(stored=False)  # back to the flusher; the end is written below, after them
             else:
@@ -352,12 +364,12 @@ class SqlStreamManager:
                 self._set_local(stream_id, "ended")
                 self._signals.bump(stream_id)
                 return
-        await self._flush_stream(stream_id)
+        self._flusher.barrier(stream_id).result()
         marker = self._committer.pending_loss_marker(stream_id)
         if marker is not None:  # chunks lost to an outage: say so before the end
             self._flusher.submit(marker)
-            await self._flush_stream(stream_id)
-        await asyncio.to_thread(self._storage.terminate, stream_id, status, stored_error)
+            self._flusher.barrier(stream_id).result()
+        self._storage.terminate(stream_id, status, stored_error)
         self._set_local(stream_id, "ended")
         self._signals.bump(stream_id)
 
