@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+from helix_dbos.errors import HelixError
 from helix_dbos.logger import std_logger
 from helix_dbos.runtime import streaming
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.streaming import RunStreams
 from helix_dbos.stream.chunks import StreamChunk, TextDeltaChunk
 from helix_dbos.stream.sql import SqlStreamManager
-from tests.stream.helpers import contents, text
+from tests.stream.helpers import contents, next_chunk, text
 
 
 def _stored(streams: RunStreams, stream_id: str) -> list[StreamChunk]:
@@ -57,9 +58,18 @@ def test_a_failed_stream_keeps_its_error(manager: SqlStreamManager) -> None:
     streams.write("s-failed", text("partial"), dedupe_key="s1:0")
     streams.fail("s-failed", "model exploded")
 
-    info = background_loop.run(manager.get_stream_info("s-failed"))
-    assert info is not None and info.status == "failed"
-    assert contents(_stored(streams, "s-failed")) == ["partial"]
+    assert _status(manager, "s-failed") == "failed"
+
+    async def read_to_the_failure() -> list[StreamChunk]:
+        reader = await manager.create_reader("s-failed")
+        assert reader is not None
+        seen = [await next_chunk(reader)]
+        with pytest.raises(HelixError) as caught:
+            await next_chunk(reader)
+        assert caught.value.message == "model exploded"  # the error a reader of the run is told
+        return seen
+
+    assert contents(background_loop.run(read_to_the_failure())) == ["partial"]
 
 
 def test_an_end_behind_a_write_still_on_the_loop_follows_it_there(manager: SqlStreamManager) -> None:
