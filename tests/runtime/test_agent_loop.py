@@ -106,8 +106,15 @@ def test_tool_loop_then_finish_keeps_history_paired(make_executor: ExecutorFacto
 
 
 def test_parallel_tools_run_concurrently_and_appends_compose(make_executor: ExecutorFactory) -> None:
+    # All three must be running at once to pass the barrier; one at a time, the first would wait
+    # out the timeout and fail. This proves concurrency without a wall-clock bound, which a loaded
+    # CI machine can miss. The later a call is, the sooner it finishes, so the finish order is
+    # the reverse of the input order.
+    together = threading.Barrier(3, timeout=30)
+
     def slow_note(inp: TextIn, ctx: ToolContext) -> dict[str, str]:
-        time.sleep(0.4)
+        together.wait()
+        time.sleep(0.1 * (2 - int(inp.text)))
         ctx.update_state(lambda d: d.notes.append(inp.text))
         return {"added": inp.text}
 
@@ -121,11 +128,9 @@ def test_parallel_tools_run_concurrently_and_appends_compose(make_executor: Exec
     )
     model = MockLLMAdapter([tool_calls(*[(f"t{i}", "slow_note", {"text": str(i)}) for i in range(3)]), finish("ok")])
     executor = make_executor(model, [agent])
-    started = time.perf_counter()
     handle = executor.execute(agent, "go")
     assert handle.result().status == "completed"
-    elapsed = time.perf_counter() - started
-    assert elapsed < 1.1, f"3 x 0.4 s tools took {elapsed:.2f} s: not parallel"
+    assert not together.broken, "the three tools did not run at the same time"
     state = handle.get_state()
     assert sorted(state.custom_state["notes"]) == ["0", "1", "2"]  # every append survived the merge
     # Results are recorded in input order, whatever order the tools finished in.
