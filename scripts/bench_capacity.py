@@ -495,7 +495,7 @@ def run_child(args: argparse.Namespace) -> None:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=120)
     top = counters.statement_counts()[: args.statements]
-    statements = [(query, calls / runs, ms / runs) for query, calls, ms in top]
+    statements = [(c.query, c.calls / runs, c.exec_ms / runs, c.plans / runs, c.plan_ms / runs) for c in top]
     after = counters.snapshot()
     statuses = DBOS.list_workflows(workflow_ids=list(started_at), load_input=False, load_output=False)
     finished = {s.workflow_id: (s.updated_at or 0) / 1000 for s in statuses}
@@ -781,19 +781,22 @@ def print_threads(results: dict[str, list[dict[str, Any]]], top: int) -> None:
 
 
 def print_statements(results: dict[str, list[dict[str, Any]]]) -> None:
-    """Each stack's most called statements per run, with the server's execution ms per run of each.
+    """Each stack's most called statements per run: calls, the server's plans and their ms, execution ms.
 
     From pg_stat_statements over the last round's load. Execution time is the executor's, not the
-    parse, the round trip or the commit's work, so the column's sum is below ``PG ms/run``.
+    parse, the round trip or the commit's work, so the columns' sum is below ``PG ms/run``. A
+    statement with about as many plans as calls is planned afresh on every execution.
     """
     for stack, rounds in results.items():
         rows = rounds[-1]["statements"]
         print(
-            f"statements per run, {stack} ({sum(row[1] for row in rows):.1f} calls and "
-            f"{sum(row[2] for row in rows):.2f} ms in the top {len(rows)}):"
+            f"statements per run, {stack} ({sum(row[1] for row in rows):.1f} calls, "
+            f"{sum(row[4] for row in rows):.2f} ms planning and {sum(row[2] for row in rows):.2f} ms executing "
+            f"in the top {len(rows)}):"
         )
-        for query, calls, ms in rows:
-            print(f"  {calls:6.2f} {ms:6.2f} ms  {' '.join(query.split())[:130]}")
+        print("   calls   plans  plan ms  exec ms")
+        for query, calls, ms, plans, plan_ms in rows:
+            print(f"  {calls:6.2f} {plans:7.2f} {plan_ms:8.2f} {ms:8.2f}  {' '.join(query.split())[:120]}")
 
 
 def print_profiles(folder: Path, top: int) -> None:

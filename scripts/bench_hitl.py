@@ -144,8 +144,8 @@ def main() -> None:
             hot.append(submit(executor, sid))
             handle.result()
             hot_cpu += time.process_time() - cpu
-            for query, calls, _ms in counters.statement_counts():
-                statements[query] += calls
+            for counted in counters.statement_counts():
+                statements[counted.query] += counted.calls
         report("hot submission    -> tool result in transcript", hot)
         print(f"  CPU from submission to result: {hot_cpu / args.samples * 1000:5.1f} ms per run")
         if args.statements:

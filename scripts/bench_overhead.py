@@ -168,8 +168,8 @@ def run_block(
     tally.samples += measure(fn, runs, concurrency)
     tally.wall += time.perf_counter() - wall
     tally.cpu += time.process_time() - cpu
-    for query, calls, _ms in counters.statement_counts():
-        tally.statements[query] += calls
+    for counted in counters.statement_counts():
+        tally.statements[counted.query] += counted.calls
     after = counters.snapshot()
     tally.commits += counters.commits_between(before, after)
     tally.writes += after.xid_horizon - before.xid_horizon
