@@ -57,3 +57,15 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
     kinds = [line.split(maxsplit=2)[2] for line in lines[load + 1 : load + 5]]
     assert "dbos-executor" in kinds, done.stdout
     assert any(line.startswith("client CPU by thread, helix, idle, after it") for line in lines), done.stdout
+
+
+def test_the_statements_table_shows_plans_beside_executions(capsys: pytest.CaptureFixture[str]) -> None:
+    from scripts.bench_capacity import print_statements
+
+    # Per run: (query, calls, execution ms, plans, planning ms), as a child reports them.
+    rows = [["WITH s AS (UPDATE helix_sessions SET x = $1)", 11.0, 3.8, 1.6, 1.1], ["COMMIT", 44.0, 1.3, 0.0, 0.0]]
+    print_statements({"helix": [{"statements": rows}]})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "statements per run, helix (55.0 calls, 1.10 ms planning and 5.10 ms executing in the top 2):"
+    assert lines[1].split() == ["calls", "plans", "plan", "ms", "exec", "ms"]
+    assert lines[2].split()[:4] == ["11.00", "1.60", "1.10", "3.80"] and lines[2].endswith("SET x = $1)")
