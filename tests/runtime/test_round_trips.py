@@ -5,9 +5,9 @@ server a little; under load a process is bound by the first (issue 32). The numb
 new session's run on the joint store and stream (as ``launch`` builds them) costs on helix-dbos's
 own engine (DBOS's system database is DBOS's): the start is one autocommitted statement (the
 session, its input, the run, the stream's start), with no read before it; a step commit is one
-autocommitted statement, its chunks riding in it; ``result()`` reads the usage and whether the run
-delegated in one statement. A start on an existing session pays that statement, failed, on top of
-the transaction path.
+autocommitted statement, its chunks riding in it; the run's closing chunks and its stream's end are
+one statement; ``result()`` reads the usage and whether the run delegated in one statement. A start
+on an existing session pays that statement, failed, on top of the transaction path.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def test_a_runs_start_commits_and_result_cost_the_fewest_round_trips(make: Facto
         result = handle.result(timeout_seconds=60)
         reads = trips.on(caller)
         commits = trips.transactions_with("WITH s AS")
+        stream_writes = trips.transactions_with("WITH st AS")
     assert result.status == "completed"
 
     # The start: one autocommitted statement, the session insert its guard (was 8 round trips: the
@@ -86,6 +87,10 @@ def test_a_runs_start_commits_and_result_cost_the_fewest_round_trips(make: Facto
     # around it (was 3 round trips each).
     assert len(commits) == 4
     assert all(len(group) == 1 for group in commits), commits
+
+    # The stream's writes outside the commits, its closing chunks and its end among them: each one
+    # statement (the end with the chunks still held was BEGIN, the append, the end, COMMIT).
+    assert stream_writes and all(len(group) == 1 for group in stream_writes), stream_writes
 
     # result(): the usage and whether the run delegated, in one statement (was 2).
     assert len(reads) == 1 and "helix_usage" in reads[0] and "helix_sub_session_refs" in reads[0]

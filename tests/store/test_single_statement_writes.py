@@ -207,3 +207,70 @@ def test_a_batch_locks_its_streams_in_the_order_the_transaction_path_does(pg_sto
         ).scalars()
         assert list(ordered) == sorted(["b", "B", "a", "_x", "A"])
     assert storage.write_groups({"B": [_pending("B", "a")], "a": [_pending("a", "a")]}) == set()
+
+
+def _ending_manager(pg_store: SqlSessionStore, stream_id: str) -> SqlStreamManager:
+    """A manager whose stream has a row and whose queued chunks wait for a hold (as a run's do)."""
+    manager = SqlStreamManager(pg_store.engine, batch_max_delay=30)  # nothing flushed behind the test's back
+    manager.enqueue_keyed(stream_id, text("first"), "r1:0", run_id="r1")
+    background_loop.run(manager.flush())
+    made_patient = manager.hold_for_transaction(stream_id, pg_store.engine)
+    assert made_patient is not None and len(made_patient) == 0
+    made_patient.release(stored=True)
+    return manager
+
+
+def _end_row(pg_store: SqlSessionStore, stream_id: str) -> tuple[str, int, int, int, str | None]:
+    with pg_store.engine.connect() as conn:
+        row = conn.exec_driver_sql(
+            "SELECT status, latest_sequence, chunk_count, end_sequence, error FROM helix_streams WHERE stream_id = %s",
+            (stream_id,),
+        ).one()
+    return (row[0], row[1], row[2], row[3], row[4])
+
+
+@pytest.mark.parametrize("error", [None, "model exploded"])
+def test_a_streams_last_chunks_and_its_end_are_one_round_trip(pg_store: SqlSessionStore, error: str | None) -> None:
+    manager = _ending_manager(pg_store, "s1")
+    try:
+        manager.enqueue_keyed("s1", text("a"), "r1:1", run_id="r1")
+        manager.enqueue_keyed("s1", text("b"), "r1:2", run_id="r1")
+        with counting(pg_store.engine) as trips:
+            manager.terminate_from_thread("s1", error)
+        sent = trips.on()
+        assert len(sent) == 1 and sent[0].startswith("WITH st AS"), sent  # was BEGIN, the append, the end, COMMIT
+        records = background_loop.run(manager.read_records("s1"))
+        assert [r.sequence for r in records] == [1, 2, 3]
+        assert contents([r.chunk for r in records]) == ["first", "a", "b"]
+        status = "ended" if error is None else "failed"
+        assert _end_row(pg_store, "s1") == (status, 3, 3, 3, error)  # the end at the last chunk
+    finally:
+        background_loop.run(manager.aclose())
+
+
+def test_a_replayed_last_chunk_ends_the_stream_through_the_transaction_as_before(pg_store: SqlSessionStore) -> None:
+    manager = _ending_manager(pg_store, "s1")
+    try:
+        # A finalize step run again after a crash sends its closing chunk, stored the first time, again.
+        manager.enqueue_keyed("s1", text("first"), "r1:0", run_id="r1")
+        manager.enqueue_keyed("s1", text("a"), "r1:1", run_id="r1")
+        with counting(pg_store.engine) as trips:
+            manager.terminate_from_thread("s1")
+        sent = trips.on()
+        assert sent[0].startswith("WITH st AS") and sent[1] == "BEGIN"  # the guard failed it; nothing was written
+        records = background_loop.run(manager.read_records("s1"))
+        assert [r.sequence for r in records] == [1, 2] and contents([r.chunk for r in records]) == ["first", "a"]
+        assert _end_row(pg_store, "s1") == ("ended", 2, 2, 2, None)  # the replay's reservation given back
+    finally:
+        background_loop.run(manager.aclose())
+
+
+def test_an_ended_stream_is_not_changed_by_the_one_statement(pg_store: SqlSessionStore) -> None:
+    storage = _storage(pg_store)
+    storage.write_groups({"s1": [_pending("s1", "a")]})
+    storage.terminate("s1", "ended", None)
+    assert not storage.end_with_chunks_alone("s1", [_pending("s1", "late")], "failed", "boom")
+    assert not storage.end_with_chunks_alone("nowhere", [_pending("nowhere", "x")], "ended", None)  # no row
+    assert _end_row(pg_store, "s1") == ("ended", 1, 1, 1, None)
+    assert _stored(storage, "s1") == [(1, "a")]
+    assert storage.info("nowhere") is None

@@ -59,6 +59,17 @@ class StreamDialect(ABC):
         """
         return None
 
+    def end_with_chunks_alone(
+        self, stream_id: str, items: list[PendingChunk], status: str, error: str | None, now: int
+    ) -> bool:
+        """The stream's last chunks and its end as one statement outside any transaction.
+
+        ``True`` when it stored every chunk and the end; ``False`` having written nothing when the
+        end needs the transaction path (a replayed chunk's holes to close, a stream with no row or
+        one that has ended already), or at once where the dialect has no such path.
+        """
+        return False
+
     def append_groups_alone(self, groups: dict[str, list[PendingChunk]], now: int) -> set[str] | None:
         """Every stream's :meth:`append_chunks` as one statement outside any transaction.
 

@@ -355,8 +355,9 @@ class SqlStreamManager:
         held = self.hold_for_transaction(stream_id, self._engine)
         if held is not None:  # the stream's last chunks and its end in one transaction
             try:
-                before = held.write if len(held) else None  # without chunks: one statement
-                self._storage.terminate(stream_id, status, stored_error, before)
+                if not (len(held) and held.end_alone(status, stored_error)):  # else one statement did both
+                    before = held.write if len(held) else None  # without chunks: one statement
+                    self._storage.terminate(stream_id, status, stored_error, before)
             except BaseException:
                 held.release(stored=False)  # back to the flusher; the end is written below, after them
             else:
@@ -485,6 +486,18 @@ class HeldChunks:
         items = self._hold.items
         if items:
             self._appended(self._manager._storage.append(conn, self._hold.stream_id, items, now_ms()))
+
+    def end_alone(self, status: StreamStatus, stored_error: str | None) -> bool:
+        """Store the chunks and the stream's end in one statement of their own, where the database can.
+
+        ``False`` having written nothing when it cannot: the caller ends the stream in a transaction
+        with :meth:`write` first.
+        """
+        storage, hold = self._manager._storage, self._hold
+        done = storage.end_with_chunks_alone(hold.stream_id, hold.items, status, stored_error)
+        if done:
+            self._appended(True)
+        return done
 
     def for_commit(self) -> Callable[[Connection], None] | RidingWrite | None:
         """The writes to hand a step commit (``commit_step_with``); ``None`` when no chunk is held.

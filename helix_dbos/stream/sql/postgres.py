@@ -83,6 +83,39 @@ _APPEND_COMPLETE: Final = "(SELECT count(*) FROM ins) = :n * (SELECT count(*) FR
 row): :meth:`PostgresStreamDialect.settle_append` then reads nothing and renumbers nothing."""
 
 
+_END_WITH_CHUNKS: Final = """
+WITH st AS (
+    UPDATE helix_streams SET
+        latest_sequence = latest_sequence + :n,
+        chunk_count = chunk_count + :n,
+        status = :status,
+        end_sequence = latest_sequence + :n,
+        error = :error,
+        updated_at = :now
+    WHERE stream_id = :sid AND status NOT IN ('ended', 'failed')
+    RETURNING latest_sequence{returning}
+), ins AS (
+    INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at)
+    SELECT :sid, st.latest_sequence - :n + t.ord, t.x ->> 0, CAST(t.x -> 2 ->> 'step' AS INTEGER),
+           t.x -> 2 ->> 'type', t.x -> 2, t.x ->> 1, :now
+    FROM st, json_array_elements(CAST(:rows AS JSON)) WITH ORDINALITY AS t(x, ord)
+    ON CONFLICT (stream_id, dedupe_key) DO NOTHING
+    RETURNING 1
+)
+SELECT 1 / CAST((SELECT count(*) FROM st) = 1 AND (SELECT count(*) FROM ins) = :n AS INTEGER)
+"""
+"""A stream's last chunks and its end (``terminate``) as ONE statement: the reservation, the end
+at the new latest sequence (``SET`` reads the row as it was, so ``latest_sequence + :n`` is the
+sequence of the last chunk) and the chunk insert, announced once.
+
+The transaction path it replaces (``BEGIN``, the append, ``TERMINATE``, ``COMMIT``) cost four
+round trips at the end of every run. Its last column is a guard that divides by zero, failing the
+statement whole, unless the stream had a live row and every chunk went in; the transaction path
+then does what it always did: closes a replay's holes, records the end of a stream that has ended
+already, or creates a missing row. (One ``UPDATE`` of the row, not the append's upsert and then
+``TERMINATE``'s: a statement may not change one row twice.)
+"""
+
 _APPEND_GROUPS: Final = """
 WITH input AS (
     SELECT g.x ->> 0 AS sid, CAST(g.x ->> 1 AS INTEGER) AS n, g.x -> 2 AS rows
@@ -153,6 +186,7 @@ class PostgresStreamDialect(StreamDialect):
         self._append_groups = sa.text(
             _APPEND_GROUPS.format(columns=queries.STREAM_COLUMNS, returning=_NOTIFY_RETURNING if notify else "")
         )
+        self._end_with_chunks = sa.text(_END_WITH_CHUNKS.format(returning=_NOTIFY_RETURNING if notify else ""))
 
     @property
     def append_statement(self) -> sa.TextClause:
@@ -188,6 +222,20 @@ class PostgresStreamDialect(StreamDialect):
                     return None
                 raise
         return latest is not None
+
+    def end_with_chunks_alone(
+        self, stream_id: str, items: list[PendingChunk], status: str, error: str | None, now: int
+    ) -> bool:
+        """The last chunks and the end as the one autocommitted statement :data:`_END_WITH_CHUNKS`."""
+        params = {"sid": stream_id, "n": len(items), "status": status, "error": error, "now": now, "rows": _rows(items)}
+        with self._read_engine.connect() as conn:
+            try:
+                conn.execute(self._end_with_chunks, params).one()
+            except sa.exc.DataError as error_:
+                if getattr(error_.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
+                    return False  # the guard: nothing was written
+                raise
+        return True
 
     def append_groups_alone(self, groups: dict[str, list[PendingChunk]], now: int) -> set[str] | None:
         """Every stream's append in the one autocommitted statement :data:`_APPEND_GROUPS`.

@@ -114,6 +114,17 @@ class StreamStorage:
             before(conn)
             self.dialect.terminate(conn, stream_id, params)
 
+    @retrying
+    def end_with_chunks_alone(
+        self, stream_id: str, items: list[PendingChunk], status: StreamStatus, stored_error: str | None
+    ) -> bool:
+        """The stream's last ``items`` and its end as one statement where the dialect can (PostgreSQL).
+
+        ``False`` having written nothing otherwise: the caller ends the stream with :meth:`terminate`,
+        the chunks written first in its transaction.
+        """
+        return self.dialect.end_with_chunks_alone(stream_id, _unique(items), status, stored_error, now_ms())
+
     def write_groups(self, groups: dict[str, list[PendingChunk]]) -> set[str]:
         """Store every stream's chunks atomically; returns the streams that had ended.
 
