@@ -1,19 +1,21 @@
-"""A run start's client CPU on the caller's thread: ``execute`` on a new session, then ``result()``.
+"""A run's edges on the calling thread: its start (``execute``, then ``result()``) and its stream's end.
 
 Issue 32: under load a helix-dbos process is bound by its own client CPU, and every round trip to
 PostgreSQL costs about a millisecond of it. This measures what one start costs the thread that
 calls it (``time.thread_time``, so other threads' work and waiting are not counted): ``--starts``
 sequential starts of a new session (``session_id=f"c-{uuid}"``, as ``bench_capacity.py`` starts
 its runs), each with an instant one-call model, then ``result()``. The executor is built by
-``launch()`` on PostgreSQL (durable stream), after ``--warmup`` runs.
+``launch()`` on PostgreSQL (durable stream), after ``--warmup`` runs. Then ``--ends`` streams are
+each ended with their last two chunks still queued, as a run's finalize ends its stream (its
+closing chunks held for the end's own write): the end's wall time and CPU on the ending thread.
 
 ``--trees A B ...`` measures other checkouts of helix-dbos in the same session: each tree's child
 process imports the package from that tree, on a fresh database of the same throw-away cluster,
 alternated over ``--rounds`` rounds so a shared machine's load falls on all of them alike. It prints
 one line per tree and round, then each tree's median.
 
-Usage:  python scripts/bench_start.py [--starts 300] [--warmup 20] [--rounds 2] [--trees PATH ...]
-        [--database-url URL]
+Usage:  python scripts/bench_start.py [--starts 300] [--ends 300] [--warmup 20] [--rounds 2]
+        [--trees PATH ...] [--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py).
 """
 
@@ -34,8 +36,8 @@ _HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.environ.get("BENCH_TREE", str(_HERE)))  # the child imports its tree's package
 
 
-def child(url: str, starts: int, warmup: int) -> dict[str, Any]:
-    """Launch on ``url``, warm up, and measure ``starts`` starts and results on this thread."""
+def child(url: str, starts: int, ends: int, warmup: int) -> dict[str, Any]:
+    """Launch on ``url``, warm up, and measure ``starts`` starts and results, then ``ends`` stream ends."""
     from helix_dbos import LLMGenerateInput, StepResult, define_agent, launch
     from helix_dbos.runtime.launch import shutdown
     from helix_dbos.step_result import TextStepResult
@@ -66,7 +68,40 @@ def child(url: str, starts: int, warmup: int) -> dict[str, Any]:
         "start_ms": 1000 * start_cpu / starts,
         "result_ms": 1000 * result_cpu / starts,
         "wall_ms": 1000 * wall / starts,
+        **stream_ends(url, ends),
     }
+
+
+def stream_ends(url: str, ends: int) -> dict[str, float]:
+    """End ``ends`` streams, each with its last two chunks held for the end (a run's closing chunks)."""
+    from helix_dbos.runtime.aio import background_loop
+    from helix_dbos.stream.chunks import TextDeltaChunk
+    from helix_dbos.stream.sql import SqlStreamManager
+
+    def chunk(delta: str) -> TextDeltaChunk:
+        return TextDeltaChunk(agent_id="bench", agent_type="bench", step=1, content=delta)
+
+    manager = SqlStreamManager(url, batch_max_delay=60)  # the queued chunks wait for the end's hold
+    try:
+        streams = [f"end-{uuid.uuid4()}" for _ in range(ends)]
+        for stream_id in streams:  # the stream exists, and its chunks wait for a hold, as a run's do
+            manager.enqueue_keyed(stream_id, chunk("first"), f"{stream_id}:0", run_id="r")
+        background_loop.run(manager.flush())
+        for stream_id in streams:
+            hold = manager.hold_for_transaction(stream_id, manager._engine)
+            assert hold is not None
+            hold.release(stored=True)
+        cpu = wall = 0.0
+        for stream_id in streams:
+            manager.enqueue_keyed(stream_id, chunk("checkpoint"), f"{stream_id}:1", run_id="r")
+            manager.enqueue_keyed(stream_id, chunk("output"), f"{stream_id}:2", run_id="r")
+            t0, w0 = time.thread_time(), time.perf_counter()
+            manager.terminate_from_thread(stream_id)
+            cpu += time.thread_time() - t0
+            wall += time.perf_counter() - w0
+    finally:
+        background_loop.run(manager.aclose())
+    return {"end_ms": 1000 * cpu / max(ends, 1), "end_wall_ms": 1000 * wall / max(ends, 1)}
 
 
 def load_average() -> str:
@@ -76,6 +111,7 @@ def load_average() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=300)
+    parser.add_argument("--ends", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--trees", nargs="*", default=[str(_HERE)], help="checkouts of helix-dbos to measure")
@@ -83,7 +119,7 @@ def main() -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.starts, args.warmup)))
+        print(json.dumps(child(args.child, args.starts, args.ends, args.warmup)))
         return
 
     from scripts._bench_setup import bench_database
@@ -96,7 +132,7 @@ def main() -> None:
                 url = create_database(first_url, unique_name("bench_start"))
                 env = {**os.environ, "BENCH_TREE": tree, "PYTHONPATH": tree}
                 command = [sys.executable, __file__, "--child", url, "--starts", str(args.starts)]
-                command += ["--warmup", str(args.warmup)]
+                command += ["--ends", str(args.ends), "--warmup", str(args.warmup)]
                 load = load_average()
                 out = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=1800)
                 row = json.loads(out.stdout.strip().splitlines()[-1])
@@ -104,14 +140,19 @@ def main() -> None:
                 print(
                     f"round {round_ + 1}  {tree:<28} start {row['start_ms']:6.2f} ms CPU  "
                     f"result {row['result_ms']:6.2f} ms CPU  wall {row['wall_ms']:6.2f} ms/run  "
+                    f"stream end {row['end_ms']:5.2f} ms CPU, {row['end_wall_ms']:5.2f} ms wall  "
                     f"(load average before: {load})",
                     flush=True,
                 )
-    print("\nmedians over the rounds (CPU on the caller's thread, per run):")
+    print("\nmedians over the rounds (CPU on the calling thread, per run; the stream end's wall time too):")
     for tree, rows in figures.items():
         start = statistics.median(r["start_ms"] for r in rows)
         result = statistics.median(r["result_ms"] for r in rows)
-        print(f"  {tree:<28} start {start:6.2f} ms  result {result:6.2f} ms  start+result {start + result:6.2f} ms")
+        end, end_wall = (statistics.median(r[key] for r in rows) for key in ("end_ms", "end_wall_ms"))
+        print(
+            f"  {tree:<28} start {start:6.2f} ms  result {result:6.2f} ms  start+result {start + result:6.2f} ms  "
+            f"stream end {end:5.2f} ms ({end_wall:5.2f} ms wall)"
+        )
 
 
 if __name__ == "__main__":
