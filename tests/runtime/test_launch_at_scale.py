@@ -188,7 +188,7 @@ def test_orphan_detection_costs_the_runs_in_flight_not_the_parked_sessions(pg_se
         f"launch(): {empty_launch_seconds:.3f}s with no sessions, {parked_launch_seconds:.3f}s with 2,000 parked "
         f"(and 1 orphan started); orphan scan with 2,000 parked: {scan_seconds * 1000:.1f} ms"
     )
-    assert scan_seconds < 0.5  # it was 2.2 s for 1,000 sessions: one query per session
+    assert scan_seconds < 1.0  # it was 2.2 s for 1,000 sessions (one query per session); about 1 ms now
     assert parked_launch_seconds < empty_launch_seconds + 2.0  # generous: it was +2.7 s
 
 

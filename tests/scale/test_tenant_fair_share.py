@@ -96,8 +96,8 @@ def test_one_tenants_flood_does_not_hold_back_anothers_run(deployment: Deploymen
     print(
         f"globex's run waited {waited_seconds:.3f}s for a worker (poll {POLL_SECONDS}s), behind {flood_size} of acme's"
     )
-    # One poll, plus the dequeue's own queries on a shared machine: far below acme's backlog (~50 s).
-    assert waited_seconds <= 2 * POLL_SECONDS + 0.5, waited_seconds
+    # One poll, plus the dequeue's own queries on a loaded machine: far below acme's backlog (~50 s).
+    assert waited_seconds <= 2 * POLL_SECONDS + 2.0, waited_seconds
     overtaken = [
         w
         for w in backlog
