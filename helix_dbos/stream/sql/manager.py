@@ -355,9 +355,10 @@ class SqlStreamManager:
         held = self.hold_for_transaction(stream_id, self._engine)
         if held is not None:  # the stream's last chunks and its end in one transaction
             try:
-                if not (len(held) and held.end_alone(status, stored_error)):  # else one statement did both
-                    before = held.write if len(held) else None  # without chunks: one statement
-                    self._storage.terminate(stream_id, status, stored_error, before)
+                if not len(held):  # no chunks: the end alone, one statement
+                    self._storage.terminate(stream_id, status, stored_error)
+                elif not held.end_alone(status, stored_error):  # one statement for both, where it can be
+                    self._storage.terminate(stream_id, status, stored_error, held.write)
             except BaseException:
                 held.release(stored=False)  # back to the flusher; the end is written below, after them
             else:

@@ -83,8 +83,8 @@ _APPEND_COMPLETE: Final = "(SELECT count(*) FROM ins) = :n * (SELECT count(*) FR
 row): :meth:`PostgresStreamDialect.settle_append` then reads nothing and renumbers nothing."""
 
 
-_END_WITH_CHUNKS: Final = """
-WITH st AS (
+_END_WITH_CHUNKS: Final = _APPEND_CTES.format(
+    append="""
     UPDATE helix_streams SET
         latest_sequence = latest_sequence + :n,
         chunk_count = chunk_count + :n,
@@ -93,28 +93,24 @@ WITH st AS (
         error = :error,
         updated_at = :now
     WHERE stream_id = :sid AND status NOT IN ('ended', 'failed')
-    RETURNING latest_sequence{returning}
-), ins AS (
-    INSERT INTO helix_stream_chunks (stream_id, sequence, run_id, step, type, chunk, dedupe_key, created_at)
-    SELECT :sid, st.latest_sequence - :n + t.ord, t.x ->> 0, CAST(t.x -> 2 ->> 'step' AS INTEGER),
-           t.x -> 2 ->> 'type', t.x -> 2, t.x ->> 1, :now
-    FROM st, json_array_elements(CAST(:rows AS JSON)) WITH ORDINALITY AS t(x, ord)
-    ON CONFLICT (stream_id, dedupe_key) DO NOTHING
-    RETURNING 1
+    RETURNING latest_sequence{returning}"""
 )
-SELECT 1 / CAST((SELECT count(*) FROM st) = 1 AND (SELECT count(*) FROM ins) = :n AS INTEGER)
-"""
-"""A stream's last chunks and its end (``terminate``) as ONE statement: the reservation, the end
-at the new latest sequence (``SET`` reads the row as it was, so ``latest_sequence + :n`` is the
-sequence of the last chunk) and the chunk insert, announced once.
+"""The CTEs of a stream's last chunks and its end (``terminate``) as ONE statement: the append's
+(:data:`_APPEND_CTES`), its upsert replaced by one ``UPDATE`` that reserves the sequences and
+records the end at the new latest sequence (``SET`` reads the row as it was, so
+``latest_sequence + :n`` is the sequence of the last chunk), announced once.
 
 The transaction path it replaces (``BEGIN``, the append, ``TERMINATE``, ``COMMIT``) cost four
-round trips at the end of every run. Its last column is a guard that divides by zero, failing the
-statement whole, unless the stream had a live row and every chunk went in; the transaction path
+round trips at the end of every run. The statement's last column is a guard (:data:`_END_COMPLETE`)
+that divides by zero, failing the statement whole, unless the stream had a live row and every
+chunk went in; the transaction path
 then does what it always did: closes a replay's holes, records the end of a stream that has ended
 already, or creates a missing row. (One ``UPDATE`` of the row, not the append's upsert and then
 ``TERMINATE``'s: a statement may not change one row twice.)
 """
+
+_END_COMPLETE: Final = "(SELECT count(*) FROM st) = 1 AND (SELECT count(*) FROM ins) = :n"
+"""The guard of :data:`_END_WITH_CHUNKS`: the stream had a live row and every chunk went in."""
 
 _APPEND_GROUPS: Final = """
 WITH input AS (
@@ -186,7 +182,8 @@ class PostgresStreamDialect(StreamDialect):
         self._append_groups = sa.text(
             _APPEND_GROUPS.format(columns=queries.STREAM_COLUMNS, returning=_NOTIFY_RETURNING if notify else "")
         )
-        self._end_with_chunks = sa.text(_END_WITH_CHUNKS.format(returning=_NOTIFY_RETURNING if notify else ""))
+        end_ctes = _END_WITH_CHUNKS.replace("{returning}", _NOTIFY_RETURNING if notify else "")
+        self._end_with_chunks = sa.text(f"WITH {end_ctes}\nSELECT 1 / CAST({_END_COMPLETE} AS int)")
 
     @property
     def append_statement(self) -> sa.TextClause:
