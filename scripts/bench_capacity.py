@@ -42,10 +42,17 @@ context switches of its threads (``getrusage``): GIL hand-offs between threads c
 Usage:  python scripts/bench_capacity.py [--runs 200] [--latency 1.0] [--rounds 2] [--sequential 20]
         [--stacks bare-sync,bare-async,helix,floor] [--flush-wait 11] [--database-url URL]
         [--simultaneous 0] [--queue SPEC] [--rate-limit SPEC] [--threads N] [--idle S]
+        [--trees PATH ...]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster.
 ``--flush-wait 0`` skips the idle waits (quick, but the transaction counts are then approximate).
 ``--threads N`` prints each stack's client CPU per run by thread kind (``_bench_threads.py``), top N,
 and ``--idle S`` then what each kind of thread costs a second in S idle seconds after the load.
+
+``--trees OLD NEW ...`` measures the ``helix`` stack once per checkout of helix-dbos: each tree's
+child imports the ``helix_dbos`` package from that tree (and says which file it imported), the
+stacks alternate over the rounds on one PostgreSQL as always, and each later tree is printed
+against the first. It is how a lever is measured old against new in one run:
+``git worktree add ../old main`` then ``--stacks helix --trees ../old .``.
 """
 
 from __future__ import annotations
@@ -438,6 +445,8 @@ def switches(usage: resource.struct_rusage) -> int:
 
 def run_child(args: argparse.Namespace) -> None:
     """Measure one stack in this process and print its figures as one JSON line."""
+    if args.tree:  # before anything imports helix_dbos: the package comes from that checkout
+        sys.path.insert(0, args.tree)
     from dbos import DBOS
 
     from scripts._bench_pg import ServerCounters, ServerCpu
@@ -528,6 +537,7 @@ def run_child(args: argparse.Namespace) -> None:
         "failed": failed,
         "thread_ms_per_run": {kind: seconds / runs * 1000 for kind, seconds in thread_seconds.items()},
         "idle_thread_ms_per_s": idle_cpu(args.idle),
+        "package": getattr(sys.modules.get("helix_dbos"), "__file__", None),
     }
     counters.close()
     threads.stop()
@@ -539,7 +549,9 @@ def run_child(args: argparse.Namespace) -> None:
 # -- the parent: alternate the stacks, print the table -------------------------------------------
 
 
-def measure_stack(stack: str, url: str, args: argparse.Namespace, profile: str | None) -> dict[str, Any]:
+def measure_stack(
+    stack: str, url: str, args: argparse.Namespace, profile: str | None, tree: str | None = None
+) -> dict[str, Any]:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -568,6 +580,8 @@ def measure_stack(stack: str, url: str, args: argparse.Namespace, profile: str |
         command += ["--rate-limit", args.rate_limit]
     if profile:
         command += ["--profile", profile]
+    if tree:
+        command += ["--tree", tree]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.child_timeout)
     for line in done.stdout.splitlines():
@@ -631,7 +645,7 @@ HEADER = (
 )
 
 
-def ratios(helix: Figures, bare: Figures, label: str) -> str:
+def ratios(helix: Figures, bare: Figures, label: str, name: str = "helix") -> str:
     server = (
         f"  PG CPU {helix.server_cpu_ms / bare.server_cpu_ms:5.2f}x"
         if helix.server_cpu_ms and bare.server_cpu_ms
@@ -643,15 +657,15 @@ def ratios(helix: Figures, bare: Figures, label: str) -> str:
         else ""
     )
     return (
-        f"  helix/{label:10s}: runs/s {helix.runs_per_s / bare.runs_per_s:5.2f}x  "
+        f"  {name}/{label:10s}: runs/s {helix.runs_per_s / bare.runs_per_s:5.2f}x  "
         f"CPU {helix.cpu_ms / bare.cpu_ms:5.2f}x{server}  xacts {helix.xacts - bare.xacts:+6.1f}/run  "
         f"rows {helix.rows - bare.rows:+6.1f}/run  RSS {helix.rss_mb / bare.rss_mb:5.2f}x{sequential}"
     )
 
 
-def targets(figures: dict[str, Figures]) -> list[str]:
-    """Issue 32's targets against bare DBOS sync (and, for CPU, the cheaper bare engine)."""
-    helix, bare = figures["helix"], figures["bare-sync"]
+def targets(figures: dict[str, Figures], label: str = "helix") -> list[str]:
+    """Issue 32's targets against bare DBOS sync (and, for CPU, the cheaper bare engine), for ``label``'s helix-dbos."""
+    helix, bare = figures[label], figures["bare-sync"]
     cheaper_cpu = min(f.cpu_ms for name, f in figures.items() if name.startswith("bare-"))
     checks = [
         (
@@ -677,6 +691,36 @@ def targets(figures: dict[str, Figures]) -> list[str]:
     return [f"  {'PASS' if ok else 'FAIL'}  {name}: {value}" for name, value, ok in checks]
 
 
+def measured_stacks(stacks: list[str], trees: list[str]) -> list[tuple[str, str, str | None]]:
+    """``(label, stack, tree)`` per child to run: the helix stack once per tree when trees are given.
+
+    A tree's label is ``helix@`` and its folder's name (numbered when two trees share a name).
+    """
+    entries: list[tuple[str, str, str | None]] = []
+    for stack in stacks:
+        if stack != "helix" or not trees:
+            entries.append((stack, stack, None))
+            continue
+        seen: dict[str, int] = {}
+        for tree in trees:
+            path = Path(tree).resolve()
+            seen[path.name] = seen.get(path.name, 0) + 1
+            suffix = f"-{seen[path.name]}" if seen[path.name] > 1 else ""
+            entries.append((f"helix@{path.name}{suffix}", stack, str(path)))
+    return entries
+
+
+def print_trees(results: dict[str, list[dict[str, Any]]], figures: dict[str, Figures], labels: list[str]) -> None:
+    """Which package each tree's children imported, and each later tree against the first."""
+    print("trees (the helix_dbos package each tree's children imported):")
+    for label in labels:
+        packages = sorted({str(r.get("package")) for r in results[label]})
+        print(f"  {label}: {', '.join(packages)}")
+    first = labels[0]
+    for label in labels[1:]:
+        print(ratios(figures[label], figures[first], first, label))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200, help="runs started at once (up to 1,000)")
@@ -697,6 +741,8 @@ def main() -> None:
     parser.add_argument("--queue", default=None, help="helix-dbos on a run queue (RunQueue.parse spec)")
     parser.add_argument("--rate-limit", default=None, help="a provider limit on helix-dbos's model (openai/none)")
     parser.add_argument("--child", choices=STACKS, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--trees", nargs="+", default=None, help="measure the helix stack once per checkout")
+    parser.add_argument("--tree", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--profile", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -706,18 +752,21 @@ def main() -> None:
     unknown = sorted(set(stacks) - set(STACKS))
     if unknown:
         parser.error(f"unknown stacks {unknown}; choose from {', '.join(STACKS)}")
+    if args.trees and "helix" not in stacks:
+        parser.error("--trees measures the helix stack: add helix to --stacks")
+    measured = measured_stacks(stacks, args.trees or [])
     from scripts._bench_setup import bench_database
 
     ideal = MODEL_CALLS * args.latency
     with bench_database(args.database_url, "capacity") as url:
-        results: dict[str, list[dict[str, Any]]] = {s: [] for s in stacks}
+        results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in measured}
         for round_no in range(args.rounds):
-            order = stacks if round_no % 2 == 0 else list(reversed(stacks))
-            for stack in order:
+            order = measured if round_no % 2 == 0 else list(reversed(measured))
+            for label, stack, tree in order:
                 profile = None
                 if args.profile_dir and stack in args.profile_stacks.split(","):
-                    profile = str(Path(args.profile_dir) / f"{stack}-{round_no}.txt")
-                results[stack].append(measure_stack(stack, url, args, profile))
+                    profile = str(Path(args.profile_dir) / f"{label.replace('@', '-')}-{round_no}.txt")
+                results[label].append(measure_stack(stack, url, args, profile, tree))
         load = os.getloadavg()
         print(
             f"load: {args.runs} runs at once, {MODEL_CALLS} model calls of {args.latency:g} s + {TOOL_CALLS} "
@@ -730,14 +779,17 @@ def main() -> None:
         for stack, fig in figures.items():
             print(fig.row(stack))
         print_in_flight(results)
-        if "helix" in figures:
+        helix_labels = [label for label, stack, _ in measured if stack == "helix"]
+        for label in helix_labels:
             for bare in ("bare-sync", "bare-async", "floor", "helix-pre-ping"):
                 if bare in figures:
-                    print(ratios(figures["helix"], figures[bare], bare))
+                    print(ratios(figures[label], figures[bare], bare, label))
             if "bare-sync" in figures:
-                print("targets (issue 32):")
-                for line in targets(figures):
+                print("targets (issue 32):" if label == "helix" else f"targets (issue 32), {label}:")
+                for line in targets(figures, label):
                     print(line)
+        if args.trees:
+            print_trees(results, figures, helix_labels)
         if args.statements:
             print_statements(results)
         if args.threads or args.idle:

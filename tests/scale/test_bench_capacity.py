@@ -9,6 +9,7 @@ own output (docs/scaling.md), never in a timed assert.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,46 @@ def test_the_statements_table_shows_plans_beside_executions(capsys: pytest.Captu
     assert lines[0] == "statements per run, helix (55.0 calls, 1.10 ms planning and 5.10 ms executing in the top 2):"
     assert lines[1].split() == ["calls", "plans", "plan", "ms", "exec", "ms"]
     assert lines[2].split()[:4] == ["11.00", "1.60", "1.10", "3.80"] and lines[2].endswith("SET x = $1)")
+
+
+@pytest.mark.timeout(180)
+def test_trees_measure_each_checkout_with_its_own_package(pg_database_url: str, tmp_path: Path) -> None:
+    """``--trees`` runs the helix stack once per checkout, each child importing that checkout's package."""
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "helix_dbos", other / "helix_dbos", ignore=shutil.ignore_patterns("__pycache__"))
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench_capacity.py"),
+        "--runs=3",
+        "--latency=0.05",
+        "--rounds=1",
+        "--sequential=1",
+        "--flush-wait=0",
+        "--stacks=bare-sync,helix",
+        "--trees",
+        str(ROOT),
+        str(other),
+        f"--database-url={pg_database_url}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=170, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    here, there = f"helix@{ROOT.name}", "helix@other"
+    for label in (here, there):
+        row = next(line for line in lines if line.split()[:1] == [label])
+        assert len(row.split()) == 11, row
+        assert any(line.strip().startswith(f"{label}/bare-sync") for line in lines), done.stdout
+    packages = lines.index("trees (the helix_dbos package each tree's children imported):")
+    imported = dict(line.strip().split(": ", 1) for line in lines[packages + 1 : packages + 3])
+    assert imported[there] == str(other / "helix_dbos" / "__init__.py"), imported
+    assert imported[here] == str(ROOT / "helix_dbos" / "__init__.py"), imported
+    assert any(line.strip().startswith(f"{there}/{here}") for line in lines), done.stdout
+
+
+def test_trees_need_the_helix_stack() -> None:
+    command = [sys.executable, str(ROOT / "scripts" / "bench_capacity.py"), "--stacks=bare-sync", "--trees", "."]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT
+    )
+    assert done.returncode == 2 and "--trees measures the helix stack" in done.stderr, done.stderr
