@@ -3,7 +3,7 @@
 A smoke run (5 runs of 0.05 s model calls started from three client threads at once, one round, no
 idle waits, then the CPU by thread and half a second of idle): it checks that every stack's child
 process launches, runs the load and reports, not any figure. The figures belong in the benchmark's
-own output (docs/scaling.md), never in a timed assert.
+own output (docs/capacity.md), never in a timed assert.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A smoke run (two starts and two stream ends, one round, this tree): it checks that the child
 process launches, measures and reports, not any figure. The figures belong in the benchmark's own
-output (docs/scaling.md), never in a timed assert.
+output (docs/capacity.md), never in a timed assert.
 """
 
 from __future__ import annotations
