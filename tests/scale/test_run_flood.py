@@ -59,10 +59,14 @@ FLOOD = DEFAULT_WORKER_CONCURRENCY + 100
 """Runs started at once: 100 more than a worker runs, so a missing cap shows as 100 threads more."""
 CLIENTS = 16
 """Client threads starting the runs at once."""
-SPARE_THREADS = 40
+SPARE_THREADS = 80
 """Threads the process adds beside the runs' during a flood: each queue's worker thread, the
-asyncio default executor's, the sampler's, and an executor thread or two still finishing a run
-DBOS already counts as ended (measured: 17-22). Well under the difference a missing cap makes."""
+asyncio default executor's, the sampler's, and DBOS executor threads beyond the runs in flight.
+DBOS's executor pool never shrinks, and it starts a new thread when a dequeued run finds none idle,
+which happens while the runs that ended are still finishing on theirs: with the 1,000-run flood of
+2 s calls, at the peak all but about ten of the process's extra threads were DBOS executor threads, 251 of
+them for 200 runs in flight (27 November 2026; 51-73 spare in three runs, 17-22 when this bound was
+first set). Still far under the difference a missing cap makes: about one thread per run, 1,000."""
 
 
 class Gate:
