@@ -843,6 +843,17 @@ class ProcessExiting(BaseException):
     """The process is exiting: this run stops here, unrecorded, and is recovered at the next start."""
 
 
+class RunParked(BaseException):
+    """The run's workflow stops here, unrecorded and still ``PENDING``, to go on when DBOS resumes it.
+
+    A run whose model call waits long for a provider's admission parks
+    (:mod:`helix_dbos.runtime.admission`): its thread leaves the workflow, which DBOS neither
+    records as failed nor as done (a ``BaseException``, like :class:`ProcessExiting`), and it is
+    resumed once admitted; the resumed execution replays the recorded steps and goes on from the
+    wait. A caller waiting on the run's local future waits on its outcome instead.
+    """
+
+
 # -- the policy, re-exported ---------------------------------------------------------------------------
 # Defined in helix_dbos.error_policy, which imports this module (it builds and reads HelixErrors), so
 # the names are resolved on first use rather than imported here: either module may be imported first.

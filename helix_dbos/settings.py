@@ -75,7 +75,8 @@ class HelixSettings:
     retry_seconds: float = DEFAULT_RETRY_SECONDS
     """How long a database operation retries transient errors (seconds; ``0`` disables retries)."""
     hot_window_seconds: float = DEFAULT_HOT_WINDOW_SECONDS
-    """How long a human-in-the-loop wait blocks in its run before the run parks (seconds)."""
+    """How long a wait blocks in its run before the run parks (seconds): for a person's answer, a
+    sub-agent, or a provider's admission (a rate limit)."""
     run_queue: str | None = None
     """The run queue spec (``NAME[:SETTINGS]``, see ``RunQueue.parse``); ``None``: runs start locally."""
     rate_limits: str | None = None

@@ -150,14 +150,23 @@ def print_in_flight(results: dict[str, list[dict[str, Any]]]) -> None:
     """Per stack (medians over the rounds): runs in flight at once, connections, pool waits, failures."""
     print(
         "in flight at once / peak connections / pool-wait warnings / failed runs / "
-        "kernel CPU ms per run / thread switches per run (medians):"
+        "kernel CPU ms per run / thread switches per run / threads in a workflow, peak and mean (medians):"
     )
     for stack, rounds in results.items():
         figures = [statistics.median(r.get(key, 0) for r in rounds) for key in FLIGHT_KEYS]
         print(f"  {stack:10s} " + " ".join(f"{value:7.0f}" for value in figures))
 
 
-FLIGHT_KEYS = ("peak_in_flight", "peak_connections", "pool_waits", "failed", "sys_ms_per_run", "switches_per_run")
+FLIGHT_KEYS = (
+    "peak_in_flight",
+    "peak_connections",
+    "pool_waits",
+    "failed",
+    "sys_ms_per_run",
+    "switches_per_run",
+    "peak_workflow_threads",
+    "mean_workflow_threads",
+)
 
 
 def print_threads(results: dict[str, list[dict[str, Any]]], top: int) -> None:

@@ -134,6 +134,41 @@ class ThreadPeak:
         self._stop.set()
 
 
+class WorkflowThreads:
+    """Samples, every 0.25 s, how many threads are executing a DBOS workflow; keeps the peak and the mean.
+
+    A thread is counted when its stack holds DBOS's workflow body (``_execute_workflow_wthread``):
+    what a run in flight costs in threads, unlike the process's thread count, which keeps the idle
+    threads DBOS's executor pool once grew. A run parked for admission is in flight and holds none.
+    """
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="workflow-threads")
+        self._thread.start()
+
+    @staticmethod
+    def now() -> int:
+        busy = 0
+        for frame in sys._current_frames().values():
+            walked: Any = frame
+            while walked is not None and walked.f_code.co_name != "_execute_workflow_wthread":
+                walked = walked.f_back
+            busy += walked is not None
+        return busy
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.25):
+            self.samples.append(self.now())
+
+    def stop(self) -> tuple[int, float]:
+        """The peak and the mean of the samples."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return max(self.samples, default=0), statistics.fmean(self.samples) if self.samples else 0.0
+
+
 @dataclass
 class Stack:
     """One stack in its child: start one run (returns its workflow id), wait for it, stop the stack."""
@@ -251,7 +286,11 @@ def bare_async_stack(url: str) -> Stack:
 
 
 def helix_stack(
-    url: str, dbos_overrides: dict[str, Any] | None = None, queue: str | None = None, rate_limit: str | None = None
+    url: str,
+    dbos_overrides: dict[str, Any] | None = None,
+    queue: str | None = None,
+    rate_limit: str | None = None,
+    hot_window: float | None = None,
 ) -> Stack:
     from helix_dbos import LLMGenerateInput, StepResult, define_agent, define_tool, launch, shutdown
     from helix_dbos.messages import ToolResultMessage
@@ -288,6 +327,7 @@ def helix_stack(
         dbos_overrides=dbos_overrides,
         queue=RunQueue.parse(queue) if queue else None,
         rate_limits=[ProviderRateLimit.parse(rate_limit)] if rate_limit else [],
+        hot_window_seconds=hot_window,
     )
     handles: dict[str, Any] = {}
 
@@ -468,7 +508,7 @@ def run_child(args: argparse.Namespace) -> None:
     stack = {
         "bare-sync": bare_sync_stack,
         "bare-async": bare_async_stack,
-        "helix": lambda url: helix_stack(url, queue=args.queue, rate_limit=args.rate_limit),
+        "helix": lambda url: helix_stack(url, queue=args.queue, rate_limit=args.rate_limit, hot_window=args.hot_window),
         "floor": floor_stack,
         # helix-dbos with DBOS's own system-database engine settings (the pre-ping on every checkout)
         "helix-pre-ping": lambda url: helix_stack(url, {"db_engine_kwargs": {}}),
@@ -494,6 +534,7 @@ def run_child(args: argparse.Namespace) -> None:
     by_thread.start()
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     connections = ConnectionPeak(url)
+    workflow_threads = WorkflowThreads()
     pool_waits = PoolWaitCount()
     started_at: dict[str, float] = {}
     first = time.time()
@@ -510,6 +551,7 @@ def run_child(args: argparse.Namespace) -> None:
     thread_seconds = by_thread.stop(process_seconds(cpu_after) - process_seconds(cpu_before))
     server_after, load_ended = server_cpu.seconds(), time.perf_counter()
     peak_threads = threads.peak
+    peak_workflow_threads, mean_workflow_threads = workflow_threads.stop()
     connections.stop()
     pool_waits.stop()
     if spy is not None:
@@ -545,6 +587,8 @@ def run_child(args: argparse.Namespace) -> None:
         "statements": statements,
         "peak_in_flight": peak_overlap(spans),
         "peak_connections": connections.peak,
+        "peak_workflow_threads": peak_workflow_threads,
+        "mean_workflow_threads": mean_workflow_threads,
         "pool_waits": pool_waits.count,
         "failed": failed,
         "thread_ms_per_run": {kind: seconds / runs * 1000 for kind, seconds in thread_seconds.items()},
@@ -590,6 +634,8 @@ def measure_stack(
         command += ["--queue", args.queue]
     if args.rate_limit:
         command += ["--rate-limit", args.rate_limit]
+    if args.hot_window is not None:
+        command += ["--hot-window", str(args.hot_window)]
     if profile:
         command += ["--profile", profile]
     if tree:
@@ -621,6 +667,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=0.0, help="then S idle seconds: CPU per second by thread")
     parser.add_argument("--queue", default=None, help="helix-dbos on a run queue (RunQueue.parse spec)")
     parser.add_argument("--rate-limit", default=None, help="a provider limit on helix-dbos's model (openai/none)")
+    parser.add_argument("--hot-window", type=float, default=None, help="helix-dbos's hot_window_seconds (parking)")
     parser.add_argument("--child", choices=STACKS, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--trees", nargs="+", default=None, help="measure the helix stack once per checkout")
     parser.add_argument("--tree", default=None, help=argparse.SUPPRESS)

@@ -23,7 +23,7 @@ from dbos import DBOS
 
 from helix_dbos.agent import AgentConfig
 from helix_dbos.capability import RunCapability, RunEnd
-from helix_dbos.errors import DefinitionError, extract_error_message, public_error_message
+from helix_dbos.errors import DefinitionError, RunParked, extract_error_message, public_error_message
 from helix_dbos.observability.run_observer import RunInfo, observe_run
 from helix_dbos.observability.run_observer import current as observe_current
 from helix_dbos.orchestration.message_builder import (
@@ -116,6 +116,9 @@ def run_agent_loop(request: RunRequest) -> RunSummary:
     with observe_run(_run_info(request)) as observer:
         try:
             summary = _run_observed(request)
+        except RunParked:
+            observer.close("parked")  # waiting for a provider's admission, which resumes it
+            raise
         except BaseException:
             observer.close("abandoned")  # cancelled, or this process is exiting: recovery continues the trace
             raise

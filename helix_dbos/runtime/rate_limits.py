@@ -44,6 +44,9 @@ a second admission. A run starts taking these steps behind the named replay patc
 :data:`RATE_LIMITS_PATCH`, asked only by runs whose model a limit matches. A run that never
 releases (cancelled mid-call, or failed) frees its slots after ``hold_timeout_s``.
 
+A long wait for admission holds no thread: the run parks, and is resumed once admitted
+(:mod:`helix_dbos.runtime.admission`).
+
 A limit is as much part of the deployment's code as a step name: a run admitted through a limit
 replays its admission steps, so keep the limit configured (same ``match``) while runs that used it
 may still be recovered.
@@ -54,31 +57,33 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy.engine import Engine
 
 from helix_dbos.capability import RunCapability, RunEnd
 from helix_dbos.errors import HelixError
 from helix_dbos.llm.send_slot import NO_SLOT, SendSlot, SendSlotClaim, send_slots
-from helix_dbos.observability import run_observer as observe
+from helix_dbos.runtime.admission import (
+    ADMISSION_WORKFLOW_NAME,
+    ADMITTED_EVENT,
+    CAPABILITY_NAME,
+    RATE_PARK_PATCH,
+    RELEASE_TOPIC,
+    RELEASED,
+    RESUME_QUEUE,
+    Admission,
+    Park,
+    admission_id,
+    admission_workflow,
+    admit,
+)
 from helix_dbos.runtime.send_gate import SendWindow, send_gate_for
 from helix_dbos.step_result import StepResult
 from helix_dbos.store.capabilities import SharedEngine
 
-ADMISSION_WORKFLOW_NAME = "helix_dbos.model_admission"
-"""The DBOS workflow a run enqueues on a limit's queue before a model call (a persisted name)."""
-ADMITTED_EVENT = "helix.admitted"
-"""Set by the admission workflow as soon as it is dequeued: the run waiting on it may call the model."""
-RELEASE_TOPIC = "helix.release"
-"""What a run sends its admission workflow after the model call, to free a concurrency slot."""
-RELEASED = "released"
-"""The release's message. Runs recorded before it sent ``None``, which the admission could not tell
-from its hold timing out (its output said ``released: false`` either way); the message is not part
-of what a replay compares, so only the admission's output changes."""
 RATE_EXACT_PATCH = "helix-rate-exact"
 """The DBOS replay patch under which an ``exact`` limit's call is admitted by a rolling count and
 gated at the send (no held slot, no release step). Asked once per run, right after
@@ -95,7 +100,6 @@ CONCURRENCY_QUEUE_PREFIX = "helix-conc-"
 DEFAULT_POLLING_INTERVAL_S = 0.02
 DEFAULT_HOLD_TIMEOUT_S = 600.0
 DEFAULT_SEND_MARGIN_S = 0.05
-_WAIT_SLICE_S = 300.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 
@@ -286,8 +290,13 @@ def register_rate_limits(limits: Sequence[ProviderRateLimit]) -> None:
 
     Every process that registers a limit writes the same row; DBOS's workers pick a queue up
     within a second of its registration and then dequeue it in every process that listens to all
-    queues (``launch`` does, unless ``execute=False``).
+    queues (``launch`` does, unless ``execute=False``). With any limit, also the queue admissions
+    resume their parked runs on (:data:`~helix_dbos.runtime.admission.RESUME_QUEUE`), polled as
+    often as the most often polled limit.
     """
+    if limits:
+        fastest = min(limit.polling_interval_s for limit in limits)
+        DBOS.register_queue(RESUME_QUEUE, polling_interval_sec=fastest, on_conflict="always_update")
     for limit in limits:
         for admission in limit.admissions():
             DBOS.register_queue(
@@ -297,62 +306,6 @@ def register_rate_limits(limits: Sequence[ProviderRateLimit]) -> None:
                 polling_interval_sec=limit.polling_interval_s,
                 on_conflict="always_update",
             )
-
-
-@dataclass(frozen=True)
-class Admission:
-    """One slot a call takes: on which queue, how many there are, how long it stays taken after the call."""
-
-    kind: str
-    """``rate`` or ``conc``: part of the admission workflow's id."""
-    queue_name: str
-    slots: int
-    after_release_s: float
-    rolling: bool = False
-    """Counted by DBOS's limiter (``slots`` per ``after_release_s``) instead of held slots."""
-
-    @property
-    def held(self) -> bool:
-        """Whether the call holds this slot until it releases it (not so for a rolling count)."""
-        return not self.rolling
-
-
-def admission_id(workflow_id: str, kind: str, step: int) -> str:
-    """The admission workflow of a run's model call ``step``: the same id on every replay."""
-    return f"{workflow_id}-{kind}-{step}"
-
-
-@DBOS.workflow(name=ADMISSION_WORKFLOW_NAME)
-async def admission_workflow(limit_name: str, hold_timeout_s: float, after_release_s: float) -> dict[str, Any]:
-    """Dequeued = admitted: tell the waiting run, hold the slot until it releases it, then ``after_release_s`` more.
-
-    Async so that a held slot holds no thread: DBOS runs a dequeued coroutine workflow as a task on
-    its event loop, and ``recv_async`` / ``sleep_async`` wait there (a sync admission held one of
-    DBOS's executor threads per slot for the whole call, and for ``period_s`` after it under
-    ``strict``). The steps it records (``set_event``, ``recv`` with its timeout sleep, ``sleep``) are
-    the sync version's, under the same function ids, so an admission recorded by the sync version
-    replays under this one.
-    """
-    await DBOS.set_event_async(ADMITTED_EVENT, limit_name)
-    if hold_timeout_s <= 0:  # a rolling count: the dequeue was all there was to it
-        return {"limit": limit_name, "released": False}
-    released = await DBOS.recv_async(RELEASE_TOPIC, timeout_seconds=hold_timeout_s)
-    if after_release_s > 0:
-        await DBOS.sleep_async(after_release_s)
-    return {"limit": limit_name, "released": released is not None}
-
-
-def _admit(limit: ProviderRateLimit, admission: Admission, ticket: str, step: int) -> None:
-    """Enqueue the admission on its queue and wait (durably) until DBOS dequeues it."""
-    hold_timeout_s = limit.hold_timeout_s if admission.held else 0.0
-    after_release_s = admission.after_release_s if admission.held else 0.0
-    with SetWorkflowID(ticket):
-        DBOS.enqueue_workflow(
-            admission.queue_name, admission_workflow, limit.limit_name, hold_timeout_s, after_release_s
-        )
-    with observe.current().rate_limit_wait(limit.limit_name, step):
-        while DBOS.get_event(ticket, ADMITTED_EVENT, timeout_seconds=_WAIT_SLICE_S) is None:
-            pass  # each slice is one recorded wait; a long backlog costs a row per slice, no spinning
 
 
 def _store_engine(run: Any) -> Engine | None:
@@ -390,13 +343,14 @@ def rate_limit_waits(lister: Any, run_ids: Sequence[str]) -> dict[str, str]:
 class RateLimitCapability(RunCapability):
     """Admits a run's model calls through the limit their model matches (none: no steps at all)."""
 
-    name: ClassVar[str] = "rate_limit"
-    replay_patches: ClassVar[tuple[str, ...]] = (RATE_LIMITS_PATCH, RATE_EXACT_PATCH)
+    name: ClassVar[str] = CAPABILITY_NAME
+    replay_patches: ClassVar[tuple[str, ...]] = (RATE_LIMITS_PATCH, RATE_EXACT_PATCH, RATE_PARK_PATCH)
 
     def __init__(self, limits: Sequence[ProviderRateLimit] = ()) -> None:
         self.limits = tuple(check_rate_limits(limits))
         self._patched: bool | None = None
         self._exact_patched: bool | None = None
+        self._park_patched: bool | None = None
         self._held: list[str] = []
         self._send_slots = ExitStack()
 
@@ -418,10 +372,15 @@ class RateLimitCapability(RunCapability):
             if self._exact_patched is None:
                 self._exact_patched = bool(DBOS.patch(RATE_EXACT_PATCH))
             exact = self._exact_patched
+        if self._park_patched is None:
+            self._park_patched = bool(DBOS.patch(RATE_PARK_PATCH))
+        park = Park(run.agent.name, run.rt.hot_window_seconds) if self._park_patched else None
         workflow_id = str(DBOS.workflow_id)
         for admission in limit.admissions(held=not exact if limit.gated_at_send else None):
             ticket = admission_id(workflow_id, admission.kind, run.step)
-            _admit(limit, admission, ticket, run.step)
+            admit(
+                admission, ticket, run.step, limit_name=limit.limit_name, hold_timeout_s=limit.hold_timeout_s, park=park
+            )
             if admission.held:
                 self._held.append(ticket)
         if exact:
@@ -461,6 +420,7 @@ __all__ = [
     "QUEUE_PREFIX",
     "RATE_EXACT_PATCH",
     "RATE_LIMITS_PATCH",
+    "RATE_PARK_PATCH",
     "RELEASED",
     "RELEASE_TOPIC",
     "Admission",

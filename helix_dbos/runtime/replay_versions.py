@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from helix_dbos.compaction.capability import COMPACTION_PATCH
 from helix_dbos.guardrails.capability import ALL_CALLS_PATCH, GUARDRAILS_PATCH, HELD_RESULTS_PATCH
 from helix_dbos.mcp.capability import MCP_TOOLS_PATCH
+from helix_dbos.runtime.admission import RATE_PARK_PATCH
 from helix_dbos.runtime.child_park import CHILD_PARK_PATCH
 from helix_dbos.runtime.companions import AWAITING_CHILDREN_PATCH
 from helix_dbos.runtime.ids import RECORDED_STOP_REASON_PATCH, REUSED_CALL_IDS_PATCH, SCOPED_CALL_IDS_PATCH
@@ -149,6 +150,14 @@ PATCHES: tuple[ReplayPatch, ...] = (
         "runtime/rate_limits.py: RateLimitCapability.before_model_call, right after the rate-limits patch, "
         "only when the matching limit's mode is exact (the default; a run recorded with no mode while strict "
         "was the default answers no and replays its held slot)",
+    ),
+    ReplayPatch(
+        RATE_PARK_PATCH,
+        "a run waits for a limit's admission for the hot window (hot_window_seconds), then parks: a "
+        "{agent}.rate_limit.park step, and its thread leaves the workflow until its process's watch resumes "
+        "it once admitted; before it, the run waits until admitted, holding its thread",
+        "runtime/rate_limits.py: RateLimitCapability.before_model_call, at the run's first model call that a "
+        "limit matches, after the rate-limits (and exact) patches",
     ),
     ReplayPatch(
         HELD_RESULTS_PATCH,

@@ -47,7 +47,7 @@ class RuntimeServices:
     logger: Logger
     tool_pool: ThreadPoolExecutor
     hot_window_seconds: float = 60.0
-    """How long a run waits in ``DBOS.recv`` for HITL answers before it parks (ends its workflow)."""
+    """How long a run waits (for HITL answers, a sub-agent, a provider's admission) before it parks."""
     call_hooks: OrderedDict[str, AgentHooks] = field(default_factory=OrderedDict)
     """Per-call hooks by workflow id (the seeds' process-local ``HookManagerRegistry``): a run
     recovered or continued in another process has only its agent's hooks. Bounded, oldest first

@@ -32,6 +32,7 @@ from helix_dbos.errors import (
     AgentNotResumableError,
     CheckpointNotFoundError,
     HelixError,
+    RunParked,
     SessionNotFoundError,
     TenantBudgetExceededError,
 )
@@ -553,7 +554,10 @@ class RunStarter:
         local = self._local_handles.get(run.workflow_id)
         try:
             if local is not None and timeout_seconds is None:
-                outcome = local.get_result()
+                try:
+                    outcome = local.get_result()
+                except RunParked:  # its thread left; the execution DBOS resumes publishes the outcome
+                    outcome = await_outcome(self._store, run.workflow_id, None)
             else:
                 outcome = await_outcome(self._store, run.workflow_id, timeout_seconds)
             self._local_handles.pop(run.workflow_id, None)

@@ -230,6 +230,12 @@ class ParkStepOutput(TypedDict):
     rows: dict[str, PendingRow]
 
 
+class RateParkStepOutput(TypedDict):
+    """``{agent}.rate_limit.park``: the admission the run parked on (the run's thread left after it)."""
+
+    ticket: str
+
+
 class ResumedStepOutput(TypedDict):
     """``{agent}.hitl.resumed``: nothing (the step exists so the hook fires once)."""
 
@@ -383,6 +389,7 @@ __all__ = [
     "MemoryStepOutput",
     "ParkStepOutput",
     "PendingRow",
+    "RateParkStepOutput",
     "RegisterStepOutput",
     "RemoteStartOutput",
     "RemoteWaitOutput",

@@ -23,7 +23,7 @@ from helix_dbos import LLMConfig, ProviderRateLimit, define_agent, launch, shutd
 from helix_dbos.cli import app
 from helix_dbos.observability import instrument, session_trace_id
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_LIMITS_PATCH, rate_limit_waits
+from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_LIMITS_PATCH, RATE_PARK_PATCH, rate_limit_waits
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.observability.spans import memory_provider, span_record
 
@@ -89,9 +89,10 @@ def test_the_admission_is_recorded_and_a_replay_calls_the_model_once(
     run_id = f"{handle.session_id}-turn-1"
     steps = DBOS.list_workflow_steps(run_id)
     names = [s["function_name"] for s in steps]
-    assert names[:3] == [f"DBOS.patch-{RATE_LIMITS_PATCH}", ADMISSION_WORKFLOW_NAME, "DBOS.getEvent"]
+    patches = [f"DBOS.patch-{RATE_LIMITS_PATCH}", f"DBOS.patch-{RATE_PARK_PATCH}"]
+    assert names[:4] == [*patches, ADMISSION_WORKFLOW_NAME, "DBOS.getEvent"]
     assert names[-3:] == ["limited.llm", "DBOS.send", "limited.finalize"]
-    assert steps[1]["child_workflow_id"] == f"{run_id}-conc-1"  # deterministic: the same id on replay
+    assert steps[2]["child_workflow_id"] == f"{run_id}-conc-1"  # deterministic: the same id on replay
     admissions = len(DBOS.list_workflows(name=ADMISSION_WORKFLOW_NAME))
     calls = server.request_count
 

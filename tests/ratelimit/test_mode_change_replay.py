@@ -23,7 +23,12 @@ from dbos import DBOS, SetWorkflowID
 
 from helix_dbos import LLMConfig, ProviderRateLimit, define_agent, launch, shutdown
 from helix_dbos.agent import AgentConfig
-from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_EXACT_PATCH, RATE_LIMITS_PATCH
+from helix_dbos.runtime.rate_limits import (
+    ADMISSION_WORKFLOW_NAME,
+    RATE_EXACT_PATCH,
+    RATE_LIMITS_PATCH,
+    RATE_PARK_PATCH,
+)
 from helix_dbos.testing import ScriptedOpenAIServer
 
 
@@ -58,7 +63,12 @@ def test_a_run_recorded_under_strict_replays_when_the_limit_turns_exact(
         recorded = _names(run_id)
     finally:
         shutdown(executor)
-    assert recorded[:3] == [f"DBOS.patch-{RATE_LIMITS_PATCH}", ADMISSION_WORKFLOW_NAME, "DBOS.getEvent"]
+    assert recorded[:4] == [
+        f"DBOS.patch-{RATE_LIMITS_PATCH}",
+        f"DBOS.patch-{RATE_PARK_PATCH}",
+        ADMISSION_WORKFLOW_NAME,
+        "DBOS.getEvent",
+    ]
     assert "DBOS.send" in recorded  # the held slot's release
     calls = server.request_count
 
@@ -80,7 +90,11 @@ def test_a_run_recorded_under_strict_replays_when_the_limit_turns_exact(
         fresh = executor.execute("limited", "hi again")
         assert fresh.result().status == "completed"
         names = _names(f"{fresh.session_id}-turn-1")
-        assert names[:2] == [f"DBOS.patch-{RATE_LIMITS_PATCH}", f"DBOS.patch-{RATE_EXACT_PATCH}"]
+        assert names[:3] == [
+            f"DBOS.patch-{RATE_LIMITS_PATCH}",
+            f"DBOS.patch-{RATE_EXACT_PATCH}",
+            f"DBOS.patch-{RATE_PARK_PATCH}",
+        ]
         assert "DBOS.send" not in names  # gated at the send: no held slot to release
     finally:
         shutdown(executor)

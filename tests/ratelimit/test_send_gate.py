@@ -19,7 +19,7 @@ from dbos import DBOS
 
 from helix_dbos import LLMConfig, ProviderRateLimit, define_agent, launch, shutdown
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_EXACT_PATCH, RATE_LIMITS_PATCH
+from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_EXACT_PATCH, RATE_LIMITS_PATCH, RATE_PARK_PATCH
 from helix_dbos.runtime.send_gate import PostgresSendGate, SendWindow
 from helix_dbos.store.engine import to_sqlalchemy_url
 from helix_dbos.testing import ScriptedOpenAIServer
@@ -89,6 +89,7 @@ def test_an_exact_limit_gates_each_send_and_records_no_release(
     assert max(sends) - min(sends) >= 2 * 1.05 * 0.95  # six sends, two per 1.05 s window
     run_id = f"{handles[0].session_id}-turn-1"
     names = [s["function_name"] for s in DBOS.list_workflow_steps(run_id)]
-    assert names[:3] == [f"DBOS.patch-{RATE_LIMITS_PATCH}", f"DBOS.patch-{RATE_EXACT_PATCH}", ADMISSION_WORKFLOW_NAME]
+    patches = [f"DBOS.patch-{name}" for name in (RATE_LIMITS_PATCH, RATE_EXACT_PATCH, RATE_PARK_PATCH)]
+    assert names[:4] == [*patches, ADMISSION_WORKFLOW_NAME]
     assert names[-2:] == ["exact.llm", "exact.finalize"]  # the gate is inside the model step: no step of its own
     assert "DBOS.send" not in names  # no held slot to release

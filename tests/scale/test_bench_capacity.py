@@ -46,10 +46,12 @@ def test_capacity_benchmark_prints_every_stack_and_the_targets(pg_database_url: 
         assert len(row.split()) == 11, row  # the stack and its ten figures (PostgreSQL's CPU: a number, or "-")
     assert any(line.strip().startswith("helix/bare-sync") for line in lines)
     flight = lines.index(next(line for line in lines if line.startswith("in flight at once")))
-    for line in lines[flight + 1 : flight + 5]:  # the stack, its six figures, no run failed
+    for line in lines[flight + 1 : flight + 5]:  # the stack, its eight figures, no run failed
         figures = line.split()
-        assert len(figures) == 7 and figures[4] == "0", line
+        assert len(figures) == 9 and figures[4] == "0", line
         assert float(figures[6]) > 0, line  # its threads switched
+        # threads seen executing a workflow: none for async workflows (coroutines on DBOS's loop)
+        assert (float(figures[7]) == 0) == (figures[0] == "bare-async"), line
     targets = lines.index("targets (issue 32):")
     verdicts = [line.split()[0] for line in lines[targets + 1 : targets + 5]]
     assert set(verdicts) <= {"PASS", "FAIL"}, done.stdout
