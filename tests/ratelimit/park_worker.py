@@ -15,20 +15,9 @@ import time
 from dbos import DBOS
 
 from helix_dbos import LLMConfig, ProviderRateLimit, define_agent, launch
+from tests.ratelimit.probes import threads_running
 
 ONE, TWO = "park-one", "park-two"
-
-
-def _threads_in(run_id: str) -> int:
-    found = 0
-    for frame in sys._current_frames().values():
-        while frame is not None:
-            request = frame.f_locals.get("request") if frame.f_code.co_name == "run_agent_loop" else None
-            if request is not None and getattr(request, "run_id", None) == run_id:
-                found += 1
-                break
-            frame = frame.f_back
-    return found
 
 
 def _names(run_id: str) -> list[str]:
@@ -50,7 +39,7 @@ def main() -> None:
         time.sleep(0.5)
         executor.execute("limited", "two", session_id=TWO)
         deadline = time.monotonic() + 60
-        while "limited.rate_limit.park" not in _names(two_run) or _threads_in(two_run):
+        while "limited.rate_limit.park" not in _names(two_run) or threads_running(two_run):
             if time.monotonic() > deadline:
                 print("timed out", flush=True)
                 sys.exit(3)

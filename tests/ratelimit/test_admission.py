@@ -11,7 +11,6 @@ second time and enqueues no second admission; a run whose model no limit matches
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.runtime.rate_limits import ADMISSION_WORKFLOW_NAME, RATE_LIMITS_PATCH, RATE_PARK_PATCH, rate_limit_waits
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.observability.spans import memory_provider, span_record
+from tests.ratelimit.probes import wait_for
 
 SLOW_SECONDS = 1.5
 
@@ -54,22 +54,15 @@ def deployment(tmp_path: Path, server: ScriptedOpenAIServer) -> Iterator[tuple[D
         shutdown(executor)
 
 
-def _wait_for(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_a_waiting_call_is_shown_and_the_provider_never_has_two_at_once(
     deployment: tuple[DBOSAgentExecutor, str], server: ScriptedOpenAIServer
 ) -> None:
     executor, url = deployment
     first = executor.execute("limited", "one")
-    _wait_for(lambda: server.request_count == 1)  # the slow call holds the only slot
+    wait_for(lambda: server.request_count == 1)  # the slow call holds the only slot
     second = executor.execute("limited", "two")
     second_run = f"{second.session_id}-turn-1"
-    _wait_for(lambda: rate_limit_waits(DBOS, [second_run]) == {second_run: "openai"})
+    wait_for(lambda: rate_limit_waits(DBOS, [second_run]) == {second_run: "openai"})
     shown = CliRunner().invoke(app, ["sessions", "show", second.session_id, "--database-url", url])
     assert shown.exit_code == 0, shown.output
     assert "waiting for rate limit openai" in shown.output

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from helix_dbos.runtime.rate_limits import (
     rate_limit_waits,
 )
 from helix_dbos.testing import ScriptedOpenAIServer
+from tests.ratelimit.probes import threads_running, wait_for
 
 SLOW_SECONDS = 2.0
 HOT_WINDOW_S = 0.2
@@ -76,26 +76,6 @@ def concurrency_one(database_url: str, server: ScriptedOpenAIServer) -> Iterator
         shutdown(executor)
 
 
-def _wait_for(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def _threads_running(run_id: str) -> int:
-    """How many threads are inside the agent loop of ``run_id`` right now (from every thread's stack)."""
-    found = 0
-    for frame in sys._current_frames().values():
-        while frame is not None:
-            request = frame.f_locals.get("request") if frame.f_code.co_name == "run_agent_loop" else None
-            if request is not None and getattr(request, "run_id", None) == run_id:
-                found += 1
-                break
-            frame = frame.f_back
-    return found
-
-
 def _steps(run_id: str) -> list[str]:
     return [s["function_name"] for s in DBOS.list_workflow_steps(run_id)]
 
@@ -105,13 +85,13 @@ def test_a_run_waiting_past_its_hot_window_parks_holds_no_thread_and_is_resumed_
 ) -> None:
     executor = concurrency_one
     first = executor.execute("limited", "one")
-    _wait_for(lambda: server.request_count == 1)  # the slow call holds the only slot
+    wait_for(lambda: server.request_count == 1)  # the slow call holds the only slot
     first_run = f"{first.session_id}-turn-1"
-    assert _threads_running(first_run) == 1  # the probe sees a running run
+    assert threads_running(first_run) == 1  # the probe sees a running run
     second = executor.execute("limited", "two")
     second_run = f"{second.session_id}-turn-1"
-    _wait_for(lambda: "limited.rate_limit.park" in _steps(second_run))
-    _wait_for(lambda: _threads_running(second_run) == 0, timeout=5)
+    wait_for(lambda: "limited.rate_limit.park" in _steps(second_run))
+    wait_for(lambda: threads_running(second_run) == 0, timeout=5)
     assert DBOS.get_workflow_status(second_run).status == "PENDING"  # parked, not ended
     assert rate_limit_waits(DBOS, [second_run]) == {second_run: "openai"}  # still shown as waiting
     assert server.request_count == 1
@@ -163,10 +143,10 @@ def test_an_aborted_parked_run_is_not_resumed_and_its_slot_is_freed_at_once(
 ) -> None:
     executor = concurrency_one
     first = executor.execute("limited", "one")
-    _wait_for(lambda: server.request_count == 1)
+    wait_for(lambda: server.request_count == 1)
     second = executor.execute("limited", "two")
     second_run = f"{second.session_id}-turn-1"
-    _wait_for(lambda: "limited.rate_limit.park" in _steps(second_run) and _threads_running(second_run) == 0)
+    wait_for(lambda: "limited.rate_limit.park" in _steps(second_run) and threads_running(second_run) == 0)
     executor.abort(second.session_id, "changed my mind")
     third = executor.execute("limited", "three")
     assert first.result().status == "completed"
