@@ -290,8 +290,8 @@ def register_rate_limits(limits: Sequence[ProviderRateLimit]) -> None:
 
     Every process that registers a limit writes the same row; DBOS's workers pick a queue up
     within a second of its registration and then dequeue it in every process that listens to all
-    queues (``launch`` does, unless ``execute=False``). With any limit, also the queue admissions
-    resume their parked runs on (:data:`~helix_dbos.runtime.admission.RESUME_QUEUE`), polled as
+    queues (``launch`` does, unless ``execute=False``). With any limit, also the queue parked runs are
+    resumed on once admitted (:data:`~helix_dbos.runtime.admission.RESUME_QUEUE`), polled as
     often as the most often polled limit.
     """
     if limits:
