@@ -73,6 +73,7 @@ from helix_dbos.runtime.admission import (
     RATE_PARK_PATCH,
     RELEASE_TOPIC,
     RELEASED,
+    RESUME_POLLING_INTERVAL_S,
     RESUME_QUEUE,
     Admission,
     Park,
@@ -291,12 +292,10 @@ def register_rate_limits(limits: Sequence[ProviderRateLimit]) -> None:
     Every process that registers a limit writes the same row; DBOS's workers pick a queue up
     within a second of its registration and then dequeue it in every process that listens to all
     queues (``launch`` does, unless ``execute=False``). With any limit, also the queue parked runs are
-    resumed on once admitted (:data:`~helix_dbos.runtime.admission.RESUME_QUEUE`), polled as
-    often as the most often polled limit.
+    resumed on once admitted (:data:`~helix_dbos.runtime.admission.RESUME_QUEUE`).
     """
     if limits:
-        fastest = min(limit.polling_interval_s for limit in limits)
-        DBOS.register_queue(RESUME_QUEUE, polling_interval_sec=fastest, on_conflict="always_update")
+        DBOS.register_queue(RESUME_QUEUE, polling_interval_sec=RESUME_POLLING_INTERVAL_S, on_conflict="always_update")
     for limit in limits:
         for admission in limit.admissions():
             DBOS.register_queue(
