@@ -39,14 +39,14 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 
 from helix_dbos.runtime import services, step_names
-from helix_dbos.runtime.run_request import RunIdentity
+from helix_dbos.runtime.run_request import RunIdentity, RunRequest
 from helix_dbos.runtime.step_outputs import ChildStartOutput
-from helix_dbos.store.base import SessionStore
+from helix_dbos.store.base import SessionRecord, SessionStore
 
 if TYPE_CHECKING:
     from helix_dbos.runtime.run_context import RunContext
@@ -110,6 +110,42 @@ def awaited_children_step(parent: RunIdentity, calls: list[tuple[str, int | None
     return found
 
 
+CHILD_FIELDS = frozenset(
+    {"parent_session_id", "parent_stream_id", "root_session_id", "child_mode", "deadline_ms", "timeout_ms"}
+)
+"""The fields of a :class:`RunRequest` that make a run its parent's child."""
+
+
+def continued_child(store: SessionStore, session: SessionRecord) -> dict[str, Any]:
+    """What the continuation of a child session keeps of the run it continues (empty for a top-level one).
+
+    A child's first run is started by its parent's workflow with its place in the tree
+    (``starts.child_run_request``); the run after the child parks on its own children (or on a
+    human, for a persistent child) is started by whoever wakes it, from the session alone. Without
+    these fields that continuation would run as a top-level run: its chunks would not reach the
+    parent's stream, its end would not wake a parked parent, an ephemeral child would no longer
+    refuse human calls and the deadline of the parent's call would lapse. So they are carried over
+    from the recorded input of the run it continues (``session.run_id``); if DBOS no longer has it
+    (retention deleted the workflow) the store gives all but the mode and the deadline.
+    """
+    if session.parent_session_id is None:
+        return {}
+    if session.run_id is not None:
+        found = DBOS.list_workflows(workflow_ids=[session.run_id], load_output=False)
+        inputs: Any = found[0].input if found else None
+        args = inputs.get("args") if isinstance(inputs, dict) else None
+        if args:
+            previous = RunRequest.model_validate(args[0])
+            if previous.parent_session_id is not None:
+                return previous.model_dump(include=set(CHILD_FIELDS))
+    parent = store.load_session(session.parent_session_id)
+    return {
+        "parent_session_id": session.parent_session_id,
+        "parent_stream_id": None if parent is None else parent.stream_id,
+        "root_session_id": session.root_session_id,
+    }
+
+
 class ParentWaker:
     """Continues parked parents whose children have all ended, off the caller's thread.
 
@@ -156,9 +192,11 @@ class ParentWaker:
 
 
 __all__ = [
+    "CHILD_FIELDS",
     "CHILD_PARK_PATCH",
     "ParentWaker",
     "awaited_children",
     "awaited_children_step",
+    "continued_child",
     "parking_enabled",
 ]

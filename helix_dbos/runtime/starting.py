@@ -44,6 +44,7 @@ from helix_dbos.orchestration.state_operations import input_messages, normalize_
 from helix_dbos.runtime import forks, starts
 from helix_dbos.runtime._dbos_compat import AwaitedWorkflowCancelledError
 from helix_dbos.runtime.backend import Backend
+from helix_dbos.runtime.child_park import continued_child
 from helix_dbos.runtime.handle import AgentExecutionHandle
 from helix_dbos.runtime.ids import keyed_request_key, new_session_id, request_key_for, session_id_for_key
 from helix_dbos.runtime.outcomes import await_outcome, to_result
@@ -360,6 +361,7 @@ class RunStarter:
         agent = self.agent(session.agent_type)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
+        child = continued_child(self._store, session) if mode == "resume" else {}
         start = starts.continuation(
             agent,
             session,
@@ -389,6 +391,7 @@ class RunStarter:
             resume_messages=resume_messages,
             priority=priority,
             stream_opened=opened,
+            child=child,
         )
         return self._handle(started.run, agent.name, hooks)
 
@@ -501,10 +504,17 @@ class RunStarter:
         resume_messages: list[Message] | None = None,
         priority: int | None = None,
         stream_opened: bool = False,
+        child: dict[str, Any] | None = None,
     ) -> None:
+        """Record the run's request as its workflow's input and start it (here, or on the run queue).
+
+        ``child``: a child session's continuation's place in its tree (:func:`.child_park.continued_child`).
+        """
         request = starts.run_request(
             agent, run, session, hooks, resume_messages, executor_hooks=self._services.executor_hooks
         )
+        if child:
+            request = request.model_copy(update=child)
         if hooks is not None:
             self._services.remember_call_hooks(run.workflow_id, hooks)
         if not stream_opened:  # opened by the start's own transaction (see _record_start)
