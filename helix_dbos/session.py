@@ -103,6 +103,9 @@ class SubSessionRef(_Data):
     name: str | None = None
     remote: RemoteSessionInfo | None = None
     """Set for a remote sub-agent's session (the seeds' remote metadata)."""
+    deadline_ms: int | None = None
+    """helix-dbos: when the parent's call gives up on the child (the tool's ``timeout_ms`` after its
+    start); the workers' sweep stops a child still running then, wherever it was."""
 
 
 class InterruptContext(_Data):

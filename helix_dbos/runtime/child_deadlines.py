@@ -10,6 +10,12 @@ daemon thread sleeps until the earliest deadline and stops the child that passed
 parent's wait does (:func:`~.child_control.stop_child`, the same error), then wakes the parent:
 a stopped child ends without its finalize, which is what would have woken it. A parent waiting
 hot stops the child at the same instant itself; both stops are idempotent.
+
+Memory is lost with its process. A child running there is recovered elsewhere and registers its
+deadline again; a child parked on its own children runs nowhere until they end. So the parent's
+reference records the deadline too (``SubSessionRef.deadline_ms``), and the workers' sweep
+(:meth:`ChildDeadlines.sweep`, every second in every worker) stops any child still active past
+it, the same way.
 """
 
 from __future__ import annotations
@@ -73,6 +79,24 @@ class ChildDeadlines:
             self._cond.notify()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5.0)
+
+    def sweep(self) -> list[str]:
+        """Stop the children past the deadline their parent's reference records; returns their sessions.
+
+        The safety net of the in-memory watch (a child whose watching process died); a child some
+        process still watches may be stopped by both, which is harmless (the stop is idempotent).
+        """
+        stopped = []
+        for parent_session_id, ref in self._rt.store.pending.children_past_deadline(now_ms()):
+            assert ref.deadline_ms is not None  # the query's condition
+            due = _Deadline(ref.deadline_ms, ref.sub_session_id, ref.deadline_ms - ref.started_at, parent_session_id)
+            try:
+                self._stop(due)
+            except Exception as exc:  # the next sweep tries again
+                _log.warning("stopping child %s at its deadline failed: %r", due.session_id, exc)
+            else:
+                stopped.append(due.session_id)
+        return stopped
 
     def _loop(self) -> None:
         while True:

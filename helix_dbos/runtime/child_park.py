@@ -126,9 +126,11 @@ def continued_child(store: SessionStore, session: SessionRecord) -> dict[str, An
     parent's stream, its end would not wake a parked parent, an ephemeral child would no longer
     refuse human calls and the deadline of the parent's call would lapse. So they are carried over
     from the recorded input of the run it continues (``session.run_id``); if DBOS no longer has it
-    (retention deleted the workflow) the store gives all but the mode and the deadline.
+    (retention deleted the workflow) the store gives all but the mode and the deadline. Only a
+    suspended run's continuation (its session still ``active``) is the same child going on; an
+    interrupted child resumed by hand runs on its own, as before: its parent has had its result.
     """
-    if session.parent_session_id is None:
+    if session.parent_session_id is None or session.status != "active":
         return {}
     if session.run_id is not None:
         found = DBOS.list_workflows(workflow_ids=[session.run_id], load_output=False)

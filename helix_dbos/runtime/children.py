@@ -182,6 +182,7 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
         )
         return {**empty, "error": f"the child session could not be created: {public_error_message(exc)}"}
     session, run = started.session, started.run
+    deadline = None if child.timeout_ms is None else run.started_at + child.timeout_ms
     ref = SubSessionRef(
         sub_session_id=session.session_id,
         agent_type=agent.name,
@@ -189,6 +190,7 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
         started_at=run.started_at,
         mode=child.mode,
         name=child.name,
+        deadline_ms=deadline,
     )
     rt.store.add_sub_session_refs(parent.session_id, [ref])
     if child.mode == "persistent":  # a re-consulted companion's ref exists already: running again
@@ -204,7 +206,6 @@ def start_child_step(parent: RunIdentity, child: ChildRun) -> ChildStartOutput:
         mode=child.mode,
         executor_hooks=rt.executor_hooks,
     )
-    deadline = None if child.timeout_ms is None else run.started_at + child.timeout_ms
     if deadline is not None:
         request = request.model_copy(update={"deadline_ms": deadline, "timeout_ms": child.timeout_ms})
     return {

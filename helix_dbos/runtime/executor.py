@@ -475,7 +475,7 @@ class DBOSAgentExecutor:
         return handle
 
     def expire_parked_calls(self) -> list[str]:
-        """Time out parked calls past their deadline and continue runs whose batch is now complete.
+        """Time out parked calls and children past their deadline; continue runs whose batch is now complete.
 
         Workers call this periodically (``start_background_tasks``); running it in several
         processes at once is safe, as every transition is a compare-and-set.
@@ -489,6 +489,8 @@ class DBOSAgentExecutor:
             handle = self._continue_parent(session_id)
             return None if handle is None else handle.run_id
 
+        if self._services.child_deadlines is not None:  # first: a child stopped here frees its parked parent
+            self._services.child_deadlines.sweep()
         return workers.expire_parked_calls(self.store, continue_parked, continue_parent=continue_parent)
 
     def start_background_tasks(

@@ -361,7 +361,7 @@ class RunStarter:
         agent = self.agent(session.agent_type)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
-        child = continued_child(self._store, session) if mode == "resume" else {}
+        child = continued_child(self._store, session) if mode == "resume" else {}  # a child's continuation
         start = starts.continuation(
             agent,
             session,

@@ -444,6 +444,13 @@ class PendingCallStore(Protocol):
         """
         ...
 
+    def children_past_deadline(self, now_ms: int, limit: int = 100) -> list[tuple[str, SubSessionRef]]:
+        """Children still ``active`` whose parent's reference is ``running`` past its ``deadline_ms``.
+
+        Each as ``(parent_session_id, ref)``, for the sweep that stops them wherever they were.
+        """
+        ...
+
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:
         """Answers turned into tool results (idempotent)."""
         ...

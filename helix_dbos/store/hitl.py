@@ -31,10 +31,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
+from helix_dbos.session import SubSessionRef
 from helix_dbos.store.base import PendingToolCall, RunRecord, SessionRecord, SubmitOutcome
 from helix_dbos.store.engine import begin_read, begin_write, dialect_for, now_ms
 from helix_dbos.store.retry import RetryPolicy, retrying
-from helix_dbos.store.rows import session_record
+from helix_dbos.store.rows import session_record, sub_session_ref
 from helix_dbos.store.schema import MARK_APPLIED, pending_tool_calls, runs, sessions, sub_session_refs
 
 # The submission's statements, built once: every answer takes them (the hot path of HITL).
@@ -175,6 +176,23 @@ _PARENT_WITH_CHILDREN_DONE: Final = _PARENTS_WITH_CHILDREN_DONE.where(
     _PARENTS_WITH_CHILDREN_DONE.selected_columns.session_id == sa.bindparam("sid")
 )
 """The same for one parent (a child's wake)."""
+
+
+_CHILD = sessions.alias("child")
+_CHILDREN_PAST_DEADLINE: Final = (
+    sa.select(sub_session_refs)
+    .join(_CHILD, _CHILD.c.session_id == sub_session_refs.c.sub_session_id)
+    .where(
+        sub_session_refs.c.status == "running",
+        sub_session_refs.c.deadline_ms.is_not(None),
+        sub_session_refs.c.deadline_ms <= sa.bindparam("now"),
+        _CHILD.c.status == "active",
+    )
+    .order_by(sub_session_refs.c.deadline_ms)
+    .limit(sa.bindparam("limit"))
+)
+"""Running children past their parent's deadline (:meth:`SqlPendingCallStore.children_past_deadline`);
+the partial index ``ix_helix_sub_session_refs_deadline`` holds exactly the references it looks at."""
 
 
 def mark_applied_in(conn: Connection, session_id: str, tool_call_ids: list[str]) -> None:
@@ -489,6 +507,18 @@ class SqlPendingCallStore:
             query, params = _PARENT_WITH_CHILDREN_DONE, {"limit": limit, "sid": session_id}
         with self._engine.connect() as conn:
             return list(conn.execute(query, params).scalars())
+
+    @retrying
+    def children_past_deadline(self, now_ms: int, limit: int = 100) -> list[tuple[str, SubSessionRef]]:
+        """Children still ``active`` past the deadline their parent's reference records, oldest first.
+
+        The process running a child keeps its deadline in memory (``runtime.child_deadlines``); a
+        child parked on its own children runs nowhere, so when the process that kept it dies, this
+        is how the workers' sweep finds it. Each as ``(parent_session_id, ref)``.
+        """
+        with self._engine.connect() as conn:
+            rows = conn.execute(_CHILDREN_PAST_DEADLINE, {"now": now_ms, "limit": limit})
+            return [(row.session_id, sub_session_ref(row)) for row in rows]
 
     @retrying
     def mark_applied(self, session_id: str, tool_call_ids: list[str]) -> None:

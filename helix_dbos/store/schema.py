@@ -32,6 +32,9 @@ Design notes:
   rows written before it belong to the default tenant.
 - ``helix_rate_sends.sent_by`` (revision 0013) bounds a send claim's arrival at the provider
   (:mod:`helix_dbos.runtime.send_gate`); ``NULL`` until the sender reports its send.
+- ``helix_sub_session_refs.deadline_ms`` (revision 0014) is when a parent's sub-agent call gives
+  up on its child (:mod:`helix_dbos.runtime.child_deadlines`); ``NULL`` when the tool has no
+  timeout and on rows written before it.
 - This module and ``migrations/versions`` must agree exactly; ``tests/store/test_migrations.py``
   compares them.
 """
@@ -46,7 +49,7 @@ from sqlalchemy.dialects import postgresql
 from helix_dbos.store.codec import EscapedString, EscapedText
 from helix_dbos.tenancy import DEFAULT_TENANT
 
-SCHEMA_REVISION = "0013"
+SCHEMA_REVISION = "0014"
 """The alembic head revision this version of helix-dbos reads and writes."""
 
 VERSION_TABLE = "helix_alembic_version"
@@ -185,6 +188,15 @@ sub_session_refs = sa.Table(
     sa.Column("name", sa.String(), nullable=True),
     # A remote sub-agent's service, agent, run and the last remote stream sequence proxied (0009).
     sa.Column("remote", json_type(), nullable=True),
+    # When the parent's call gives up on the child (its tool's timeout_ms), for the sweep (0014).
+    sa.Column("deadline_ms", sa.BigInteger(), nullable=True),
+    # Running references with a deadline only: the workers' sweep costs what is watched.
+    sa.Index(
+        "ix_helix_sub_session_refs_deadline",
+        "deadline_ms",
+        postgresql_where=sa.text("status = 'running' AND deadline_ms IS NOT NULL"),
+        sqlite_where=sa.text("status = 'running' AND deadline_ms IS NOT NULL"),
+    ),
 )
 
 usage = sa.Table(

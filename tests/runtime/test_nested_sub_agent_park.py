@@ -4,89 +4,34 @@
 the hot window. So ``mid`` parks on ``leaf`` and ``top`` parks on ``mid``. When ``leaf`` ends,
 ``mid``'s continuation runs; it is still ``top``'s child: it mirrors its chunks to ``top``'s
 stream, wakes ``top`` when it ends and keeps the deadline ``top``'s open gave it. On PostgreSQL,
-the real LiteLLM adapter against the scripted server; no workers' sweep runs (only wakes).
+the real LiteLLM adapter against the scripted server; the workers' sweep runs only where a test
+calls it (``expire_parked_calls``), so everything else is the wakes' doing. The same after a real
+SIGKILL: ``test_nested_sub_agent_park_crash.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from dbos import DBOS
 
-from helix_dbos import AgentConfig, LiteLLMAdapter, LLMConfig, SqlStreamManager, create_sub_agent_tool, define_agent
+from helix_dbos import LiteLLMAdapter, SqlStreamManager
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.stream.chunks import StreamChunk
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
+from tests.runtime.nested_agents import Model, tree
 
 __all__ = ["make_executor", "runtime_db"]
 
 pytestmark = pytest.mark.postgres
 
 HOT_WINDOW = 0.3
-
-
-class Task(BaseModel):
-    task: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-def tree(base_url: str, *, mid_timeout_ms: int | None = None) -> AgentConfig:
-    """``top -> mid -> leaf``; ``mid_timeout_ms`` is the timeout of ``top``'s tool delegating to ``mid``."""
-    llm = LLMConfig(model="openai/fake", api_base=base_url, api_key="test")
-    leaf = define_agent("leaf", system_prompt="You are leaf.", llm_config=llm, output_schema=Answer)
-    mid = define_agent(
-        "mid",
-        system_prompt="You are mid.",
-        llm_config=llm,
-        output_schema=Answer,
-        tools=[create_sub_agent_tool(leaf, Task, description="Ask leaf")],
-    )
-    return define_agent(
-        "top",
-        system_prompt="You are top.",
-        llm_config=llm,
-        output_schema=Answer,
-        tools=[create_sub_agent_tool(mid, Task, description="Ask mid", timeout_ms=mid_timeout_ms)],
-    )
-
-
-class Model:
-    """Each agent delegates once (``top`` and ``mid``), then finishes with what it was told; ``leaf``'s
-    only answer is held ``leaf_seconds``, ``mid``'s last ``mid_seconds``."""
-
-    def __init__(self, leaf_seconds: float, mid_seconds: float = 0.0) -> None:
-        self.leaf_seconds = leaf_seconds
-        self.mid_seconds = mid_seconds
-        self.calls: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        messages = body["messages"]
-        who = str(messages[0]["content"]).split("You are ")[1].split(".")[0]
-        with self._lock:
-            self.calls[who] = self.calls.get(who, 0) + 1
-        results = [m for m in messages if m["role"] == "tool"]
-        if who == "leaf":
-            finish = {"id": "fin_leaf", "name": "__finish__", "arguments": {"answer": "leaf says hi"}}
-            return {"tool_calls": [finish], "delay_seconds": self.leaf_seconds}
-        if not results:
-            child = "mid" if who == "top" else "leaf"
-            return {"tool_calls": [{"id": f"ask_{child}", "name": f"subagent__{child}", "arguments": {"task": "hi"}}]}
-        content = results[0]["content"]
-        told = content if isinstance(content, str) else json.dumps(content)
-        finish = {"id": f"fin_{who}", "name": "__finish__", "arguments": {"answer": f"{who}: {told}"}}
-        return {"tool_calls": [finish], "delay_seconds": self.mid_seconds if who == "mid" else 0.0}
 
 
 @pytest.fixture
@@ -131,14 +76,27 @@ def wait_session(executor: DBOSAgentExecutor, session_id: str, timeout: float) -
     raise AssertionError(f"{session_id} still active after {timeout} s")
 
 
+def wait_parked(executor: DBOSAgentExecutor, session_id: str) -> None:
+    until = time.monotonic() + 10
+    while (run := executor.store.get_current_run(session_id)) is None or run.status != "suspended":
+        assert time.monotonic() < until, f"{session_id} never parked"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("first_run_deleted", [False, True], ids=["recorded", "deleted-by-retention"])
 def test_a_parked_middle_child_continues_as_its_parents_child(
-    build: Callable[..., tuple[DBOSAgentExecutor, Model]],
+    build: Callable[..., tuple[DBOSAgentExecutor, Model]], first_run_deleted: bool
 ) -> None:
+    """``deleted-by-retention``: DBOS no longer has the input of ``mid``'s first run when its
+    continuation starts, so the store gives its place in the tree (parent and stream)."""
     executor, model = build(leaf_seconds=2.0)
     handle = executor.execute("top", "go")
     assert handle.result(timeout_seconds=30).status == "suspended_awaiting_children"
     session = handle.session_id
     mid = f"{session}-sub-1.1-ask_mid"
+    if first_run_deleted:
+        wait_parked(executor, mid)
+        DBOS.delete_workflows([f"{mid}-turn-1"])
     assert wait_session(executor, session, timeout=15) == "completed"  # woken by mid's end: no sweep here
     mid_session = executor.store.load_session(mid)
     assert mid_session is not None and mid_session.status == "completed"
@@ -166,10 +124,7 @@ def test_a_parked_middle_childs_deadline_holds_in_its_continuation_where_it_was_
     assert handle.result(timeout_seconds=30).status == "suspended_awaiting_children"
     session = handle.session_id
     mid = f"{session}-sub-1.1-ask_mid"
-    until = time.monotonic() + 10
-    while (run := executor.store.get_current_run(mid)) is None or run.status != "suspended":
-        assert time.monotonic() < until, "mid never parked"
-        time.sleep(0.02)
+    wait_parked(executor, mid)
     deadlines = executor._services.child_deadlines
     assert deadlines is not None
     deadlines.forget(mid)  # what a crash of the process that ran mid's first run loses
@@ -179,3 +134,32 @@ def test_a_parked_middle_childs_deadline_holds_in_its_continuation_where_it_was_
     assert mid_session is not None and mid_session.status == "failed" and mid_session.aborted
     assert model.calls["mid"] == 2  # the continuation's call was made, and cut short
     assert "timed out" in json.dumps(executor.get_state(session).output)  # type: ignore[union-attr]
+
+
+def test_the_sweep_stops_a_parked_middle_child_at_its_deadline_when_nobody_watches_it(
+    build: Callable[..., tuple[DBOSAgentExecutor, Model]],
+) -> None:
+    """``top`` gives ``mid`` 2 s; ``leaf`` is held 30 s, so ``mid`` stays parked past its deadline, and
+    the process that kept the deadline is gone (dropped, as above). The deadline recorded on
+    ``top``'s reference is the workers' sweep's: it stops ``mid`` (and ``leaf`` under it), and ``top``
+    is continued with the timeout a parent waiting hot reads."""
+    executor, model = build(leaf_seconds=30.0, mid_timeout_ms=2000)
+    handle = executor.execute("top", "go")
+    assert handle.result(timeout_seconds=30).status == "suspended_awaiting_children"
+    session = handle.session_id
+    mid, leaf = f"{session}-sub-1.1-ask_mid", f"{session}-sub-1.1-ask_mid-sub-1.1-ask_leaf"
+    wait_parked(executor, mid)
+    deadlines = executor._services.child_deadlines
+    assert deadlines is not None
+    deadlines.forget(mid)
+    [ref] = executor.store.get_sub_session_refs(session)
+    assert ref.deadline_ms == ref.started_at + 2000  # recorded by top's open
+    time.sleep(max(0.0, (ref.deadline_ms - time.time() * 1000) / 1000) + 0.5)
+    assert executor.store.load_session(mid).status == "active"  # type: ignore[union-attr]  # nobody watched it
+    executor.expire_parked_calls()
+    assert executor.store.load_session(mid).aborted  # type: ignore[union-attr]
+    assert executor.store.load_session(leaf).status == "failed"  # type: ignore[union-attr]
+    assert wait_session(executor, session, timeout=15) == "completed"
+    assert "timed out" in json.dumps(executor.get_state(session).output)  # type: ignore[union-attr]
+    assert executor.expire_parked_calls() == []  # once
+    assert model.calls == {"top": 2, "mid": 1, "leaf": 1}  # mid made no call after its deadline

@@ -6,8 +6,9 @@ import pytest
 
 from helix_dbos.errors import PendingToolCallNotFoundError, SessionNotFoundError, ToolCallAlreadyAnsweredError
 from helix_dbos.messages import AssistantMessage, Message, ToolCallRequest
+from helix_dbos.session import SubSessionRef
 from helix_dbos.store.base import PendingToolCall, SessionStore
-from helix_dbos.testing.store_contract.helpers import commit, pending_call, start, tool_step
+from helix_dbos.testing.store_contract.helpers import commit, now, pending_call, start, tool_step
 
 __all__ = ["PendingCallContract"]
 
@@ -199,6 +200,39 @@ class PendingCallContract:
         next_run = start(store, run_id="r3", new=False, mode="resume", allowed_statuses=["active"], text="go on")
         assert next_run.run.run_id == "r3"  # the continuation: r1 is no longer the session's current run
         assert store.pending.complete_parked_batches(everything) == []
+
+    def test_children_past_deadline_are_the_active_children_of_running_refs_past_it(self, store: SessionStore) -> None:
+        """The deadline sweep's query: children still ``active`` past their ref's ``deadline_ms``.
+
+        Only refs still ``running``, oldest deadline first; an ended child, a closed ref and a ref
+        without a deadline are never found.
+        """
+        start(store, "parent", "p-r1")
+        for child in ("late", "later", "ended", "closed", "open-ended", "future"):
+            start(store, child, f"{child}-r1", parent_session_id="parent", root_session_id="parent")
+
+        def ref(child: str, deadline_ms: int | None) -> SubSessionRef:
+            return SubSessionRef(
+                sub_session_id=child,
+                agent_type="helper",
+                parent_tool_call_id=f"call-{child}",
+                started_at=100,
+                deadline_ms=deadline_ms,
+            )
+
+        refs = [ref("later", 600), ref("late", 500), ref("ended", 500), ref("closed", 500), ref("open-ended", None)]
+        store.add_sub_session_refs("parent", [*refs, ref("future", 10_000)])
+        store.finish_run("ended", "ended-r1", session_status="completed", run_status="completed", now_ms=now())
+        store.update_sub_session_ref("parent", "closed", status="failed", completed_at=700)
+        found = store.pending.children_past_deadline(1_000)
+        assert [(parent, r.sub_session_id, r.deadline_ms) for parent, r in found] == [
+            ("parent", "late", 500),
+            ("parent", "later", 600),
+        ]
+        assert found[0][1] == refs[1]
+        assert [r.sub_session_id for _, r in store.pending.children_past_deadline(550)] == ["late"]
+        assert store.pending.children_past_deadline(1_000, limit=1) == found[:1]
+        assert store.pending.children_past_deadline(499) == []
 
     # --- workers (``store.workers``) --------------------------------------------------------------
 
