@@ -12,7 +12,13 @@ from the interpreter's frames), the wall time until every parent completed, and 
 wake latency: from the child's run ending (its ``completed_at``) to the parent's continuation run
 starting (its ``started_at``), both stamped by the store, p50 / p95 / max.
 
-Usage:  python scripts/bench_child_park.py [--parents 30] [--child-seconds 3.0] [--hot-window 0.2] [--database-url URL]
+``--nested``: each parent delegates to a ``middle`` agent, which delegates to the ``worker``; in
+``parked`` both the middle child and the parent park, and the wake latency is the parent's: from
+the middle child's continuation ending to the parent's continuation starting (a middle child's
+continuation is its parent's child, so its end wakes the parent as a first-level child's does).
+
+Usage:  python scripts/bench_child_park.py [--parents 30] [--child-seconds 3.0] [--hot-window 0.2] [--nested]
+        [--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py).
 """
 
@@ -76,10 +82,16 @@ class ZeroLatencyModel:
             return ToolCallsStepResult(
                 tool_calls=[ParsedToolCall(id="w", name="slow_work", arguments={"task": "x"})], stop_reason="tool_use"
             )
+        if input.agent_type == "middle" and seen_result:
+            return ToolCallsStepResult(
+                tool_calls=[ParsedToolCall(id="f", name="__finish__", arguments={"done": True})],
+                stop_reason="tool_use",
+            )
         if seen_result:
             return TextStepResult(content="done", should_stop=True, stop_reason="end_turn")
+        child = "worker" if input.agent_type == "middle" or not NESTED[0] else "middle"
         return ToolCallsStepResult(
-            tool_calls=[ParsedToolCall(id="c1", name="subagent__worker", arguments={"task": "x"})],
+            tool_calls=[ParsedToolCall(id="c1", name=f"subagent__{child}", arguments={"task": "x"})],
             stop_reason="tool_use",
         )
 
@@ -91,9 +103,20 @@ worker = define_agent(
     output_schema=Done,
     tools=[define_tool("slow_work", input_schema=Task, execute=slow_work)],
 )
+middle = define_agent(
+    "middle",
+    system_prompt="m",
+    llm_config="openai/none",
+    output_schema=Done,
+    tools=[create_sub_agent_tool(worker, Task)],
+)
 parent = define_agent(
     "parent", system_prompt="p", llm_config="openai/none", tools=[create_sub_agent_tool(worker, Task)]
 )
+nested_parent = define_agent(
+    "parent", system_prompt="p", llm_config="openai/none", tools=[create_sub_agent_tool(middle, Task)]
+)
+NESTED = [False]
 
 
 def threads_in_runs(agent: str) -> int:
@@ -110,10 +133,15 @@ def threads_in_runs(agent: str) -> int:
     return held
 
 
-def run_system(url: str, parents: int, hot_window: float) -> tuple[int, float, list[float]]:
-    """(parent threads half-way, seconds until all completed, wake latencies in ms)."""
+def run_system(url: str, parents: int, hot_window: float) -> tuple[int, float, list[float], int]:
+    """(parent threads half-way, seconds until all completed, wake latencies in ms, parents never continued).
+
+    A parent still active 30 s after the children's work should have ended is counted as never
+    continued (no sweep runs here: only a wake can continue it).
+    """
     store = SqlSessionStore(url)
-    executor = DBOSAgentExecutor(store, llm_adapter=ZeroLatencyModel(), agents=[parent], hot_window_seconds=hot_window)
+    top = nested_parent if NESTED[0] else parent
+    executor = DBOSAgentExecutor(store, llm_adapter=ZeroLatencyModel(), agents=[top], hot_window_seconds=hot_window)
     try:
         sessions = [f"park-{uuid.uuid4().hex}" for _ in range(parents)]
         started = time.monotonic()
@@ -121,20 +149,25 @@ def run_system(url: str, parents: int, hot_window: float) -> tuple[int, float, l
             list(pool.map(lambda s: executor.execute("parent", "go", session_id=s), sessions))
         time.sleep(CHILD_SECONDS[0] / 2)  # the children are half-way (the short window long past)
         held = threads_in_runs("parent")
+        give_up, stuck = time.monotonic() + CHILD_SECONDS[0] + 30, 0
         for session_id in sessions:
             while (session := store.load_session(session_id)) is None or session.status == "active":
+                if time.monotonic() > give_up:
+                    stuck += 1
+                    break
                 time.sleep(0.01)
-            assert session.status == "completed", session
+            else:
+                assert session.status == "completed", session
         wall = time.monotonic() - started
         latencies = []
         for session_id in sessions:
             runs = store.list_runs(session_id)
             if len(runs) < 2:
                 continue
-            child = store.get_current_run(f"{session_id}-sub-1.1-c1")
+            child = store.get_current_run(f"{session_id}-sub-1.1-c1")  # the middle child's last run, if nested
             assert child is not None and child.completed_at is not None
             latencies.append(float(runs[1].started_at - child.completed_at))
-        return held, wall, latencies
+        return held, wall, latencies, stuck
     finally:
         executor.close()
         store.close()
@@ -145,9 +178,11 @@ def main() -> None:
     parser.add_argument("--parents", type=int, default=30)
     parser.add_argument("--child-seconds", type=float, default=3.0)
     parser.add_argument("--hot-window", type=float, default=0.2)
+    parser.add_argument("--nested", action="store_true")
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
     CHILD_SECONDS[0] = args.child_seconds
+    NESTED[0] = args.nested
 
     with bench_database(args.database_url, "bench_park") as url:
         configure_dbos(url)
@@ -155,17 +190,21 @@ def main() -> None:
         run_system(url, 2, 60.0)  # warm up
         print(
             f"workload: {args.parents} parents at once, each delegating one child whose tool takes "
-            f"{args.child_seconds:.1f} s; PostgreSQL; no workers' sweep (the child's own wake continues a parent)"
+            f"{args.child_seconds:.1f} s{' through a middle child' if args.nested else ''}; PostgreSQL; "
+            "no workers' sweep (the child's own wake continues a parent)"
         )
-        print(f"{'system':<28}{'parent threads half-way':>26}{'all completed (s)':>20}{'wake p50/p95/max (ms)':>26}")
+        print(
+            f"{'system':<28}{'parent threads half-way':>26}{'all completed (s)':>20}{'wake p50/p95/max (ms)':>26}"
+            f"{'never continued':>17}"
+        )
         for name, window in (("hot (window 60 s)", 60.0), (f"parked (window {args.hot_window} s)", args.hot_window)):
-            held, wall, latencies = run_system(url, args.parents, window)
+            held, wall, latencies, stuck = run_system(url, args.parents, window)
             wake = "-"
             if latencies:
                 ordered = sorted(latencies)
                 p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
                 wake = f"{statistics.median(ordered):.0f} / {p95:.0f} / {ordered[-1]:.0f} (n={len(ordered)})"
-            print(f"{name:<28}{held:>26}{wall:>20.2f}{wake:>26}")
+            print(f"{name:<28}{held:>26}{wall:>20.2f}{wake:>26}{stuck:>17}")
         DBOS.destroy()
 
 
