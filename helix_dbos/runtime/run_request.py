@@ -51,7 +51,8 @@ class RunRequest(BaseModel):
     """Set on a child run: the session at the top of its tree (a top-level run is its own root)."""
     parent_stream_id: str | None = None
     """Set on a child run: every chunk the child writes is also written to this stream (the
-    parent's), so one reader of the parent sees the whole tree (see :mod:`.children`)."""
+    parent's), so one reader of the parent sees its children's work (one level: a grandchild's
+    chunks are copied to the child's stream only; see :mod:`.children`)."""
     child_mode: Literal["ephemeral", "persistent"] | None = None
     """Set on a child run: ``ephemeral`` children refuse human-in-the-loop calls (nobody can answer
     them: the parent waits on the child, and the child's session is not the one clients watch)."""

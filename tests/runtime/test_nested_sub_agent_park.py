@@ -22,7 +22,7 @@ from dbos import DBOS
 from helix_dbos import LiteLLMAdapter, SqlStreamManager
 from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.executor import DBOSAgentExecutor
-from helix_dbos.stream.chunks import StreamChunk
+from helix_dbos.stream.chunks import StreamChunk, SubAgentStartChunk
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
 from tests.runtime.nested_agents import Model, tree
@@ -107,8 +107,15 @@ def test_a_parked_middle_child_continues_as_its_parents_child(
     # Every chunk mid's runs wrote, its continuation's included, reached top's stream too.
     mid_chunks = {(c.agent_id, c.type, c.step) for c in chunks(executor, mid) if c.agent_id.startswith(f"{mid}-turn-")}
     assert {run for run, _, _ in mid_chunks} == {f"{mid}-turn-1", f"{mid}-turn-2"}
-    top_chunks = {(c.agent_id, c.type, c.step) for c in chunks(executor, session)}
+    top_stream = chunks(executor, session)
+    top_chunks = {(c.agent_id, c.type, c.step) for c in top_stream}
     assert mid_chunks <= top_chunks, sorted(mid_chunks - top_chunks)
+    # One level up only (docs/sub-agents.md): top's readers see mid start and end leaf, not leaf's own chunks.
+    assert [(c.type, c.sub_agent_type) for c in top_stream if isinstance(c, SubAgentStartChunk)] == [
+        ("subagent_start", "mid"),
+        ("subagent_start", "leaf"),
+    ]
+    assert not any(c.agent_type == "leaf" for c in top_stream)
 
 
 def test_a_parked_middle_childs_deadline_holds_in_its_continuation_where_it_was_lost(
