@@ -86,8 +86,13 @@ class ChildDeadlines:
         The safety net of the in-memory watch (a child whose watching process died); a child some
         process still watches may be stopped by both, which is harmless (the stop is idempotent).
         """
+        try:
+            due_children = self._rt.store.pending.children_past_deadline(now_ms())
+        except Exception as exc:  # the sweep's other work (parked calls, parents) must still run
+            _log.warning("reading the children past their deadline failed: %r", exc)
+            return []
         stopped = []
-        for parent_session_id, ref in self._rt.store.pending.children_past_deadline(now_ms()):
+        for parent_session_id, ref in due_children:
             assert ref.deadline_ms is not None  # the query's condition
             due = _Deadline(ref.deadline_ms, ref.sub_session_id, ref.deadline_ms - ref.started_at, parent_session_id)
             try:
