@@ -26,6 +26,7 @@ from helix_dbos.stream.chunks import StreamChunk, SubAgentStartChunk
 from helix_dbos.testing import ScriptedOpenAIServer
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
 from tests.runtime.nested_agents import Model, tree
+from tests.runtime.test_sub_agent_park import wait_session
 
 __all__ = ["make_executor", "runtime_db"]
 
@@ -64,16 +65,6 @@ def chunks(executor: DBOSAgentExecutor, session_id: str) -> list[StreamChunk]:
         return [chunk async for chunk in stream]
 
     return asyncio.run(asyncio.wait_for(read(), 10))
-
-
-def wait_session(executor: DBOSAgentExecutor, session_id: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        session = executor.store.load_session(session_id)
-        if session is not None and session.status != "active":
-            return session.status
-        time.sleep(0.02)
-    raise AssertionError(f"{session_id} still active after {timeout} s")
 
 
 def wait_parked(executor: DBOSAgentExecutor, session_id: str) -> None:
