@@ -3,9 +3,10 @@
 PostgreSQL with the real LiteLLM adapter.
 
 The companion parks after a short hot window; so does its parent (and, two deep, its parent's
-parent), holding no workflow. The answer, submitted to the root, continues the companion; the
-workers' sweep then continues each parent, whose ``companion__spawnAgent`` call gets the companion's
-output exactly once.
+parent), holding no workflow. The answer, submitted to the root, continues the companion; its
+continuation is still its parent's child, so its end wakes the parent, and so on up: no workers'
+sweep runs here (it is the safety net of a lost wake). Each parent's ``companion__spawnAgent`` call
+gets the companion's output exactly once.
 """
 
 from __future__ import annotations
@@ -107,7 +108,6 @@ def test_a_parent_parks_awaiting_its_companion_and_resumes_with_its_result_once(
 
     [call] = wait_for_pending(executor, root_id)
     executor.submit_tool_result(root_id, answer(call.tool_call_id, "Lyon"))
-    executor.start_background_tasks(interval_seconds=0.2)
     wait_status(executor, root_id, "completed")
 
     final = executor.get_handle(root_id)
