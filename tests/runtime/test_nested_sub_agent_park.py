@@ -80,7 +80,7 @@ def test_a_parked_middle_child_continues_as_its_parents_child(
 ) -> None:
     """``deleted-by-retention``: DBOS no longer has the input of ``mid``'s first run when its
     continuation starts, so the store gives its place in the tree (parent and stream)."""
-    executor, model = build(leaf_seconds=2.0)
+    executor, model = build(leaf_seconds=3.0)  # room to delete before leaf ends, on a loaded machine
     handle = executor.execute("top", "go")
     assert handle.result(timeout_seconds=30).status == "suspended_awaiting_children"
     session = handle.session_id
@@ -112,11 +112,11 @@ def test_a_parked_middle_child_continues_as_its_parents_child(
 def test_a_parked_middle_childs_deadline_holds_in_its_continuation_where_it_was_lost(
     build: Callable[..., tuple[DBOSAgentExecutor, Model]],
 ) -> None:
-    """``top`` gives ``mid`` 3 s. ``mid`` parks on ``leaf`` (1 s), and its deadline is then dropped
+    """``top`` gives ``mid`` 5 s. ``mid`` parks on ``leaf`` (2.5 s), and its deadline is then dropped
     from the process that kept it, as a crash of that process would; ``mid``'s continuation makes a
-    model call held 20 s. The continuation keeps the deadline itself: ``mid`` is stopped at 3 s and
+    model call held 20 s. The continuation keeps the deadline itself: ``mid`` is stopped at 5 s and
     ``top`` reads the timeout a parent waiting hot reads."""
-    executor, model = build(leaf_seconds=1.0, mid_seconds=20.0, mid_timeout_ms=3000)
+    executor, model = build(leaf_seconds=2.5, mid_seconds=20.0, mid_timeout_ms=5000)
     started = time.monotonic()
     handle = executor.execute("top", "go")
     assert handle.result(timeout_seconds=30).status == "suspended_awaiting_children"
@@ -126,8 +126,12 @@ def test_a_parked_middle_childs_deadline_holds_in_its_continuation_where_it_was_
     deadlines = executor._services.child_deadlines
     assert deadlines is not None
     deadlines.forget(mid)  # what a crash of the process that ran mid's first run loses
+    until_continued = time.monotonic() + 10
+    while executor.store.get_current_run(mid).turn != 2:  # type: ignore[union-attr]
+        assert time.monotonic() < until_continued, "mid was never continued"
+        time.sleep(0.02)
     assert wait_session(executor, session, timeout=15) == "completed"
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 12  # the deadline (5 s), not mid's held call (20 s more)
     mid_session = executor.store.load_session(mid)
     assert mid_session is not None and mid_session.status == "failed" and mid_session.aborted
     assert model.calls["mid"] == 2  # the continuation's call was made, and cut short

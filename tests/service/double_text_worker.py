@@ -50,10 +50,13 @@ if "--start" in sys.argv:
     print("started", flush=True)
 deadline = time.time() + 60
 while time.time() < deadline:
-    session = executor.get_session(SESSION_ID)  # first: once it is idle, the runs read next are final
+    # Done when every message's run has ended. The session alone is no sign: it is idle for a moment
+    # between an enqueued turn's end and the next one's start, and a read of the runs after such a
+    # moment could find the last one just started.
     runs = executor.list_runs(SESSION_ID)
-    if len(runs) == len(MESSAGES) and session is not None and session.status != "active":
-        print(f"finished {session.status} after {time.time() - t0:.1f}s", flush=True)
+    if len(runs) == len(MESSAGES) and all(r.status in ("completed", "failed") for r in runs):
+        session = executor.get_session(SESSION_ID)
+        print(f"finished {session.status if session else 'missing'} after {time.time() - t0:.1f}s", flush=True)
         break
     time.sleep(0.05)
 else:
