@@ -50,6 +50,7 @@ from helix_dbos import (
 from helix_dbos.messages import ToolResultMessage
 from helix_dbos.step_result import ParsedToolCall, TextStepResult, ToolCallsStepResult
 from scripts._bench_setup import bench_database, configure_dbos
+from tests.run_probes import threads_in_runs
 
 
 class Task(BaseModel):
@@ -119,20 +120,6 @@ nested_parent = define_agent(
 NESTED = [False]
 
 
-def threads_in_runs(agent: str) -> int:
-    """Threads now inside a run of ``agent`` (a frame of the loop whose request names it)."""
-    held = 0
-    for frame in sys._current_frames().values():
-        current = frame
-        while current is not None:
-            request = current.f_locals.get("request") if current.f_code.co_name == "_run_loop" else None
-            if request is not None and getattr(request, "agent_name", None) == agent:
-                held += 1
-                break
-            current = current.f_back  # type: ignore[assignment]
-    return held
-
-
 def run_system(url: str, parents: int, hot_window: float) -> tuple[int, float, list[float], int]:
     """(parent threads half-way, seconds until all completed, wake latencies in ms, parents never continued).
 
@@ -148,7 +135,7 @@ def run_system(url: str, parents: int, hot_window: float) -> tuple[int, float, l
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda s: executor.execute("parent", "go", session_id=s), sessions))
         time.sleep(CHILD_SECONDS[0] / 2)  # the children are half-way (the short window long past)
-        held = threads_in_runs("parent")
+        held = threads_in_runs(lambda request: request.agent_name == "parent")
         give_up, stuck = time.monotonic() + CHILD_SECONDS[0] + 30, 0
         for session_id in sessions:
             while (session := store.load_session(session_id)) is None or session.status == "active":

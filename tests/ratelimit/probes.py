@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
+
+from tests.run_probes import threads_in_runs
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 20.0) -> None:
@@ -17,13 +18,4 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20.0) -> None:
 
 def threads_running(run_id: str) -> int:
     """How many threads are inside the agent loop of ``run_id`` right now (from every thread's stack)."""
-    found = 0
-    for frame in sys._current_frames().values():
-        walked = frame
-        while walked is not None:
-            request = walked.f_locals.get("request") if walked.f_code.co_name == "run_agent_loop" else None
-            if request is not None and getattr(request, "run_id", None) == run_id:
-                found += 1
-                break
-            walked = walked.f_back
-    return found
+    return threads_in_runs(lambda request: request.run_id == run_id)

@@ -10,7 +10,6 @@ these tests: only the child's own wake can), and its calls get the results a hot
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from helix_dbos.runtime.aio import background_loop
 from helix_dbos.runtime.child_park import ParentWaker
 from helix_dbos.runtime.executor import DBOSAgentExecutor
 from helix_dbos.testing import ScriptedOpenAIServer
+from tests.run_probes import threads_in_runs
 from tests.runtime.conftest import ExecutorFactory, make_executor, runtime_db
 from tests.runtime.sub_agent_agents import Model, agents
 
@@ -232,20 +232,8 @@ def test_a_childs_deadline_stops_it_while_the_parent_is_parked_and_the_parent_re
 
 
 def threads_running(agent: str, turn: int | None = None) -> int:
-    """Threads now inside a run of ``agent`` (a frame of the loop whose request names it), of ``turn`` if given."""
-    held = 0
-    for frame in sys._current_frames().values():
-        while frame is not None:
-            request = frame.f_locals.get("request") if frame.f_code.co_name == "_run_loop" else None
-            if (
-                request is not None
-                and getattr(request, "agent_name", None) == agent
-                and turn in (None, getattr(request, "turn", None))
-            ):
-                held += 1
-                break
-            frame = frame.f_back  # type: ignore[assignment]
-    return held
+    """Threads now inside a run of ``agent``, of ``turn`` if given."""
+    return threads_in_runs(lambda request: request.agent_name == agent and turn in (None, request.turn))
 
 
 def test_parked_parents_hold_no_thread_and_all_complete(
