@@ -361,7 +361,6 @@ class RunStarter:
         agent = self.agent(session.agent_type)
         extra = input_messages(message) if message is not None else []
         self._check_files(agent, extra)
-        child = continued_child(self._store, session) if mode == "resume" else {}  # a child's continuation
         start = starts.continuation(
             agent,
             session,
@@ -383,6 +382,7 @@ class RunStarter:
                 self._streams.open(session.stream_id, started.run.run_id, agent.name)
                 opened = True
             self._roll_back_stream(started.run, session.stream_id, agent.name, rollback)
+        child = continued_child(self._store, session) if mode == "resume" else {}  # `session`: as it was before
         self._start_workflow(
             agent,
             started.run,
