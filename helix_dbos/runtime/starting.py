@@ -541,12 +541,19 @@ class RunStarter:
         run = self._store.get_current_run(session_id)
         if session is None or run is None or session.status != "active" or run.status != "running":
             return False
-        if session.parent_session_id is not None:
-            # A child run (sub-agent, companion) is started by its parent's workflow, which replays
-            # the start on recovery with the child's full input (its parent stream, its mode).
-            return False
         if DBOS.get_workflow_status(run.workflow_id) is not None:
             return False
+        child: dict[str, Any] = {}
+        if session.parent_session_id is not None:
+            # A child's first run (sub-agent, companion) is started by its parent's workflow, which
+            # replays the start on recovery with the child's full input (its parent stream, its
+            # mode). A parked child's continuation is not: whoever woke it started it, so here it
+            # is started as that waker would have, from the run it continues.
+            continues = run.previous_run_id if run.mode == "resume" else None
+            previous = self._store.get_run(continues) if continues else None
+            if previous is None or previous.status != "suspended":
+                return False
+            child = continued_child(self._store, session.model_copy(update={"run_id": previous.run_id}))
         agent = self._registry.get(session.agent_type)
         if agent is None:
             self._logger.warn("[helix-dbos] orphaned run of an unregistered agent", {"run_id": run.run_id})
@@ -555,7 +562,7 @@ class RunStarter:
             self._logger.warn("[helix-dbos] orphaned run has progress but no workflow", {"run_id": run.run_id})
             return False
         self._logger.info("[helix-dbos] starting orphaned run", {"run_id": run.run_id})
-        self._start_workflow(agent, run, session, None)
+        self._start_workflow(agent, run, session, None, child=child)
         return True
 
     # -- results ---------------------------------------------------------------------------------------
