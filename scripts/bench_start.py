@@ -1,4 +1,5 @@
-"""A run's edges on the calling thread: its start (``execute``, then ``result()``) and its stream's end.
+"""A run's edges and its step commits on the calling thread: its start (``execute``, then ``result()``),
+each model call's step commit and its stream's end.
 
 Issue 32: under load a helix-dbos process is bound by its own client CPU, and every round trip to
 PostgreSQL costs about a millisecond of it. This measures what one start costs the thread that
@@ -8,14 +9,16 @@ its runs), each with an instant one-call model, then ``result()``. The executor 
 ``launch()`` on PostgreSQL (durable stream), after ``--warmup`` runs. Then ``--ends`` streams are
 each ended with their last two chunks still queued, as a run's finalize ends its stream (its
 closing chunks held for the end's own write): the end's wall time and CPU on the ending thread.
+Then ``--commits`` step commits of one run (``SessionStore.commit_step``, a tool call and its
+result each, as a model call that called a tool commits them): their wall time and CPU.
 
 ``--trees A B ...`` measures other checkouts of helix-dbos in the same session: each tree's child
 process imports the package from that tree, on a fresh database of the same throw-away cluster,
 alternated over ``--rounds`` rounds so a shared machine's load falls on all of them alike. It prints
 one line per tree and round, then each tree's median.
 
-Usage:  python scripts/bench_start.py [--starts 300] [--ends 300] [--warmup 20] [--rounds 2]
-        [--trees PATH ...] [--database-url URL]
+Usage:  python scripts/bench_start.py [--starts 300] [--ends 300] [--commits 300] [--warmup 20]
+        [--rounds 2] [--trees PATH ...] [--database-url URL]
 Without a URL (or HELIX_BENCH_DATABASE_URL) it starts a throw-away PostgreSQL cluster (tests/pg.py).
 """
 
@@ -36,8 +39,8 @@ _HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.environ.get("BENCH_TREE", str(_HERE)))  # the child imports its tree's package
 
 
-def child(url: str, starts: int, ends: int, warmup: int) -> dict[str, Any]:
-    """Launch on ``url``, warm up, and measure ``starts`` starts and results, then ``ends`` stream ends."""
+def child(url: str, starts: int, ends: int, commits: int, warmup: int) -> dict[str, Any]:
+    """Launch on ``url``, warm up, then measure ``starts`` starts, ``ends`` stream ends and ``commits`` commits."""
     from helix_dbos import LLMGenerateInput, StepResult, define_agent, launch
     from helix_dbos.runtime.launch import shutdown
     from helix_dbos.step_result import TextStepResult
@@ -69,7 +72,31 @@ def child(url: str, starts: int, ends: int, warmup: int) -> dict[str, Any]:
         "result_ms": 1000 * result_cpu / starts,
         "wall_ms": 1000 * wall / starts,
         **stream_ends(url, ends),
+        **step_commits(url, commits),
     }
+
+
+def step_commits(url: str, commits: int) -> dict[str, float]:
+    """``commits`` step commits of one run, each a tool call and its result, after 10 unmeasured ones."""
+    from helix_dbos.store import SqlSessionStore
+    from helix_dbos.testing.store_contract.helpers import commit, start, tool_step
+
+    store = SqlSessionStore(url)
+    try:
+        session = f"commits-{uuid.uuid4()}"
+        run = f"{session}-run"
+        start(store, session, run)
+        cpu = wall = 0.0
+        for step in range(1, commits + 11):
+            t0, w0 = time.thread_time(), time.perf_counter()
+            applied = commit(store, step, 2 * step - 1, tool_step(f"c{step}"), session_id=session, run_id=run)
+            if step > 10:
+                cpu += time.thread_time() - t0
+                wall += time.perf_counter() - w0
+            assert applied.applied
+    finally:
+        store.close()
+    return {"commit_ms": 1000 * cpu / max(commits, 1), "commit_wall_ms": 1000 * wall / max(commits, 1)}
 
 
 def stream_ends(url: str, ends: int) -> dict[str, float]:
@@ -112,6 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=300)
     parser.add_argument("--ends", type=int, default=300)
+    parser.add_argument("--commits", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--trees", nargs="*", default=[str(_HERE)], help="checkouts of helix-dbos to measure")
@@ -119,7 +147,7 @@ def main() -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.starts, args.ends, args.warmup)))
+        print(json.dumps(child(args.child, args.starts, args.ends, args.commits, args.warmup)))
         return
 
     from scripts._bench_setup import bench_database
@@ -132,7 +160,7 @@ def main() -> None:
                 url = create_database(first_url, unique_name("bench_start"))
                 env = {**os.environ, "BENCH_TREE": tree, "PYTHONPATH": tree}
                 command = [sys.executable, __file__, "--child", url, "--starts", str(args.starts)]
-                command += ["--ends", str(args.ends), "--warmup", str(args.warmup)]
+                command += ["--ends", str(args.ends), "--commits", str(args.commits), "--warmup", str(args.warmup)]
                 load = load_average()
                 out = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=1800)
                 row = json.loads(out.stdout.strip().splitlines()[-1])
@@ -141,6 +169,7 @@ def main() -> None:
                     f"round {round_ + 1}  {tree:<28} start {row['start_ms']:6.2f} ms CPU  "
                     f"result {row['result_ms']:6.2f} ms CPU  wall {row['wall_ms']:6.2f} ms/run  "
                     f"stream end {row['end_ms']:5.2f} ms CPU, {row['end_wall_ms']:5.2f} ms wall  "
+                    f"step commit {row['commit_ms']:5.2f} ms CPU, {row['commit_wall_ms']:5.2f} ms wall  "
                     f"(load average before: {load})",
                     flush=True,
                 )
@@ -148,10 +177,12 @@ def main() -> None:
     for tree, rows in figures.items():
         start = statistics.median(r["start_ms"] for r in rows)
         result = statistics.median(r["result_ms"] for r in rows)
-        end, end_wall = (statistics.median(r[key] for r in rows) for key in ("end_ms", "end_wall_ms"))
+        end, end_wall, step, step_wall = (
+            statistics.median(r[key] for r in rows) for key in ("end_ms", "end_wall_ms", "commit_ms", "commit_wall_ms")
+        )
         print(
             f"  {tree:<28} start {start:6.2f} ms  result {result:6.2f} ms  start+result {start + result:6.2f} ms  "
-            f"stream end {end:5.2f} ms ({end_wall:5.2f} ms wall)"
+            f"stream end {end:5.2f} ms ({end_wall:5.2f} ms wall)  step commit {step:5.2f} ms ({step_wall:5.2f} ms wall)"
         )
 
 

@@ -63,8 +63,10 @@ class RidingWrite:
     """Select-list expressions reading those CTEs (``(SELECT x FROM name)``), appended to the commit's result row."""
     params: Mapping[str, Any]
     """The CTEs' bind parameters."""
-    finish: Callable[[Connection, Sequence[Any]], object]
-    """Called in the transaction, right after the statement, with the values of :attr:`columns`."""
+    finish: Callable[[Connection | None, Sequence[Any]], object]
+    """Called right after the statement with the values of :attr:`columns`: in the transaction, with
+    its connection, or with ``None`` when the statement ran alone, which its guard allows only when
+    :attr:`complete` held (so ``finish`` has nothing to write)."""
     complete: str = "true"
     """A condition over those CTEs: true when :attr:`finish` will run no statement of its own (the
     common case: every row went in). Only then can the commit run as one statement outside a

@@ -12,7 +12,8 @@ instead; SQLAlchemy recognises the disconnect, invalidates that connection and e
 connection that predates it, and raises a ``DBAPIError`` with ``connection_invalidated`` set, which
 ``helix_dbos.store.retry`` classifies as transient: every store and stream operation runs under that
 retry, so the whole transaction runs again on a fresh connection. One failed statement per pool
-per restart replaces one ping per call.
+per restart replaces one ping per call. The hot path's single statements, which go to psycopg
+without SQLAlchemy's execution layer (:mod:`helix_dbos.store.alone`), do the same on a disconnect.
 
 PostgreSQL pool: :data:`POSTGRES_POOL` keeps every connection it opens, up to 15, instead of
 SQLAlchemy's default of 5 kept and 10 more opened and closed again. Under load (200 runs in one

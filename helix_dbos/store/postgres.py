@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 
 from helix_dbos.messages import Message
-from helix_dbos.store import codec, postgres_start
+from helix_dbos.store import alone, codec, postgres_start
 from helix_dbos.store.base import StepCommit
 from helix_dbos.store.dialect import AppliedStep, RidingStart, RidingWrite
 from helix_dbos.store.rows import TERMINAL_RUN_STATUSES, dump_message
@@ -104,9 +104,6 @@ applied and the riding write is complete. In every other case the commit needs a
 conflict must not keep the answers ``a`` marked applied, and a riding write's ``finish`` runs
 statements under the row locks its CTEs took. The divisor depends on the CTEs' results, so the
 planner cannot fold it into an error at plan time."""
-
-_DIVISION_BY_ZERO: Final = "22012"
-"""The SQLSTATE of a statement that :data:`_ALONE_GUARD` failed."""
 
 
 def _compact(sql: str) -> str:
@@ -228,17 +225,13 @@ class PostgresDialect:
             params = {**params, **riding.params}
         else:
             statement = COMMIT_STEP_ALONE
-        with engine.connect() as conn:  # as ``engine.autocommit`` (which imports this module)
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-            try:
-                row = conn.execute(statement, params).one()
-            except sa.exc.DataError as error:
-                if getattr(error.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
-                    return None  # the guard: not the common case, and nothing was written
-                raise
-            if riding is not None:
-                riding.finish(conn, tuple(row)[4:])  # writes nothing: the guard held
-        return AppliedStep(row.checkpoint_id, bool(row.interrupt_requested), row.interrupt_context)
+        row = alone.run_alone(engine, statement, params)
+        if row is None:
+            return None  # the guard: not the common case, and nothing was written
+        checkpoint, interrupt_requested, interrupt_context = row[:3]
+        if riding is not None:
+            riding.finish(None, row[4:])  # ran alone: its guard held, so finish has nothing to write
+        return AppliedStep(checkpoint, bool(interrupt_requested), interrupt_context)
 
     def start_new_session_alone(
         self,

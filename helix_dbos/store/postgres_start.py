@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from helix_dbos.messages import Message
-from helix_dbos.store import codec
+from helix_dbos.store import alone, codec
 from helix_dbos.store.dialect import RidingStart
 from helix_dbos.store.rows import dump_message
 from helix_dbos.store.schema import sessions
@@ -70,7 +70,7 @@ FROM (SELECT 1) AS one LEFT JOIN new_session ON true
 """The statement; ``{sequence}`` is the run's first stream sequence (a parameter, or a riding
 stream's read of it), ``{riding}`` a riding stream start's CTEs (with their leading comma)."""
 
-DIVISION_BY_ZERO: Final = "22012"
+DIVISION_BY_ZERO: Final = alone.DIVISION_BY_ZERO
 """The SQLSTATE of a statement whose guard failed it (the session exists)."""
 
 _COLUMNS: Final = (*sessions.c, sa.column("run_stream_start_sequence", sa.Integer), sa.column("created", sa.Integer))

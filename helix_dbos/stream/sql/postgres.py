@@ -25,6 +25,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 
+from helix_dbos.store import alone
 from helix_dbos.stream.sql import queries
 from helix_dbos.stream.sql.dialect import StreamDialect
 from helix_dbos.stream.sql.flusher import PendingChunk
@@ -69,9 +70,6 @@ _NOTIFY_TERMINATE: Final = (
     "THEN '*' ELSE 'c:' || stream_id END)"
 )
 """The end's announcement (as ``notify_payload(stream_id, control=False)`` spells it) in its ``RETURNING`` list."""
-
-_DIVISION_BY_ZERO: Final = "22012"
-"""The SQLSTATE of a guard that failed its statement (``append_alone``)."""
 
 _APPEND_RESULT: Final = "(SELECT latest_sequence FROM st), (SELECT count(*) FROM ins)"
 
@@ -209,15 +207,10 @@ class PostgresStreamDialect(StreamDialect):
 
         The guard divides by zero unless the append is complete, failing the statement whole.
         """
-        with self._read_engine.connect() as conn:
-            try:
-                latest, _inserted, _guard = conn.execute(
-                    self._append_alone, _append_params(stream_id, items, status, now)
-                ).one()
-            except sa.exc.DataError as error:
-                if getattr(error.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
-                    return None
-                raise
+        row = alone.run_alone(self.engine, self._append_alone, _append_params(stream_id, items, status, now))
+        if row is None:
+            return None
+        latest, _inserted, _guard = row
         return latest is not None
 
     def end_with_chunks_alone(
@@ -225,14 +218,7 @@ class PostgresStreamDialect(StreamDialect):
     ) -> bool:
         """The last chunks and the end as the one autocommitted statement :data:`_END_WITH_CHUNKS`."""
         params = {"sid": stream_id, "n": len(items), "status": status, "error": error, "now": now, "rows": _rows(items)}
-        with self._read_engine.connect() as conn:
-            try:
-                conn.execute(self._end_with_chunks, params).one()
-            except sa.exc.DataError as error_:
-                if getattr(error_.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
-                    return False  # the guard: nothing was written
-                raise
-        return True
+        return alone.run_alone(self.engine, self._end_with_chunks, params) is not None
 
     def append_groups_alone(self, groups: dict[str, list[PendingChunk]], now: int) -> set[str] | None:
         """Every stream's append in the one autocommitted statement :data:`_APPEND_GROUPS`.
@@ -241,13 +227,9 @@ class PostgresStreamDialect(StreamDialect):
         nothing when a replayed chunk needs the transaction path.
         """
         body = ",".join(f"[{json.dumps(sid)},{len(items)},{_rows(items)}]" for sid, items in groups.items())
-        with self._read_engine.connect() as conn:
-            try:
-                rows = conn.execute(self._append_groups, {"groups": f"[{body}]", "now": now}).all()
-            except sa.exc.DataError as error:
-                if getattr(error.orig, "sqlstate", None) == _DIVISION_BY_ZERO:
-                    return None
-                raise
+        rows = alone.run_alone(self.engine, self._append_groups, {"groups": f"[{body}]", "now": now}, rows="all")
+        if rows is None:
+            return None  # a replayed chunk: the transaction path, nothing written
         return {sid for sid, latest, _guard in rows if latest is None}
 
     def insert_chunks(

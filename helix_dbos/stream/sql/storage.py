@@ -177,8 +177,11 @@ class StreamStorage:
             return None
         ctes, columns, params = fragment
 
-        def finish(conn: Connection, values: Sequence[Any]) -> None:
+        def finish(conn: Connection | None, values: Sequence[Any]) -> None:
             latest, inserted = values
+            if conn is None:  # ran alone: its guard held, so every chunk went in, or the stream had ended
+                on_done(latest is not None)
+                return
             appended = self.dialect.settle_append(conn, stream_id, latest, int(inserted), len(unique))
             on_done(self._close_holes(conn, stream_id, appended, len(unique)))
 
