@@ -11,46 +11,28 @@ and its sweep finds ``mid`` past the deadline ``top``'s reference records: it st
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from helix_dbos import SqlSessionStore
-from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
-from tests.runtime.nested_agents import Model
-from tests.worker_process import kill_then_recover, start_worker
+from tests.runtime.nested_trees import nested_tree
+from tests.worker_process import kill_then_recover
 
 pytestmark = pytest.mark.postgres
-
-WORKER = Path(__file__).with_name("nested_worker.py")
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_next_worker_stops_a_parked_child_whose_deadline_died_with_its_worker(
     new_migrated_database: Callable[[str], str],
 ) -> None:
-    url, session = new_migrated_database("nestcrash"), f"nest-{unique_name('s')}"
-    mid = f"{session}-sub-1.1-ask_mid"
-    model = Model(leaf_seconds=60)
-    server = ScriptedOpenAIServer(handler=model)
-    base_url = server.start()
-    store = SqlSessionStore(url)
+    with nested_tree(new_migrated_database("nestcrash"), f"nest-{unique_name('s')}", leaf_seconds=60) as tree:
+        store, session, mid = tree.store, tree.session, tree.mid
 
-    def mid_parked() -> bool:
-        run = store.get_current_run(mid)
-        return run is not None and run.status == "suspended"
+        def mid_parked() -> bool:
+            run = store.get_current_run(mid)
+            return run is not None and run.status == "suspended"
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_HOT_WINDOW_SECONDS": "0.3"}
-    try:
-        out = kill_then_recover(
-            lambda start: start_worker(
-                WORKER, [url, base_url, session, "4000", "25", *(["--start"] if start else [])], env=env
-            ),
-            mid_parked,
-        )
+        out = kill_then_recover(lambda start: tree.worker(4000, 25, *(["--start"] if start else [])), mid_parked)
         state = store.load_state(session)
         assert state is not None and state.status == "completed", out
         assert "timed out" in json.dumps(state.output)
@@ -58,7 +40,4 @@ def test_the_next_worker_stops_a_parked_child_whose_deadline_died_with_its_worke
         assert mid_session is not None and mid_session.status == "failed" and mid_session.aborted
         leaf = store.load_session(f"{mid}-sub-1.1-ask_leaf")
         assert leaf is not None and leaf.status == "failed"
-        assert model.calls["mid"] == 1 and model.calls["top"] == 2  # mid never ran again
-    finally:
-        store.close()
-        server.stop()
+        assert tree.model.calls["mid"] == 1 and tree.model.calls["top"] == 2  # mid never ran again

@@ -10,65 +10,52 @@ continuation: it then wakes ``top``, which completes with ``leaf``'s answer thro
 from __future__ import annotations
 
 import json
-import os
 import signal
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from dbos import DBOSClient
 
-from helix_dbos import SqlSessionStore
 from helix_dbos.runtime.launch import dbos_system_database_url
-from helix_dbos.testing import ScriptedOpenAIServer
 from tests.pg import unique_name
-from tests.runtime.nested_agents import Model
-from tests.worker_process import start_worker
+from tests.runtime.nested_trees import nested_tree
+from tests.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.postgres
-
-WORKER = Path(__file__).with_name("nested_worker.py")
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_next_worker_starts_a_child_continuation_whose_worker_died_before_starting_it(
     new_migrated_database: Callable[[str], str],
 ) -> None:
-    url, session = new_migrated_database("orphancont"), f"orph-{unique_name('s')}"
-    mid = f"{session}-sub-1.1-ask_mid"
-    model = Model(leaf_seconds=1.5)
-    server = ScriptedOpenAIServer(handler=model)
-    base_url = server.start()
-    store = SqlSessionStore(url)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HELIX_HOT_WINDOW_SECONDS": "0.3"}
-    second = None
-    first = start_worker(WORKER, [url, base_url, session, "0", "60", "--start", "--die-continuing-a-child"], env=env)
-    try:
-        first.wait(90)
-        assert first.returncode == -signal.SIGKILL, first.output
-        orphan = store.get_current_run(mid)
-        assert orphan is not None and orphan.mode == "resume" and orphan.status == "running", orphan
+    url = new_migrated_database("orphancont")
+    with nested_tree(url, f"orph-{unique_name('s')}", leaf_seconds=1.5) as tree:
+        store, session, mid = tree.store, tree.session, tree.mid
+        workers: list[WorkerProcess] = []
+        try:
+            workers.append(tree.worker(0, 60, "--start", "--die-continuing-a-child"))
+            workers[0].wait(90)
+            assert workers[0].returncode == -signal.SIGKILL, workers[0].output
+            orphan = store.get_current_run(mid)
+            assert orphan is not None and orphan.mode == "resume" and orphan.status == "running", orphan
 
-        second = start_worker(WORKER, [url, base_url, session, "0", "40"], env=env)
-        out, _ = second.communicate(timeout=90)
-        assert second.returncode == 0 and "finished completed" in out, out
+            workers.append(tree.worker(0, 40))
+            out, _ = workers[1].communicate(timeout=90)
+            assert workers[1].returncode == 0 and "finished completed" in out, out
+        finally:
+            for proc in workers:
+                if proc.poll() is None:
+                    proc.kill()
         state = store.load_state(session)
         assert state is not None and state.status == "completed"
         assert "leaf says hi" in json.dumps(state.output)
         assert store.load_session(mid).status == "completed"  # type: ignore[union-attr]
-        assert model.calls["leaf"] == 1 and model.calls["mid"] == 2 and model.calls["top"] == 2
-        # Started as mid's continuation, not as a run of its own: its place in the tree kept.
-        client = DBOSClient(system_database_url=dbos_system_database_url(url))
-        try:
-            (started,) = client.list_workflows(workflow_ids=[orphan.workflow_id])
-        finally:
-            client.destroy()
-        request = started.input["args"][0]  # type: ignore[index]
-        assert request["parent_session_id"] == session and request["root_session_id"] == session
-        assert request["parent_stream_id"] is not None
+        assert tree.model.calls == {"top": 2, "mid": 2, "leaf": 1}
+    # Started as mid's continuation, not as a run of its own: its place in the tree kept.
+    client = DBOSClient(system_database_url=dbos_system_database_url(url))
+    try:
+        (started,) = client.list_workflows(workflow_ids=[orphan.workflow_id])
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-        store.close()
-        server.stop()
+        client.destroy()
+    request = started.input["args"][0]  # type: ignore[index]
+    assert request["parent_session_id"] == session and request["root_session_id"] == session
+    assert request["parent_stream_id"] is not None
