@@ -116,7 +116,7 @@ CHILD_FIELDS = frozenset(
 """The fields of a :class:`RunRequest` that make a run its parent's child."""
 
 
-def continued_child(store: SessionStore, session: SessionRecord) -> dict[str, Any]:
+def continued_child(store: SessionStore, session: SessionRecord, continues: str | None) -> dict[str, Any]:
     """What the continuation of a child session keeps of the run it continues (empty for a top-level one).
 
     A child's first run is started by its parent's workflow with its place in the tree
@@ -125,15 +125,15 @@ def continued_child(store: SessionStore, session: SessionRecord) -> dict[str, An
     these fields that continuation would run as a top-level run: its chunks would not reach the
     parent's stream, its end would not wake a parked parent, an ephemeral child would no longer
     refuse human calls and the deadline of the parent's call would lapse. So they are carried over
-    from the recorded input of the run it continues (``session.run_id``); if DBOS no longer has it
+    from the recorded input of the run it continues (``continues``); if DBOS no longer has it
     (retention deleted the workflow) the store gives all but the mode and the deadline. Only a
     suspended run's continuation (its session still ``active``) is the same child going on; an
     interrupted child resumed by hand runs on its own, as before: its parent has had its result.
     """
     if session.parent_session_id is None or session.status != "active":
         return {}
-    if session.run_id is not None:
-        found = DBOS.list_workflows(workflow_ids=[session.run_id], load_output=False)
+    if continues is not None:
+        found = DBOS.list_workflows(workflow_ids=[continues], load_output=False)
         inputs: Any = found[0].input if found else None
         args = inputs.get("args") if isinstance(inputs, dict) else None
         if args:

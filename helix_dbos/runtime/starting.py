@@ -382,7 +382,7 @@ class RunStarter:
                 self._streams.open(session.stream_id, started.run.run_id, agent.name)
                 opened = True
             self._roll_back_stream(started.run, session.stream_id, agent.name, rollback)
-        child = continued_child(self._store, session) if mode == "resume" else {}  # `session`: as it was before
+        child = continued_child(self._store, session, session.run_id) if mode == "resume" else {}  # as it was before
         self._start_workflow(
             agent,
             started.run,
@@ -553,7 +553,7 @@ class RunStarter:
             previous = self._store.get_run(continues) if continues else None
             if previous is None or previous.status != "suspended":
                 return False
-            child = continued_child(self._store, session.model_copy(update={"run_id": previous.run_id}))
+            child = continued_child(self._store, session, previous.run_id)
         agent = self._registry.get(session.agent_type)
         if agent is None:
             self._logger.warn("[helix-dbos] orphaned run of an unregistered agent", {"run_id": run.run_id})
